@@ -1,0 +1,40 @@
+# Two commands matter: `make demo` and `make test`. Both build on `make install`.
+SHELL := /bin/bash
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+LAB_DIR ?= .rotate-lab
+export NO_COLOR ?=
+
+.PHONY: install demo test lint typecheck bench clean lab-down
+
+$(BIN)/rotate: pyproject.toml
+	@command -v redis-server >/dev/null 2>&1 || { \
+	  echo "redis-server is missing: installing it with apt-get (it plays Dragonfly in the lab)"; \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	  ($$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq redis-server >/dev/null) || { \
+	    echo "error: could not install redis-server with apt-get; install it by hand (Debian/Ubuntu: apt-get install redis-server) and run make again" >&2; exit 1; }; }
+	@command -v kubectl >/dev/null 2>&1 || echo "note: kubectl not found; the kubectl fidelity tests will be skipped"
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[lab,dev]'
+	@touch $(BIN)/rotate
+
+install: $(BIN)/rotate
+
+demo: install
+	@bash examples/demo.sh "$(LAB_DIR)"
+
+test: install
+	$(BIN)/ruff check rotate tests bench
+	$(BIN)/mypy
+	$(BIN)/pytest -q
+
+bench: install
+	$(BIN)/python bench/startup.py
+
+lab-down:
+	-$(BIN)/rotate lab down --dir "$(LAB_DIR)"
+
+clean: lab-down
+	rm -rf $(VENV) $(LAB_DIR) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,228 @@
+"""The seams between `rotate` and the systems it drives.
+
+Stages and the engine depend only on these Protocols.  Real adapters:
+
+* :class:`Vault`        — ``rotate.clients.vault.HvacVault`` (hvac; OpenBao and Vault alike)
+* :class:`Kube`         — ``rotate.clients.kube.KubeClient`` (kubernetes client, raw REST paths)
+* :class:`ConfigCenter` — ``rotate.clients.configcenter.HttpConfigCenter`` (httpx)
+* :class:`Readyz`       — ``rotate.clients.readyz`` (service proxy through Kube, or a URL via httpx)
+
+Unit tests above the seams use small hand-written fakes (``tests/fakes.py``); the adapters
+themselves are tested against real OpenBao and the lab.
+
+Contract for every method: it raises only :class:`rotate.core.errors.ClientError`
+subclasses (TemporaryError for retryable conditions), and secret material crosses the seam
+only as :class:`rotate.core.secret.Secret`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from rotate.core.secret import Secret
+
+# --------------------------------------------------------------------------- Vault / OpenBao
+
+
+@dataclass(frozen=True)
+class KvVersion:
+    version: int
+    created_time: str
+    deletion_time: str  # "" when not deleted
+    destroyed: bool
+
+
+@dataclass(frozen=True)
+class KvMetadata:
+    path: str
+    current_version: int  # 0 when the path has metadata but no version yet
+    oldest_version: int
+    versions: Mapping[int, KvVersion]
+    custom_metadata: Mapping[str, str]
+
+
+class Vault(Protocol):
+    """KV v2 at one mount (e.g. ``secret``). Paths are relative to the mount."""
+
+    @property
+    def address(self) -> str: ...
+
+    def health(self) -> None:
+        """Raise TemporaryError if unreachable/sealed."""
+
+    def read_metadata(self, path: str) -> KvMetadata:
+        """NotFoundError if the path has never been written."""
+
+    def read(self, path: str, version: int | None = None) -> dict[str, Secret]:
+        """The key/values of ``version`` (latest when None), every value wrapped."""
+
+    def write(self, path: str, data: Mapping[str, Secret], *, cas: int) -> int:
+        """Write all keys of ``data`` as a new version with check-and-set; return the new version.
+
+        ConflictError when the current version is not ``cas``.
+        """
+
+    def set_custom_metadata(self, path: str, metadata: Mapping[str, str]) -> None:
+        """Merge ``metadata`` into the path's custom_metadata (never secret values)."""
+
+    def capabilities(self, paths: Sequence[str]) -> dict[str, list[str]]:
+        """Vault's sys/capabilities-self for each full API path (e.g. ``secret/data/x``)."""
+
+
+# --------------------------------------------------------------------------- Kubernetes
+
+PatchType = Literal["merge", "strategic", "json"]
+
+
+@dataclass(frozen=True)
+class WatchEvent:
+    type: Literal["ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"]
+    object: Mapping[str, Any]
+
+
+class Kube(Protocol):
+    """Kubernetes REST, by kind name.
+
+    Kinds: Namespace, Secret, ConfigMap, Service, Endpoints, Pod, Event, Deployment,
+    ReplicaSet, StatefulSet, DaemonSet, Lease, ExternalSecret, SecretStore, ClusterSecretStore.
+    Objects are plain JSON dicts (as the API server sends them).  Secret objects returned
+    by ``get``/``list`` have their ``data`` removed: use :meth:`read_secret_key`.
+    """
+
+    @property
+    def server(self) -> str: ...
+
+    def get(self, kind: str, namespace: str | None, name: str) -> dict[str, Any]: ...
+
+    def list(
+        self, kind: str, namespace: str | None, *, label_selector: str | None = None
+    ) -> list[dict[str, Any]]: ...
+
+    def create(self, kind: str, namespace: str | None, body: Mapping[str, Any]) -> dict[str, Any]: ...
+
+    def replace(
+        self, kind: str, namespace: str | None, name: str, body: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """PUT; the body's resourceVersion makes it conditional (ConflictError on 409)."""
+
+    def patch(
+        self,
+        kind: str,
+        namespace: str | None,
+        name: str,
+        body: Any,
+        *,
+        patch_type: PatchType = "merge",
+    ) -> dict[str, Any]: ...
+
+    def delete(self, kind: str, namespace: str | None, name: str) -> None: ...
+
+    def watch(
+        self,
+        kind: str,
+        namespace: str | None,
+        *,
+        name: str | None = None,
+        resource_version: str | None = None,
+        timeout_seconds: float = 30,
+    ) -> Iterator[WatchEvent]:
+        """Events after ``resource_version``; ends quietly when the server closes the stream."""
+
+    def read_secret_key(self, namespace: str, name: str, key: str) -> Secret | None:
+        """One key of a Secret, decoded and wrapped; None when the key is absent."""
+
+    def write_secret_key(self, namespace: str, name: str, key: str, value: Secret) -> str:
+        """Set one key of an existing Secret (merge patch); return the new resourceVersion."""
+
+    def can_i(
+        self, verb: str, kind: str, namespace: str | None, *, subresource: str | None = None
+    ) -> bool:
+        """SelfSubjectAccessReview."""
+
+    def proxy_get(
+        self, namespace: str, service: str, port: str | int, path: str, *, timeout: float = 5
+    ) -> int:
+        """GET through the API server's service proxy; the HTTP status the service answered."""
+
+
+# --------------------------------------------------------------------------- Config Center
+
+
+@dataclass(frozen=True)
+class VersionedDoc:
+    """A document as stored. ``value`` leaves that hold credentials are NOT wrapped: callers
+    never display it; rollback goes through :meth:`ConfigCenter.restore_version`."""
+
+    version: int
+    value: Mapping[str, Any] = field(repr=False)
+
+
+@dataclass(frozen=True)
+class MintedToken:
+    id: str
+    token: Secret
+    expires_at: str
+
+
+@dataclass(frozen=True)
+class TokenInfo:
+    id: str
+    created_at: str
+    revoked: bool
+
+
+class ConfigCenter(Protocol):
+    @property
+    def url(self) -> str: ...
+
+    def health(self) -> None: ...
+
+    def services(self) -> list[str]: ...
+
+    def get_schema(self, service: str) -> dict[str, Any]: ...
+
+    def get_version_number(self, service: str, key: str) -> int | None:
+        """Current version, or None when the key does not exist."""
+
+    def get_key(self, service: str, key: str) -> VersionedDoc: ...
+
+    def put_key(
+        self, service: str, key: str, value: Mapping[str, Any], *, if_match: int | None
+    ) -> int:
+        """Write ``value`` (leaves may be Secret); ``if_match=None`` means create
+        (If-None-Match: *).  ConflictError on 412, RejectedError(details) on 422."""
+
+    def restore_version(self, service: str, key: str, version: int, *, if_match: int) -> int:
+        """Write the content of an earlier ``version`` as a new version; return it."""
+
+    def mint_token(self, service: str) -> MintedToken: ...
+
+    def list_tokens(self, service: str) -> list[TokenInfo]: ...
+
+    def revoke_token(self, service: str, token_id: str) -> None: ...
+
+
+# --------------------------------------------------------------------------- readyz
+
+
+class Readyz(Protocol):
+    def status(self, target: ReadyzTarget) -> int:
+        """The HTTP status of one GET (TemporaryError when unreachable)."""
+
+
+@dataclass(frozen=True)
+class ReadyzTarget:
+    """Either a service proxy path (namespace/service/port/path) or a plain URL."""
+
+    namespace: str
+    service: str
+    port: str | int
+    path: str = "/readyz"
+    url: str | None = None
+
+    def __str__(self) -> str:
+        if self.url:
+            return self.url
+        return f"{self.namespace}/{self.service}:{self.port}{self.path}"

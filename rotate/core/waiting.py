@@ -1,0 +1,131 @@
+"""The one way `rotate` waits: a condition, a deadline, a back-off, a cancel token.
+
+Every wait in the product — for ESO to sync, for a rollout, for a readyz, for a Lease — goes
+through :func:`wait_for`.  There are no bare ``sleep`` loops anywhere else, so deadlines,
+interruption (SIGINT/SIGTERM) and the temporary-vs-permanent error rule behave the same
+everywhere.
+
+``check`` returns ``None`` while the condition does not hold, or the value that proves it.
+Between checks the waiter calls ``pause(seconds)``; the default sleeps on the cancel token's
+event (so SIGINT wakes it at once).  A caller that has a Kubernetes watch passes a ``pause``
+that returns as soon as the next watch event arrives, so waiting on a rollout reacts to
+events instead of polling, while the back-off still bounds how often ``check`` runs when a
+watch is chatty or broken.
+
+A :class:`~rotate.core.errors.TemporaryError` raised by ``check`` counts as "not yet"
+(and is remembered as the last observation); any other exception ends the wait at once.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from rotate.core.errors import Interrupted, TemporaryError
+
+T = TypeVar("T")
+
+
+class CancelToken:
+    """Set by the signal handler; every wait and step boundary checks it."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self.reason = ""
+
+    def cancel(self, reason: str = "interrupted") -> None:
+        self.reason = reason
+        self._event.set()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._event.is_set()
+
+    def check(self) -> None:
+        if self._event.is_set():
+            raise Interrupted(self.reason or "interrupted")
+
+    def sleep(self, seconds: float) -> None:
+        """Sleep up to ``seconds``; return early (and raise) if cancelled."""
+        if self._event.wait(max(0.0, seconds)):
+            raise Interrupted(self.reason or "interrupted")
+
+
+@dataclass(frozen=True)
+class Deadline:
+    at: float  # time.monotonic() value
+
+    @classmethod
+    def after(cls, seconds: float) -> Deadline:
+        return cls(time.monotonic() + seconds)
+
+    def remaining(self) -> float:
+        return max(0.0, self.at - time.monotonic())
+
+    @property
+    def expired(self) -> bool:
+        return time.monotonic() >= self.at
+
+
+class WaitTimeout(TemporaryError):
+    """The condition did not hold before the deadline. ``last`` describes the last observation."""
+
+    def __init__(self, what: str, last: str) -> None:
+        super().__init__("wait", what, f"timed out; last seen: {last}" if last else "timed out")
+        self.what = what
+        self.last = last
+
+
+@dataclass
+class Backoff:
+    initial: float = 0.05
+    factor: float = 1.6
+    maximum: float = 2.0
+    _next: float = field(default=0.0, init=False)
+
+    def next(self) -> float:
+        self._next = self.initial if self._next == 0 else min(self.maximum, self._next * self.factor)
+        return self._next
+
+
+def wait_for(
+    check: Callable[[], T | None],
+    *,
+    deadline: Deadline,
+    what: str,
+    describe: Callable[[], str] | None = None,
+    cancel: CancelToken | None = None,
+    pause: Callable[[float], None] | None = None,
+    backoff: Backoff | None = None,
+) -> T:
+    """Call ``check`` until it returns a value other than None, or raise WaitTimeout.
+
+    ``describe`` (optional) says what was last observed, for the timeout message.
+    """
+    token = cancel or CancelToken()
+    bo = backoff or Backoff()
+    last = ""
+    while True:
+        token.check()
+        try:
+            result = check()
+        except TemporaryError as exc:
+            result = None
+            last = exc.message
+        else:
+            if result is not None:
+                return result
+            if describe is not None:
+                last = describe()
+        remaining = deadline.remaining()
+        if remaining <= 0:
+            raise WaitTimeout(what, last)
+        interval = min(bo.next(), remaining)
+        if pause is not None:
+            token.check()
+            pause(interval)
+        else:
+            token.sleep(interval)

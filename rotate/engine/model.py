@@ -1,0 +1,170 @@
+"""Frozen data the engine hands to the CLI: plans, checks, run reports.
+
+A :class:`Plan` is computed by a pure function from the chain file and what preflight
+observed; it holds names, versions and counts — never a secret value — so it can be
+printed, serialised to JSON (cli.md "Plan") and compared in golden tests.
+
+A :class:`RunReport` is derived from a run's journal (cli.md "Run report"); the journal is
+the source of truth, the report a view of it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+StepStatus = Literal["pending", "running", "done", "failed", "skipped"]
+RunStatus = Literal["running", "succeeded", "failed", "interrupted", "rolled-back", "rollback-failed"]
+
+STAGE_NAMES = {0: "preflight", 1: "backend", 2: "sync", 3: "provider", 4: "consumers"}
+
+
+@dataclass(frozen=True)
+class Check:
+    """One preflight (or doctor) check."""
+
+    check: str  # short id, e.g. "vault.capabilities", "trap.paused-deployment"
+    ok: bool
+    detail: str
+    fatal: bool = True  # a failed non-fatal check is a warning shown in the plan
+
+    def to_json(self) -> dict[str, Any]:
+        return {"check": self.check, "ok": self.ok, "detail": self.detail, "fatal": self.fatal}
+
+
+@dataclass(frozen=True)
+class Trap:
+    """A field hazard preflight found, and what rotate will do about it."""
+
+    name: str  # "paused-deployment", "refresh-created-once", "statefulset-ondelete", ...
+    target: str
+    problem: str
+    action: str  # what rotate does: "refuse" / "delete pods in order" / "wait for Reloader"
+    blocking: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "target": self.target, "problem": self.problem,
+                "action": self.action, "blocking": self.blocking}
+
+
+@dataclass(frozen=True)
+class PlannedStep:
+    index: int
+    stage: int  # 1..4 (0 for preflight)
+    kind: str  # cli.md step kinds
+    target: str
+    detail: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"index": self.index, "stage": self.stage, "kind": self.kind,
+                "target": self.target, "detail": self.detail}
+
+
+@dataclass(frozen=True)
+class Plan:
+    credential: str
+    strategy: str
+    consumers: tuple[str, ...]
+    providers: tuple[str, ...]
+    backend_path: str  # "secret/infra/dragonfly#password"
+    current_version: int | None
+    preflight: tuple[Check, ...]
+    traps: tuple[Trap, ...]
+    steps: tuple[PlannedStep, ...]
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok or not c.fatal for c in self.preflight) and not any(
+            t.blocking for t in self.traps)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": "plan",
+            "credential": self.credential,
+            "strategy": self.strategy,
+            "consumers": list(self.consumers),
+            "providers": list(self.providers),
+            "backend": {"path": self.backend_path, "current_version": self.current_version},
+            "ok": self.ok,
+            "preflight": [c.to_json() for c in self.preflight],
+            "traps": [t.to_json() for t in self.traps],
+            "steps": [s.to_json() for s in self.steps],
+        }
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    index: int
+    stage: int
+    kind: str
+    target: str
+    status: StepStatus
+    started_at: str | None = None  # RFC3339
+    finished_at: str | None = None
+    seconds: float | None = None
+    detail: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"index": self.index, "stage": self.stage, "kind": self.kind,
+                "target": self.target, "status": self.status, "started_at": self.started_at,
+                "finished_at": self.finished_at, "seconds": self.seconds, "detail": self.detail}
+
+
+@dataclass(frozen=True)
+class RunReport:
+    run_id: str
+    credential: str
+    status: RunStatus
+    exit_code: int
+    started_at: str
+    finished_at: str | None
+    backend: dict[str, Any]  # {"path", "previous_version", "version"}
+    steps: tuple[StepRecord, ...]
+    message: str = ""  # the one-paragraph explanation on failure
+    resume: str = ""
+    rollback: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": "run", "run_id": self.run_id, "credential": self.credential,
+                "status": self.status, "exit_code": self.exit_code,
+                "started_at": self.started_at, "finished_at": self.finished_at,
+                "backend": self.backend, "steps": [s.to_json() for s in self.steps],
+                "message": self.message, "resume": self.resume, "rollback": self.rollback,
+                **self.extra}
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    run_id: str
+    credential: str
+    started_at: str
+    status: RunStatus
+    failed_step: str | None
+    operation: str = "rotate"  # "rotate" | "rollback"
+
+
+class Observer(Protocol):
+    """Progress sink the CLI implements (live view on a TTY, timestamped lines otherwise)."""
+
+    def step_started(self, step: PlannedStep) -> None: ...
+
+    def step_finished(self, step: PlannedStep, record: StepRecord) -> None: ...
+
+    def note(self, text: str) -> None: ...
+
+
+class NullObserver:
+    def step_started(self, step: PlannedStep) -> None:
+        pass
+
+    def step_finished(self, step: PlannedStep, record: StepRecord) -> None:
+        pass
+
+    def note(self, text: str) -> None:
+        pass
+
+
+def steps_json(steps: Sequence[PlannedStep]) -> list[dict[str, Any]]:
+    return [s.to_json() for s in steps]
