@@ -1,0 +1,364 @@
+"""The chain file as frozen values, and the pure functions derived from it.
+
+A :class:`Chain` is built only by :func:`rotate.chain.loader.load_chain`, after the file
+passed the JSON Schema and the semantic checks, so every invariant the loader checks holds
+here: template references name values of the same document, templates do not form cycles,
+schema paths exist (they are absolute), credential names are not command names.
+
+Nothing in this module touches the network or the disk, so the engine's plan can be computed
+from it in tests without any system around.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from rotate.core.errors import UsageError
+from rotate.core.refs import ObjectRef
+from rotate.core.secret import Secret
+
+API_VERSION = "rotate/v1"
+
+#: Commands of the CLI (cli.md). ``rotate NAME`` dispatches on them before credential names,
+#: so a credential named like one could never be rotated: the loader refuses such names.
+RESERVED_CREDENTIAL_NAMES = ("list", "runs", "show", "resume", "rollback", "doctor", "lab", "help")
+
+DEFAULT_CONFIG_KEY = "bootstrap"
+DEFAULT_READYZ_PATH = "/readyz"
+DEFAULT_JWT_PATH = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+
+AuthMethod = Literal["token", "kubernetes", "approle"]
+Strategy = Literal["restart", "overlap"]
+EndpointPart = Literal["host", "port", "hostport"]
+
+#: A provider workload (Deployment/StatefulSet/DaemonSet) is a plain object reference.
+ProviderRef = ObjectRef
+
+
+# --------------------------------------------------------------------------- top-level sections
+
+
+@dataclass(frozen=True)
+class AuthConfig:
+    method: AuthMethod
+    role: str | None = None  # kubernetes / approle role name
+    mount: str | None = None  # auth mount; defaults to the method name
+    jwt_path: str = DEFAULT_JWT_PATH  # kubernetes: service-account token file
+    role_id_env: str | None = None  # approle: names of env vars, never the values
+    secret_id_env: str | None = None
+
+    @property
+    def mount_path(self) -> str:
+        return self.mount or self.method
+
+
+@dataclass(frozen=True)
+class BackendConfig:
+    kv_mount: str
+    auth: AuthConfig
+    address_env: str | None = None  # overrides BAO_ADDR/VAULT_ADDR lookup when set
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    lock_namespace: str
+    context: str | None = None
+
+
+@dataclass(frozen=True)
+class ConfigCenterConfig:
+    """Exactly one of ``url`` / ``url_env`` is set; the admin token always comes from env."""
+
+    token_env: str
+    url: str | None = None
+    url_env: str | None = None
+
+    def resolve_url(self, environ: Mapping[str, str]) -> str | None:
+        if self.url:
+            return self.url
+        return environ.get(self.url_env or "") or None
+
+
+@dataclass(frozen=True)
+class Defaults:
+    timeout: float = 120.0  # seconds, per step
+    max_parallel: int = 3
+    reloader_grace: float = 5.0
+    lease_duration: float = 30.0
+
+
+# --------------------------------------------------------------------------- credentials
+
+
+@dataclass(frozen=True)
+class BackendRef:
+    path: str  # KV v2 path under the kv mount
+    key: str
+
+
+@dataclass(frozen=True)
+class Generate:
+    length: int = 40
+    alphabet: str = "alnum"  # a name in rotate.core.secret.ALPHABETS or literal characters
+
+
+@dataclass(frozen=True)
+class SecretKeyRef:
+    namespace: str
+    name: str
+    key: str
+
+    @property
+    def ref(self) -> ObjectRef:
+        return ObjectRef("Secret", self.namespace, self.name)
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}#{self.key}"
+
+
+@dataclass(frozen=True)
+class OverlapConfig:
+    previous_key: str  # key (in Vault and in the Secret) that keeps the previous value
+
+
+@dataclass(frozen=True)
+class Credential:
+    """``generate`` is None exactly when the value is read from stdin (``value_from``)."""
+
+    name: str
+    backend: BackendRef
+    external_secret: ObjectRef  # kind "ExternalSecret"
+    secret: SecretKeyRef  # the ExternalSecret's target Secret and key
+    providers: tuple[ProviderRef, ...]
+    generate: Generate | None = None
+    value_from: Literal["stdin"] | None = None
+    strategy: Strategy = "restart"
+    timeout: float | None = None  # overrides Defaults.timeout for this credential
+    overlap: OverlapConfig | None = None
+    description: str = ""
+
+
+# --------------------------------------------------------------------------- value sources
+
+
+@dataclass(frozen=True)
+class LiteralSource:
+    value: Any
+
+
+@dataclass(frozen=True)
+class SecretKeySource:
+    namespace: str
+    name: str
+    key: str
+
+    @property
+    def secret(self) -> SecretKeyRef:
+        return SecretKeyRef(self.namespace, self.name, self.key)
+
+
+@dataclass(frozen=True)
+class ServiceSource:
+    namespace: str
+    name: str
+    port: int | str  # a number, or a port name to look up in the Service
+    part: EndpointPart
+
+    @property
+    def host(self) -> str:
+        return f"{self.name}.{self.namespace}.svc.cluster.local"
+
+
+@dataclass(frozen=True)
+class TemplateSource:
+    template: str
+
+    @property
+    def refs(self) -> list[str]:
+        return template_refs(self.template)
+
+
+ValueSource = LiteralSource | SecretKeySource | ServiceSource | TemplateSource
+
+
+# --------------------------------------------------------------------------- services
+
+
+@dataclass(frozen=True)
+class TokenTarget:
+    """Where a service's machine token is delivered: one key of a Secret."""
+
+    namespace: str  # defaults to the service's namespace in the file
+    name: str
+    key: str
+
+    @property
+    def ref(self) -> ObjectRef:
+        return ObjectRef("Secret", self.namespace, self.name)
+
+
+@dataclass(frozen=True)
+class ReadyzConfig:
+    """Either the API server's service proxy (service/port/path) or a plain ``url``."""
+
+    service: str | None = None
+    port: int | str | None = None
+    path: str = DEFAULT_READYZ_PATH
+    url: str | None = None
+
+
+@dataclass(frozen=True)
+class Service:
+    name: str
+    namespace: str
+    workload: ObjectRef
+    schema: Path  # absolute (resolved against the chain file's directory)
+    values: Mapping[str, ValueSource] = field(hash=False)  # JSON Pointer → source, file order
+    token: TokenTarget
+    readyz: ReadyzConfig
+    config_key: str = DEFAULT_CONFIG_KEY
+
+
+# --------------------------------------------------------------------------- the chain
+
+
+@dataclass(frozen=True)
+class Chain:
+    file: Path  # absolute path of the chain file
+    backend: BackendConfig
+    cluster: ClusterConfig
+    config_center: ConfigCenterConfig
+    defaults: Defaults
+    credentials: Mapping[str, Credential] = field(hash=False)  # file order
+    services: Mapping[str, Service] = field(hash=False)  # file order
+
+    def credential(self, name: str) -> Credential:
+        """The named credential; UsageError (exit 2) naming the known ones otherwise."""
+        try:
+            return self.credentials[name]
+        except KeyError:
+            known = ", ".join(self.credentials) or "none"
+            raise UsageError(
+                f"unknown credential {name!r} (the chain file defines: {known})"
+            ) from None
+
+    def timeout_for(self, credential: Credential) -> float:
+        return credential.timeout if credential.timeout is not None else self.defaults.timeout
+
+
+# --------------------------------------------------------------------------- pure functions
+
+#: ``{/pointer}`` inside a template. Braces not opening a pointer are literal text.
+_TEMPLATE_REF = re.compile(r"\{(/[^{}]*)\}")
+_POINTER = re.compile(r"^(/([^~/]|~[01])*)+$")
+
+
+def template_refs(template: str) -> list[str]:
+    """The JSON Pointers a template references, in order of appearance (duplicates kept)."""
+    return [m.group(1) for m in _TEMPLATE_REF.finditer(template)]
+
+
+def is_json_pointer(text: str) -> bool:
+    """A non-empty RFC 6901 pointer (``~`` only as ``~0``/``~1``). The root is not allowed:
+    a value source fills one place in the document, never the whole document."""
+    return bool(_POINTER.match(text))
+
+
+def pointer_tokens(pointer: str) -> list[str]:
+    """``/a~1b/c`` → ``["a/b", "c"]`` (RFC 6901 unescaping: ~1 before ~0)."""
+    return [t.replace("~1", "/").replace("~0", "~") for t in pointer.split("/")[1:]]
+
+
+def render_template(template: str, lookup: Callable[[str], Any]) -> str | Secret:
+    """Fill every ``{/pointer}`` with ``lookup(pointer)``.
+
+    Non-string values are rendered as JSON scalars would be (numbers, ``true``); the result
+    is a :class:`Secret` when any filled value is one, so a password never escapes its
+    wrapper by being interpolated into a URL.
+    """
+    secret = False
+    parts: list[str] = []
+    pos = 0
+    for m in _TEMPLATE_REF.finditer(template):
+        parts.append(template[pos:m.start()])
+        value = lookup(m.group(1))
+        if isinstance(value, Secret):
+            secret = True
+            parts.append(value.reveal())
+        elif isinstance(value, bool):
+            parts.append("true" if value else "false")
+        elif value is None:
+            parts.append("null")
+        else:
+            parts.append(str(value))
+        pos = m.end()
+    parts.append(template[pos:])
+    text = "".join(parts)
+    return Secret(text) if secret else text
+
+
+def resolution_order(values: Mapping[str, ValueSource]) -> list[str]:
+    """The pointers of ``values`` ordered so that every template comes after what it references.
+
+    File order is kept wherever dependencies allow. Assumes the loader's invariants (no
+    cycles, references exist); a reference to an unknown pointer is ignored here.
+    """
+    order: list[str] = []
+    done: set[str] = set()
+
+    def visit(pointer: str, stack: tuple[str, ...]) -> None:
+        if pointer in done or pointer in stack or pointer not in values:
+            return
+        source = values[pointer]
+        if isinstance(source, TemplateSource):
+            for ref in source.refs:
+                visit(ref, (*stack, pointer))
+        done.add(pointer)
+        order.append(pointer)
+
+    for pointer in values:
+        visit(pointer, ())
+    return order
+
+
+def depends_on_secret(values: Mapping[str, ValueSource], pointer: str, target: SecretKeyRef) -> bool:
+    """Whether the value at ``pointer`` comes from ``target``, directly or through templates."""
+    seen: set[str] = set()
+    todo = [pointer]
+    while todo:
+        p = todo.pop()
+        if p in seen or p not in values:
+            continue
+        seen.add(p)
+        source = values[p]
+        if isinstance(source, SecretKeySource) and source.secret == target:
+            return True
+        if isinstance(source, TemplateSource):
+            todo.extend(source.refs)
+    return False
+
+
+def consumers_of(chain: Chain, credential_name: str) -> tuple[str, ...]:
+    """Services whose document is sourced (directly or through a template, transitively)
+    from the credential's target Secret key; in file order. Derived, never listed (chain.md).
+    """
+    target = chain.credential(credential_name).secret
+    return tuple(
+        name
+        for name, service in chain.services.items()
+        if any(depends_on_secret(service.values, p, target) for p in service.values)
+    )
+
+
+def credentials_consumed_by(chain: Chain, service_name: str) -> tuple[str, ...]:
+    """The inverse of :func:`consumers_of`: credentials a service depends on, in file order."""
+    service = chain.services[service_name]
+    return tuple(
+        name
+        for name, cred in chain.credentials.items()
+        if any(depends_on_secret(service.values, p, cred.secret) for p in service.values)
+    )

@@ -1,0 +1,27 @@
+"""End-to-end fixtures: each module gets its own lab (fast profile) in a temp dir."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.labtools import Lab, read_env_file
+
+pytestmark = pytest.mark.lab
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    if shutil.which("redis-server") is None or shutil.which("kubectl") is None:
+        pytest.fail("the lab needs redis-server and kubectl (make install puts redis-server in place)")
+    from rotate.lab import control
+
+    lab_dir: Path = tmp_path_factory.mktemp("lab")
+    try:
+        control.up(lab_dir, "fast", False, on_progress=lambda _msg: None)
+        yield Lab(lab_dir, read_env_file(lab_dir / "env"))
+    finally:
+        control.down(lab_dir)

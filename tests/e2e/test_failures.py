@@ -1,0 +1,135 @@
+"""Failure paths on the lab: a failing readyz (exit 16) resumed then rolled back; a second
+concurrent run (exit 4); a kill -9 in the middle of a run followed by resume.
+
+One lab for the module; tests run in file order and each leaves the chain healthy.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+
+import pytest
+
+from tests.e2e.labtools import CONSUMERS, SHOP, Lab, wait_until
+
+pytestmark = pytest.mark.lab
+
+
+def started_steps(lab: Lab, run_id: str) -> set[str]:
+    return {e.get("kind", "") for e in lab.journal_events(run_id) if e.get("event") == "step.start"}
+
+
+def newest_run(lab: Lab, known: set[str]) -> str | None:
+    fresh = [r for r in lab.run_ids() if r not in known]
+    return fresh[-1] if fresh else None
+
+
+def test_failing_readyz_exits_16_then_resume_then_rollback(lab: Lab) -> None:
+    v0 = lab.bao_version()
+    old_password = lab.bao_password()
+    lab.fault("readyz-fail", "cart")
+    try:
+        res = lab.rotate("dragonfly", "--confirm", "--timeout", "8s", "-o", "json")
+    finally:
+        lab.fault("readyz-fail", None, clear=True)
+    assert res.code == 16, res.output
+    report = json.loads(res.stdout)
+    run_id = report["run_id"]
+    assert report["status"] == "failed"
+    assert report["resume"] == f"rotate resume {run_id} --confirm"
+    assert report["rollback"] == f"rotate rollback {run_id} --confirm"
+    assert f"rotate resume {run_id} --confirm" in res.stderr
+    assert "readyz" in res.stderr and "cart" in res.stderr
+    assert lab.bao_version() == v0 + 1
+    new_password = lab.bao_password()
+
+    res = lab.rotate("resume", run_id, "--confirm")
+    assert res.code == 0, res.output
+    assert lab.bao_version() == v0 + 1, "resume must never write a second value"
+    assert lab.bao_password() == new_password
+    assert {svc: lab.readyz(svc) for svc in SHOP} == {svc: 200 for svc in SHOP}
+
+    res = lab.rotate("rollback", run_id, "--confirm")
+    assert res.code == 0, res.output
+    # Version N's data written back as a new version, through the whole chain.
+    assert lab.bao_version() == v0 + 2
+    assert lab.bao_password() == old_password
+    assert lab.secret_value("dragonfly", "dragonfly-password-secret", "password") == old_password
+    assert lab.dragonfly_auth(old_password) and not lab.dragonfly_auth(new_password)
+    for svc in CONSUMERS:
+        assert lab.bootstrap(svc)["value"]["dragonfly"]["password"] == old_password
+    assert {svc: lab.readyz(svc) for svc in SHOP} == {svc: 200 for svc in SHOP}
+    runs = lab.rotate("runs", "-o", "json")
+    assert runs.code == 0
+    statuses = {r["run_id"]: r["status"] for r in json.loads(runs.stdout)["runs"]}
+    assert statuses[run_id] == "rolled-back"
+
+
+def test_second_concurrent_run_exits_4(lab: Lab) -> None:
+    known = set(lab.run_ids())
+    lab.fault("eso-stall")
+    first = lab.spawn_rotate("dragonfly", "--confirm")
+    try:
+        run_id = wait_until(lambda: newest_run(lab, known), 30, "the first run's journal")
+        wait_until(lambda: "sync.wait" in started_steps(lab, run_id) or None, 30,
+                   "the first run to wait on ESO")
+        second = lab.rotate("dragonfly", "--confirm")
+        assert second.code == 4, second.output
+        assert "rotate-dragonfly" in second.output and run_id in second.output
+    finally:
+        lab.fault("eso-stall", None, clear=True)
+    out, err = first.communicate(timeout=120)
+    assert first.returncode == 0, out + err
+    assert {svc: lab.readyz(svc) for svc in SHOP} == {svc: 200 for svc in SHOP}
+
+
+def test_kill_9_mid_run_then_resume(lab: Lab) -> None:
+    known = set(lab.run_ids())
+    v0 = lab.bao_version()
+    revs = lab.revisions()
+    lab.fault("eso-stall")
+    proc = lab.spawn_rotate("dragonfly", "--confirm")
+    try:
+        run_id = wait_until(lambda: newest_run(lab, known), 30, "the run's journal")
+        wait_until(lambda: "sync.wait" in started_steps(lab, run_id) or None, 30,
+                   "the run to reach sync.wait")
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+    finally:
+        lab.fault("eso-stall", None, clear=True)
+    assert lab.bao_version() == v0 + 1
+    written = lab.bao_password()
+
+    res = lab.rotate("resume", run_id, "--confirm")
+    assert res.code == 0, res.output
+    assert lab.bao_version() == v0 + 1, "resume must reuse the value already written"
+    assert lab.bao_password() == written
+    assert lab.secret_value("dragonfly", "dragonfly-password-secret", "password") == written
+    assert lab.dragonfly_auth(written)
+    after = lab.revisions()
+    for svc in CONSUMERS:
+        assert after[svc] == revs[svc] + 1
+    assert {svc: lab.readyz(svc) for svc in SHOP} == {svc: 200 for svc in SHOP}
+
+
+def test_sigint_exits_130_and_the_run_resumes(lab: Lab) -> None:
+    known = set(lab.run_ids())
+    v0 = lab.bao_version()
+    lab.fault("eso-stall")
+    proc = lab.spawn_rotate("dragonfly", "--confirm")
+    try:
+        run_id = wait_until(lambda: newest_run(lab, known), 30, "the run's journal")
+        wait_until(lambda: "sync.wait" in started_steps(lab, run_id) or None, 30,
+                   "the run to reach sync.wait")
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        lab.fault("eso-stall", None, clear=True)
+    assert proc.returncode == 130, out + err
+    assert f"rotate resume {run_id} --confirm" in err
+    # The lock was released: a resume does not need --take-over-lock.
+    res = lab.rotate("resume", run_id, "--confirm")
+    assert res.code == 0, res.output
+    assert lab.bao_version() == v0 + 1

@@ -1,0 +1,118 @@
+"""The acceptance of issue 2, checked from outside the tool.
+
+One lab for the module: a dry run changes nothing, a schema violation stops in preflight
+with exit 3, then one real rotation is checked through OpenBao's HTTP API, kubectl, the
+Config Center API and a raw Redis AUTH, and everything the run wrote is scanned for the
+values it used.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.labtools import CONSUMERS, SHOP, Lab, scan
+
+pytestmark = pytest.mark.lab
+
+
+def snapshot(lab: Lab) -> dict[str, object]:
+    return {
+        "bao": lab.bao_version(),
+        "secret_rv": lab.kjson("get", "secret", "-n", "dragonfly", "dragonfly-password-secret")[
+            "metadata"]["resourceVersion"],
+        "revisions": lab.revisions(),
+        "cc": {svc: lab.bootstrap(svc)["version"] for svc in SHOP},
+    }
+
+
+def test_plan_changes_nothing(lab: Lab) -> None:
+    before = snapshot(lab)
+    res = lab.rotate("dragonfly")
+    assert res.code == 0, res.output
+    for word in ("backend.write", "sync.wait", "provider.restart", "config.write", "readyz.check"):
+        assert word in res.output
+    plan = lab.rotate("dragonfly", "-o", "json")
+    assert plan.code == 0, plan.output
+    doc = json.loads(plan.stdout)
+    assert doc["kind"] == "plan" and doc["consumers"] == ["cart", "order", "user"]
+    kinds = [s["kind"] for s in doc["steps"]]
+    assert kinds.index("backend.write") < kinds.index("sync.trigger") < kinds.index("provider.wait")
+    assert kinds.index("provider.wait") < kinds.index("config.write") < kinds.index("readyz.check")
+    assert snapshot(lab) == before
+
+
+def test_schema_violation_stops_in_preflight(lab: Lab, tmp_path: Path) -> None:
+    before = snapshot(lab)
+    chain = Path(lab.env["ROTATE_CHAIN"])
+    text = chain.read_text().replace(
+        "/dragonfly/port: {service: {namespace: dragonfly, name: dragonfly, port: 6379, part: port}}",
+        "/dragonfly/port: {literal: not-a-port}", 1)
+    text = text.replace("../../schemas/", str(chain.parent.parent.parent / "schemas") + "/")
+    bad = tmp_path / "rotate.yaml"
+    bad.write_text(text)
+    res = lab.rotate("dragonfly", "--confirm", "--chain", str(bad))
+    assert res.code == 3, res.output
+    assert "cart" in res.output and "/dragonfly/port" in res.output
+    assert snapshot(lab) == before
+
+
+def test_rotation_end_to_end(lab: Lab) -> None:
+    old_version = lab.bao_version()
+    old_password = lab.bao_password()
+    revs_before = lab.revisions()
+    assert lab.dragonfly_auth(old_password)
+
+    res = lab.rotate("dragonfly", "--confirm", "-o", "json")
+    assert res.code == 0, res.output
+    report = json.loads(res.stdout)
+    assert report["kind"] == "run" and report["status"] == "succeeded"
+    assert report["backend"]["previous_version"] == old_version
+    assert report["backend"]["version"] == old_version + 1
+
+    # OpenBao holds exactly one new version, and the Secret holds it.
+    assert lab.bao_version() == old_version + 1
+    new_password = lab.bao_password()
+    assert new_password != old_password
+    assert lab.secret_value("dragonfly", "dragonfly-password-secret", "password") == new_password
+
+    # Dragonfly accepts the new password and refuses the old.
+    assert lab.dragonfly_auth(new_password)
+    assert not lab.dragonfly_auth(old_password)
+
+    # cart, order, user rolled exactly once; the other seven (and nothing else) did not.
+    revs_after = lab.revisions()
+    for svc in SHOP:
+        expected = revs_before[svc] + (1 if svc in CONSUMERS else 0)
+        assert revs_after[svc] == expected, (svc, revs_before[svc], revs_after[svc])
+    assert revs_after["dragonfly"] == revs_before["dragonfly"] + 1
+
+    # Their bootstrap documents carry the new password.
+    for svc in CONSUMERS:
+        assert lab.bootstrap(svc)["value"]["dragonfly"]["password"] == new_password
+
+    # Every readyz is 200.
+    assert {svc: lab.readyz(svc) for svc in SHOP} == {svc: 200 for svc in SHOP}
+
+    # The values never reach any output, journal, event or annotation.
+    lab.rotate("runs")
+    lab.rotate("show", report["run_id"])
+    tokens = [lab.secret_value("shop", f"{svc}-config-token", "token") for svc in SHOP]
+    haystacks: list[tuple[str, str]] = []
+    for r in lab.transcripts:
+        haystacks += [(f"stdout of {r.args[1:]}", r.stdout), (f"stderr of {r.args[1:]}", r.stderr)]
+    for f in Path(lab.env["ROTATE_STATE_DIR"]).rglob("*"):
+        if f.is_file():
+            haystacks.append((str(f), f.read_text(errors="replace")))
+    haystacks.append(("events", lab.kubectl("get", "events", "-A", "-o", "json")))
+    for kind in ("deployments", "replicasets", "pods", "externalsecrets", "secrets", "leases",
+                 "services", "statefulsets"):
+        for item in lab.kjson("get", kind, "-A")["items"]:
+            meta = item.get("metadata", {})
+            tmpl = item.get("spec", {}).get("template", {}).get("metadata", {})
+            haystacks.append((f"{kind} annotations", json.dumps([meta.get("annotations"),
+                                                                  tmpl.get("annotations"),
+                                                                  meta.get("labels")])))
+    assert scan(haystacks, [new_password, old_password, *tokens]) == []
