@@ -248,3 +248,39 @@ def test_5xx_fault_blocks_writes_until_cleared(server: Server) -> None:
             c.put("/v1/services/cart/keys/bootstrap", json={"value": _doc()},
                   headers={"If-Match": '"1"'})), timeout=5)
         assert r.json() == {"version": 2}
+
+
+def test_concurrent_writers_with_one_version_exactly_one_wins(server: Server) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    with server.admin() as c:
+        _seed(c)
+
+    def write(i: int) -> int:
+        with server.admin() as c:
+            return c.put("/v1/services/cart/keys/bootstrap",
+                         json={"value": _doc(f"ConcurrentPassword-{i:04d}")},
+                         headers={"If-Match": '"1"'}).status_code
+
+    with ThreadPoolExecutor(8) as pool:
+        codes = sorted(pool.map(write, range(8)))
+    assert codes == [200] + [412] * 7
+    with server.admin() as c:
+        assert c.get("/v1/services/cart/keys/bootstrap").json()["version"] == 2
+        assert c.get("/v1/services/cart/keys/bootstrap/versions/3").status_code == 404
+
+
+def test_expired_token_is_refused(server: Server) -> None:
+    import sqlite3
+
+    with server.admin() as c:
+        _seed(c)
+        tok = c.post("/v1/services/cart/tokens").json()
+    auth = {"Authorization": f"Bearer {tok['token']}"}
+    assert httpx.get(server.url + "/v1/bootstrap", headers=auth).status_code == 200
+    db = sqlite3.connect(server.dir / "cc.db")
+    with db:
+        db.execute("UPDATE tokens SET expires_at = '2000-01-01T00:00:00Z' WHERE id = ?",
+                   (tok["id"],))
+    db.close()
+    assert httpx.get(server.url + "/v1/bootstrap", headers=auth).status_code == 401

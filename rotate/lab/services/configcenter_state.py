@@ -264,7 +264,7 @@ def _describe(keyword: str, expected: Any) -> str:
 _MESSAGES: dict[str, str] = {
     "minLength": "is shorter than {expected} characters",
     "maxLength": "is longer than {expected} characters",
-    "pattern": "does not match pattern {expected!r}",
+    "pattern": "does not match pattern {expected}",
     "format": "is not a valid {expected}",
     "minimum": "is less than the minimum of {expected}",
     "maximum": "is greater than the maximum of {expected}",
