@@ -1,0 +1,179 @@
+"""The ``rotate`` command: a typer app whose first word is a command *or* a credential.
+
+``rotate dragonfly --confirm`` is the canonical use (cli.md), next to ``rotate list``,
+``rotate runs`` … :class:`RotateGroup` resolves a first word that is not a command to the
+hidden ``rotate`` command, which takes it as CREDENTIAL. A credential may not be named like
+a command, so there is no ambiguity.
+
+Start-up cost matters (an operator runs ``rotate --help`` and ``rotate list`` often):
+this module imports typer and our own light modules only. Rich help formatting is off
+(plain click help: cheaper and stable for golden tests); rich itself, the engine and the
+lab are imported inside the command functions.
+
+Exit codes (cli.md): the command's own (report exit code, 0/3 for plans); a
+:class:`~rotate.core.errors.RotateError` exits with its ``exit_code`` and prints its
+message, which is safe by contract; click usage errors exit 2; anything else is a bug:
+exit 1, "internal error (a bug)" and the exception's *type* only — its text may carry a
+secret or a URL. ``ROTATE_DEBUG=1`` prints the traceback.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+from typing import Any
+
+import typer
+from typer._click.exceptions import UsageError as ClickUsageError
+from typer.core import TyperCommand, TyperGroup
+
+from rotate.cli.commands import doctor, list_cmd, resume, rollback, rotate_cmd, runs, show
+from rotate.cli.commands.lab import lab_app
+from rotate.cli.console import CONSOLE_KEY, Console
+from rotate.core.errors import EXIT_INTERNAL, EXIT_USAGE, RotateError
+
+CREDENTIAL_COMMAND = "rotate"
+ARGV_KEY = "rotate.argv"
+
+
+class _CredentialContext(typer.Context):
+    """Context of the hidden command: its path is the group's, so usage and error messages
+    read ``rotate CREDENTIAL [OPTIONS]`` rather than ``rotate rotate …``."""
+
+    @property
+    def command_path(self) -> str:
+        return self.parent.command_path if self.parent is not None else "rotate"
+
+
+class CredentialCommand(TyperCommand):
+    context_class = _CredentialContext
+
+    def collect_usage_pieces(self, ctx: Any) -> list[str]:
+        return ["CREDENTIAL", "[OPTIONS]"]
+
+
+class RotateGroup(TyperGroup):
+    """Commands first; any other first word is a CREDENTIAL for the hidden command."""
+
+    def collect_usage_pieces(self, ctx: Any) -> list[str]:
+        return [self.subcommand_metavar]
+
+    def resolve_command(
+        self, ctx: Any, args: list[str],
+    ) -> tuple[str | None, Any, list[str]]:
+        ctx.meta[ARGV_KEY] = list(args)
+        if args and not args[0].startswith("-") and args[0] not in self.commands:
+            return CREDENTIAL_COMMAND, self.commands[CREDENTIAL_COMMAND], args
+        return super().resolve_command(ctx, args)
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except ClickUsageError as exc:
+            _report_usage_json(ctx, exc)
+            raise
+        except (typer.Exit, typer.Abort, typer.TyperException, KeyboardInterrupt,
+                BrokenPipeError):  # typer exits 1 quietly on a closed pipe (`| head`)
+            raise
+        except RotateError as exc:
+            _report_error(ctx, exc)
+            raise typer.Exit(exc.exit_code) from None
+        except Exception as exc:
+            _report_bug(ctx, exc)
+            raise typer.Exit(EXIT_INTERNAL) from None
+
+
+def _console(ctx: Any) -> Console:
+    console = ctx.meta.get(CONSOLE_KEY)
+    return console if isinstance(console, Console) else Console("text")
+
+
+def _report_error(ctx: Any, exc: RotateError) -> None:
+    """The error's message (safe by contract) on stderr; under ``-o json`` also one JSON
+    error document on stdout, unless the command already wrote its one document."""
+    console = _console(ctx)
+    console.error(exc.message, exc.hint)
+    if console.json_mode and not console.json_written:
+        console.json({"kind": "error", "error": type(exc).__name__,
+                      "exit_code": exc.exit_code, "message": exc.message})
+
+
+def _wants_json(argv: list[str]) -> bool:
+    pairs = zip(argv, [*argv[1:], ""], strict=True)
+    return any((a in ("-o", "--output") and b.lower() == "json")
+               or a.lower() in ("-ojson", "--output=json") for a, b in pairs)
+
+
+def _report_usage_json(ctx: Any, exc: ClickUsageError) -> None:
+    """Under ``-o json`` a usage error still yields one JSON document on stdout; click
+    prints the usage and the message on stderr as usual."""
+    console = _console(ctx)
+    if console.json_written or not (console.json_mode or _wants_json(ctx.meta.get(ARGV_KEY,
+                                                                                 []))):
+        return
+    Console("json").json({"kind": "error", "error": "UsageError", "exit_code": EXIT_USAGE,
+                          "message": exc.format_message()})
+
+
+def _report_bug(ctx: Any, exc: BaseException) -> None:
+    console = _console(ctx)
+    if os.environ.get("ROTATE_DEBUG") == "1":
+        sys.stderr.write("".join(traceback.format_exception(exc)))
+    console.error(f"internal error (a bug): {type(exc).__module__}.{type(exc).__qualname__}",
+                  "run again with ROTATE_DEBUG=1 for the traceback, and report it")
+    if console.json_mode and not console.json_written:
+        console.json({"kind": "error", "error": "internal", "exit_code": EXIT_INTERNAL,
+                      "message": "internal error (a bug)"})
+
+
+HELP = """Rotate a credential end to end: backend → ESO → provider → Config Center consumers.
+
+\b
+  rotate CREDENTIAL              plan: preflight + the ordered steps; changes nothing
+  rotate CREDENTIAL --confirm    run the whole chain
+  rotate CREDENTIAL --help       the rotation options (--chain, -o json, --value-stdin, ...)
+"""
+
+EPILOG = """\b
+Exit codes: 0 ok or plan passed, 1 bug, 2 usage or invalid chain file, 3 preflight failed,
+4 locked, 10-16 stage failed (backend, sync, provider, config, token, consumer, readyz),
+130 interrupted (resumable)."""
+
+app = typer.Typer(
+    name="rotate",
+    cls=RotateGroup,
+    help=HELP,
+    epilog=EPILOG,
+    no_args_is_help=True,
+    add_completion=False,
+    rich_markup_mode=None,
+    pretty_exceptions_enable=False,
+    subcommand_metavar="CREDENTIAL [OPTIONS] | COMMAND [ARGS]...",
+    options_metavar="",
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
+
+app.command(CREDENTIAL_COMMAND, hidden=True, cls=CredentialCommand)(rotate_cmd.rotate)
+app.command("list")(list_cmd.list_credentials)
+app.command("runs")(runs.runs)
+app.command("show")(show.show)
+app.command("resume")(resume.resume)
+app.command("rollback")(rollback.rollback)
+app.command("doctor")(doctor.doctor)
+app.add_typer(lab_app, name="lab")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Console-script entry point. Returns (via SystemExit) the cli.md exit code."""
+    command = typer.main.get_command(app)
+    try:
+        command.main(args=argv, prog_name="rotate", standalone_mode=True)
+    except SystemExit as exc:
+        code = exc.code
+        return code if isinstance(code, int) else (0 if code is None else EXIT_USAGE)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,107 @@
+"""``rotate CREDENTIAL [--confirm]`` — plan (the default) or run the whole chain.
+
+Without ``--confirm`` nothing is changed: the engine runs preflight and returns the ordered
+steps; exit 0 when preflight passed, 3 when it did not (cli.md). With ``--confirm`` the
+engine runs the chain; the CLI exits with the report's code (0, 10–16, 130).
+
+``--value-stdin`` reads the new value from stdin — never from argv, where ``ps`` and shell
+history would see it. On a terminal it is read without echo. The value goes straight into a
+:class:`~rotate.core.secret.Secret`; an empty value is refused (it would lock everybody out).
+"""
+
+from __future__ import annotations
+
+import getpass
+import sys
+from typing import Annotated
+
+import typer
+
+from rotate.cli.console import console_for
+from rotate.cli.options import (
+    DEFAULT_CHAIN,
+    Chain,
+    Common,
+    Confirm,
+    DryRun,
+    Kubeconfig,
+    KubeContext,
+    MaxParallel,
+    Output,
+    OutputOpt,
+    StateDir,
+    StrategyOpt,
+    TakeOverLock,
+    Timeout,
+    ValueStdin,
+    plan_or_confirm,
+)
+from rotate.cli.render import show_plan
+from rotate.cli.running import drive
+from rotate.cli.state import state_of
+from rotate.core.errors import EXIT_OK, EXIT_PREFLIGHT, PreflightFailed, UsageError
+from rotate.core.secret import Secret
+
+Credential = Annotated[str, typer.Argument(
+    metavar="CREDENTIAL", show_default=False, help="A credential name from the chain file.")]
+
+
+def read_value_stdin(credential: str) -> Secret:
+    """One line from stdin (newline stripped) as a Secret; empty is refused."""
+    stream = sys.stdin
+    if stream is None:
+        raise UsageError("--value-stdin: there is no stdin to read from")
+    if stream.isatty():
+        value = getpass.getpass(f"new value for {credential} (not echoed): ", stream=sys.stderr)
+    else:
+        value = stream.readline()
+        if value.endswith("\n"):
+            value = value[:-1]
+        if value.endswith("\r"):
+            value = value[:-1]
+    if not value:
+        raise UsageError("--value-stdin: refusing an empty value",
+                         hint="pipe the value in, e.g. `rotate NAME --confirm --value-stdin "
+                              "< file`")
+    return Secret(value)
+
+
+def rotate(
+    ctx: typer.Context,
+    credential: Credential,
+    chain: Chain = DEFAULT_CHAIN,
+    confirm: Confirm = False,
+    dry_run: DryRun = False,
+    output: OutputOpt = Output.text,
+    value_stdin: ValueStdin = False,
+    strategy: StrategyOpt = None,
+    max_parallel: MaxParallel = None,
+    timeout: Timeout = None,
+    state_dir: StateDir = None,
+    context: KubeContext = None,
+    kubeconfig: Kubeconfig = None,
+    take_over_lock: TakeOverLock = False,
+) -> None:
+    """Plan the rotation of CREDENTIAL (changes nothing), or run it with --confirm."""
+    console = console_for(ctx, output)
+    change = plan_or_confirm(confirm, dry_run)
+    common = Common(chain=chain, state_dir=state_dir, strategy=strategy,
+                    max_parallel=max_parallel, timeout=timeout, context=context,
+                    kubeconfig=kubeconfig, value_stdin=value_stdin,
+                    take_over_lock=take_over_lock)
+    new_value = read_value_stdin(credential) if (change and value_stdin) else None
+    engine = state_of(ctx).engine()
+    options = common.engine_options(engine)
+    if not change:
+        plan = engine.plan(options, credential)
+        show_plan(console, plan)
+        raise typer.Exit(EXIT_OK if plan.ok else EXIT_PREFLIGHT)
+    try:
+        drive(ctx, console, lambda observer, cancel: engine.run(
+            options, credential, observer, cancel, new_value=new_value))
+    except PreflightFailed as exc:
+        # The engine may attach the plan it refused, so the operator sees which check failed.
+        refused = getattr(exc, "plan", None)
+        if refused is not None:
+            show_plan(console, refused)
+        raise

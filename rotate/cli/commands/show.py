@@ -1,0 +1,29 @@
+"""``rotate show RUN_ID`` — one run's steps with status and timings (from its journal)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from rotate.cli.console import console_for
+from rotate.cli.options import DEFAULT_CHAIN, Chain, Common, Output, OutputOpt, StateDir
+from rotate.cli.render import show_report
+from rotate.cli.state import state_of
+
+RunId = Annotated[str, typer.Argument(metavar="RUN_ID", show_default=False,
+                                      help="A run id from `rotate runs`.")]
+
+
+def show(
+    ctx: typer.Context,
+    run_id: RunId,
+    output: OutputOpt = Output.text,
+    state_dir: StateDir = None,
+    chain: Chain = DEFAULT_CHAIN,
+) -> None:
+    """One run's steps with status and timings. Exits 0: showing a failed run succeeds."""
+    console = console_for(ctx, output)
+    engine = state_of(ctx).engine()
+    options = Common(chain=chain, state_dir=state_dir).engine_options(engine)
+    show_report(console, engine.show(options, run_id))

@@ -1,0 +1,303 @@
+"""How plans, reports, run lists, doctor checks and credential lists look.
+
+Each view has two renderings of the same rows: a rich Table when the result goes to a
+terminal, and plain aligned lines otherwise (pipes, CI logs, the golden tests). Keeping both
+built from one row list means the piped output says exactly what the table says.
+
+Only names, versions, timings and messages the engine marked safe reach this module — never
+a value. The JSON forms are the engine model's ``to_json()`` (cli.md "JSON shapes").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from rotate.cli.console import Console
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from rotate.engine.model import Check, Plan, RunReport, RunSummary, StepRecord
+
+STAGE_LABEL = {0: "⓪ preflight", 1: "① backend", 2: "② sync", 3: "③ provider", 4: "④ consumers"}
+
+
+def stage_label(stage: int) -> str:
+    return STAGE_LABEL.get(stage, str(stage))
+
+
+def aligned(rows: Sequence[Sequence[str]], indent: str = "  ") -> list[str]:
+    """Rows as lines with columns padded to the widest cell (trailing blanks dropped)."""
+    if not rows:
+        return []
+    widths = [max(len(r[i]) for r in rows if i < len(r)) for i in range(max(map(len, rows)))]
+    return [indent + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)).rstrip()
+            for r in rows]
+
+
+WRAPPING = frozenset({"detail", "problem", "action", "consumers", "provider(s)"})
+
+
+def _table(title: str | None, columns: Sequence[str]) -> Table:
+    from rich import box
+    from rich.table import Table
+
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False,
+                  pad_edge=False)
+    for column in columns:
+        # Names (targets, run ids, check ids) stay on one line; prose columns wrap.
+        table.add_column(column, no_wrap=column not in WRAPPING)
+    return table
+
+
+def _seconds(value: float | None) -> str:
+    return "" if value is None else f"{value:.2f}s"
+
+
+def _check_mark(check: Check) -> str:
+    if check.ok:
+        return "ok"
+    return "FAIL" if check.fatal else "warn"
+
+
+# -- plan ----------------------------------------------------------------------------------
+def _plan_head(plan: Plan) -> list[tuple[str, str]]:
+    version = "absent" if plan.current_version is None else str(plan.current_version)
+    return [
+        ("backend", f"{plan.backend_path} (current version {version})"),
+        ("providers", ", ".join(plan.providers) or "none"),
+        ("consumers", (", ".join(plan.consumers) or "none") + " (derived from the chain file)"),
+    ]
+
+
+def _plan_footer(plan: Plan) -> list[str]:
+    if plan.ok:
+        return ["Preflight passed. Nothing was changed.",
+                f"To run these {len(plan.steps)} steps: rotate {plan.credential} --confirm"]
+    return ["Preflight failed: nothing was changed. Fix the FAIL lines above and plan again."]
+
+
+def plan_lines(plan: Plan) -> list[str]:
+    lines = [f"Plan: rotate {plan.credential} (strategy {plan.strategy})"]
+    lines += aligned(_plan_head(plan))
+    lines += ["", "Preflight"]
+    lines += aligned([(_check_mark(c), c.check, c.detail) for c in plan.preflight]) or [
+        "  (no checks)"]
+    if plan.traps:
+        lines += ["", "Traps (what rotate will do)"]
+        lines += aligned([(t.name, t.target, t.problem,
+                           "→ " + t.action + (" (blocking)" if t.blocking else ""))
+                          for t in plan.traps])
+    lines += ["", "Steps"]
+    rows = aligned([(str(s.index).rjust(3), s.kind, s.target, s.detail) for s in plan.steps],
+                   indent="  ")
+    stage = None
+    for step, row in zip(plan.steps, rows, strict=True):
+        if step.stage != stage:
+            stage = step.stage
+            lines.append("  " + stage_label(stage))
+        lines.append(row)
+    return [*lines, "", *_plan_footer(plan)]
+
+
+def plan_tables(plan: Plan) -> list[Any]:
+    head = _table(f"Plan: rotate {plan.credential} (strategy {plan.strategy})", ["", ""])
+    head.show_header = False
+    for key, value in _plan_head(plan):
+        head.add_row(key, value)
+    checks = _table("Preflight", ["", "check", "detail"])
+    for c in plan.preflight:
+        style = None if c.ok else ("bold red" if c.fatal else "yellow")
+        checks.add_row(_check_mark(c), c.check, c.detail, style=style)
+    out: list[Any] = [head, checks]
+    if plan.traps:
+        traps = _table("Traps (what rotate will do)", ["trap", "target", "problem", "action"])
+        for t in plan.traps:
+            traps.add_row(t.name, t.target, t.problem,
+                          t.action + (" (blocking)" if t.blocking else ""),
+                          style="bold red" if t.blocking else None)
+        out.append(traps)
+    steps = _table("Steps", ["#", "stage", "step", "target", "detail"])
+    for i, step in enumerate(plan.steps):
+        last_of_stage = i + 1 == len(plan.steps) or plan.steps[i + 1].stage != step.stage
+        first = i == 0 or plan.steps[i - 1].stage != step.stage
+        steps.add_row(str(step.index), stage_label(step.stage) if first else "", step.kind,
+                      step.target, step.detail, end_section=last_of_stage)
+    out.append(steps)
+    return out
+
+
+def show_plan(console: Console, plan: Plan) -> None:
+    if console.json_mode:
+        console.json(plan.to_json())
+    elif console.result_is_terminal:
+        for table in plan_tables(plan):
+            console.render(table)
+            console.lines([""])
+        console.lines(_plan_footer(plan))
+    else:
+        console.lines(plan_lines(plan))
+
+
+# -- run report (run / resume / rollback / show) ----------------------------------------------
+def _report_head(report: RunReport) -> list[str]:
+    b = report.backend or {}
+    versions = ""
+    if b.get("path"):
+        versions = f"{b.get('path')}  version {b.get('previous_version')} → {b.get('version')}"
+    lines = [f"Run {report.run_id}  {report.credential}  {report.status}  "
+             f"(exit {report.exit_code})"]
+    lines += aligned([(k, v) for k, v in (
+        ("backend", versions),
+        ("started", report.started_at or ""),
+        ("finished", report.finished_at or "")) if v])
+    return lines
+
+
+def _step_row(s: StepRecord) -> tuple[str, ...]:
+    return (str(s.index), stage_label(s.stage), s.kind, s.target, s.status,
+            _seconds(s.seconds), s.detail)
+
+
+def _report_footer(report: RunReport) -> list[str]:
+    lines: list[str] = []
+    if report.message:
+        lines += ["", report.message]
+    if report.status in ("failed", "interrupted", "rollback-failed") and (
+            report.resume or report.rollback):
+        lines.append("")
+        lines += aligned([(k, v) for k, v in (
+            ("resume:", report.resume), ("roll back:", report.rollback)) if v], indent="")
+    return lines
+
+
+def report_lines(report: RunReport) -> list[str]:
+    lines = _report_head(report)
+    lines += ["", "Steps"]
+    lines += aligned([("#", "stage", "step", "target", "status", "time", "detail"),
+                      *(_step_row(s) for s in report.steps)])
+    return lines + _report_footer(report)
+
+
+def show_report(console: Console, report: RunReport) -> None:
+    """The report on stdout (or the JSON); on failure the paragraph and next commands."""
+    if console.json_mode:
+        console.json(report.to_json())
+        # Humans reading stderr still get the way out of a failed run.
+        for line in _report_footer(report):
+            console.note(line)
+        return
+    if not console.result_is_terminal:
+        console.lines(report_lines(report))
+        return
+    console.lines(_report_head(report))
+    table = _table("Steps", ["#", "stage", "step", "target", "status", "time", "detail"])
+    for s in report.steps:
+        style = {"failed": "bold red", "done": "green", "skipped": "dim"}.get(s.status)
+        table.add_row(*_step_row(s), style=style)
+    console.render(table)
+    console.lines(_report_footer(report))
+
+
+# -- runs -----------------------------------------------------------------------------------
+RUNS_COLUMNS = ("run id", "operation", "credential", "started", "status", "failed step")
+
+
+def _run_row(r: RunSummary) -> tuple[str, ...]:
+    return (r.run_id, r.operation, r.credential, r.started_at, r.status, r.failed_step or "")
+
+
+def show_runs(console: Console, runs: Sequence[RunSummary]) -> None:
+    if console.json_mode:
+        console.json({"kind": "runs", "runs": [
+            dict(zip(("run_id", "operation", "credential", "started_at", "status",
+                      "failed_step"),
+                     (r.run_id, r.operation, r.credential, r.started_at, r.status,
+                      r.failed_step), strict=True)) for r in runs]})
+        return
+    if not runs:
+        console.lines(["No runs in the journal."])
+        return
+    if console.result_is_terminal:
+        table = _table(None, RUNS_COLUMNS)
+        for r in runs:
+            table.add_row(*_run_row(r))
+        console.render(table)
+    else:
+        console.lines(aligned([RUNS_COLUMNS, *(_run_row(r) for r in runs)], indent=""))
+
+
+# -- doctor ---------------------------------------------------------------------------------
+def doctor_footer(checks: Sequence[Check]) -> str:
+    failed = [c for c in checks if not c.ok and c.fatal]
+    warned = [c for c in checks if not c.ok and not c.fatal]
+    if not failed:
+        return f"All {len(checks)} checks passed" + (
+            f" ({len(warned)} warning(s))." if warned else ".")
+    return f"{len(failed)} of {len(checks)} checks failed."
+
+
+def show_doctor(console: Console, checks: Sequence[Check]) -> None:
+    if console.json_mode:
+        console.json({"kind": "doctor", "ok": all(c.ok or not c.fatal for c in checks),
+                      "checks": [c.to_json() for c in checks]})
+        return
+    if console.result_is_terminal:
+        table = _table(None, ["", "check", "detail"])
+        for c in checks:
+            table.add_row(_check_mark(c), c.check, c.detail,
+                          style=None if c.ok else ("bold red" if c.fatal else "yellow"))
+        console.render(table)
+    else:
+        console.lines(aligned([(_check_mark(c), c.check, c.detail) for c in checks],
+                              indent=""))
+    console.lines(["", doctor_footer(checks)])
+
+
+# -- list -----------------------------------------------------------------------------------
+LIST_COLUMNS = ("credential", "provider(s)", "consumers", "last run")
+
+
+def _names(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    return ", ".join(str(v) for v in value or ()) or "-"
+
+
+def _last_run(value: Any) -> str:
+    if value is None:
+        return "never"
+    if isinstance(value, str):
+        return value
+    run_id, status = getattr(value, "run_id", ""), getattr(value, "status", "")
+    return f"{run_id} {status}".strip()
+
+
+def _credential_row(c: Any) -> tuple[str, ...]:
+    return (str(c.name), _names(c.providers), _names(c.consumers),
+            _last_run(getattr(c, "last_run", None)))
+
+
+def _credential_json(c: Any) -> dict[str, Any]:
+    to_json = getattr(c, "to_json", None)
+    if callable(to_json):
+        return dict(to_json())
+    last = getattr(c, "last_run", None)
+    return {"name": c.name, "providers": list(c.providers), "consumers": list(c.consumers),
+            "last_run": last if last is None or isinstance(last, str) else _last_run(last)}
+
+
+def show_list(console: Console, credentials: Sequence[Any]) -> None:
+    if console.json_mode:
+        console.json({"kind": "credentials",
+                      "credentials": [_credential_json(c) for c in credentials]})
+        return
+    if console.result_is_terminal:
+        table = _table(None, LIST_COLUMNS)
+        for c in credentials:
+            table.add_row(*_credential_row(c))
+        console.render(table)
+    else:
+        console.lines(aligned([LIST_COLUMNS, *(_credential_row(c) for c in credentials)],
+                              indent=""))

@@ -1,0 +1,102 @@
+"""What one CLI invocation is wired to: the engine facade, the lab control, the clock.
+
+Why a seam: the golden tests drive the real CLI (parsing, rendering, exit codes, signal
+handling) against a fake engine. Patching ``rotate.engine.api`` is not allowed, so the
+commands never import the engine by name at call sites; they ask :func:`state_of` for the
+:class:`CliState` that ``main()`` (or a test, through ``obj=``) put on the root context.
+The default state imports ``rotate.engine.api`` lazily, inside the factory, so that
+``rotate --help`` pays nothing for the engine and its adapters.
+
+Invariant: every engine call goes through ``CliState.engine()``; every lab call through
+``CliState.lab()``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, cast
+
+if TYPE_CHECKING:
+    from rotate.core.secret import Secret
+    from rotate.core.waiting import CancelToken
+    from rotate.engine.model import Check, Observer, Plan, RunReport, RunSummary
+
+
+class Engine(Protocol):
+    """The engine facade (``rotate.engine.api``), as the CLI uses it.
+
+    ``Options`` is the engine's options class; the CLI builds it with keyword arguments only
+    (docs/design.md "Engine ↔ CLI contract").
+    """
+
+    Options: Callable[..., Any]
+
+    def load_chain(self, options: Any) -> Any: ...
+
+    def plan(self, options: Any, credential: str) -> Plan: ...
+
+    def run(
+        self, options: Any, credential: str, observer: Observer, cancel: CancelToken,
+        new_value: Secret | None = None,
+    ) -> RunReport: ...
+
+    def resume(
+        self, options: Any, run_id: str, observer: Observer, cancel: CancelToken,
+    ) -> RunReport: ...
+
+    def rollback(
+        self, options: Any, run_id: str, observer: Observer, cancel: CancelToken,
+    ) -> RunReport: ...
+
+    def runs(self, options: Any) -> Sequence[RunSummary]: ...
+
+    def show(self, options: Any, run_id: str) -> RunReport: ...
+
+    def list_credentials(self, options: Any) -> Sequence[Any]: ...
+
+    def doctor(self, options: Any) -> Sequence[Check]: ...
+
+
+class LabControl(Protocol):
+    """``rotate.lab.control`` as ``rotate lab`` uses it (lab.md)."""
+
+    def up(
+        self, dir: Path, profile: str, reloader: bool, *, on_progress: Callable[[str], None],
+    ) -> Any: ...
+
+    def down(self, dir: Path) -> list[str]: ...
+
+    def status(self, dir: Path) -> dict[str, Any]: ...
+
+    def fault(self, dir: Path, kind: str | None, target: str | None, clear: bool) -> Any: ...
+
+
+def _real_engine() -> Engine:
+    return cast(Engine, importlib.import_module("rotate.engine.api"))
+
+
+def _real_lab() -> LabControl:
+    return cast(LabControl, importlib.import_module("rotate.lab.control"))
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True)
+class CliState:
+    engine: Callable[[], Engine] = _real_engine
+    lab: Callable[[], LabControl] = _real_lab
+    clock: Callable[[], datetime] = _utc_now
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def state_of(ctx: Any) -> CliState:
+    """The CliState on the root context, or the real wiring when none was given."""
+    root = ctx.find_root() if ctx is not None else None
+    obj = getattr(root, "obj", None)
+    return obj if isinstance(obj, CliState) else CliState()

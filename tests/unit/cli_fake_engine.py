@@ -1,0 +1,280 @@
+"""A fake engine facade for the CLI tests, injected through ``CliState`` (no patching).
+
+It implements the functions of ``rotate.engine.api`` the CLI calls, with canned plans and
+reports shaped like the real ones (cli.md), and records what the CLI handed it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from rotate.core.errors import (
+    ChainFileError,
+    ChainFileProblem,
+    LockHeld,
+    PreflightFailed,
+    UsageError,
+)
+from rotate.core.secret import Secret
+from rotate.core.waiting import CancelToken
+from rotate.engine.model import (
+    Check,
+    Observer,
+    Plan,
+    PlannedStep,
+    RunReport,
+    RunSummary,
+    StepRecord,
+    Trap,
+)
+
+RUN_ID = "20261202T140300Z-dragonfly-a1b2"
+FIXED_NOW = datetime(2026, 12, 2, 14, 3, 5, tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class FakeOptions:
+    chain_file: Path
+    state_dir: Path
+    strategy: str | None = None
+    max_parallel: int | None = None
+    timeout: float | None = None
+    context: str | None = None
+    kubeconfig: str | None = None
+    value_stdin: bool = False
+    take_over_lock: bool = False
+
+
+@dataclass(frozen=True)
+class FakeCredential:
+    name: str
+    providers: tuple[str, ...]
+    consumers: tuple[str, ...]
+    last_run: RunSummary | None
+
+
+STEPS = (
+    PlannedStep(1, 1, "backend.write", "secret/infra/dragonfly#password", "version 7 → 8"),
+    PlannedStep(2, 2, "sync.trigger", "dragonfly/dragonfly-password", "force-sync annotation"),
+    PlannedStep(3, 2, "sync.wait", "dragonfly/dragonfly-password"),
+    PlannedStep(4, 3, "provider.restart", "Deployment dragonfly/dragonfly"),
+    PlannedStep(5, 3, "provider.wait", "Deployment dragonfly/dragonfly"),
+    PlannedStep(6, 4, "config.harvest", "shop/cart"),
+    PlannedStep(7, 4, "config.write", "shop/cart bootstrap"),
+    PlannedStep(8, 4, "consumer.restart", "Deployment shop/cart"),
+    PlannedStep(9, 4, "consumer.wait", "Deployment shop/cart"),
+    PlannedStep(10, 4, "readyz.check", "shop/cart"),
+)
+
+CHECKS_OK = (
+    Check("vault.capabilities", True, "token may read, write secret/data/infra/dragonfly"),
+    Check("kube.permissions", True, "patch deployments in dragonfly, shop"),
+    Check("reloader.present", False, "Reloader annotations on shop/cart", fatal=False),
+)
+
+TRAP = Trap("refresh-created-once", "dragonfly/dragonfly-password",
+            "refreshPolicy CreatedOnce never syncs again",
+            "refuse: change refreshPolicy to Periodic first", blocking=False)
+
+
+def make_plan(ok: bool = True) -> Plan:
+    checks = CHECKS_OK if ok else (
+        *CHECKS_OK[:1],
+        Check("kube.permissions", False, "missing: patch deployments in shop (restricted)"),
+    )
+    return Plan(credential="dragonfly", strategy="restart", consumers=("cart", "order", "user"),
+                providers=("Deployment dragonfly/dragonfly",),
+                backend_path="secret/infra/dragonfly#password", current_version=7,
+                preflight=checks, traps=(TRAP,), steps=STEPS)
+
+
+def _record(step: PlannedStep, status: str, seconds: float | None = 0.5,
+            detail: str = "") -> StepRecord:
+    started = None if status == "pending" else "2026-12-02T14:03:01Z"
+    finished = None if status in ("pending", "running") else "2026-12-02T14:03:02Z"
+    return StepRecord(step.index, step.stage, step.kind, step.target, status,  # type: ignore[arg-type]
+                      started, finished, None if status == "pending" else seconds, detail)
+
+
+def make_report(outcome: str) -> RunReport:
+    """succeeded | failed (consumer.wait) | interrupted (after step 3)."""
+    failed_at = {"succeeded": None, "failed": 9, "interrupted": 4}[outcome]
+    records = []
+    for s in STEPS:
+        if failed_at is None or s.index < failed_at:
+            records.append(_record(s, "done", 0.25 * s.index))
+        elif s.index == failed_at:
+            records.append(_record(s, "failed" if outcome == "failed" else "pending",
+                                   120.0 if outcome == "failed" else None,
+                                   "0 of 2 new pods Ready after 120s" if outcome == "failed"
+                                   else ""))
+        else:
+            records.append(_record(s, "pending"))
+    code = {"succeeded": 0, "failed": 15, "interrupted": 130}[outcome]
+    message = {
+        "succeeded": "",
+        "failed": "Consumer shop/cart did not become Ready within 120s: its new pods fail "
+                  "readiness. Dragonfly already has the new password (version 8) and the "
+                  "Config Center documents of cart were written; order and user were not "
+                  "touched yet.",
+        "interrupted": "Interrupted after step 3; nothing is half-done. The run is resumable.",
+    }[outcome]
+    failed = outcome != "succeeded"
+    return RunReport(
+        run_id=RUN_ID, credential="dragonfly", status=outcome, exit_code=code,  # type: ignore[arg-type]
+        started_at="2026-12-02T14:03:00Z",
+        finished_at="2026-12-02T14:05:10Z",
+        backend={"path": "secret/infra/dragonfly#password", "previous_version": 7,
+                 "version": 8},
+        steps=tuple(records), message=message,
+        resume=f"rotate resume {RUN_ID} --confirm" if failed else "",
+        rollback=f"rotate rollback {RUN_ID} --confirm" if failed else "",
+    )
+
+
+@dataclass
+class FakeEngine:
+    """``outcome`` for run/resume/rollback: succeeded, failed, interrupted (the fake sends
+    itself SIGINT), signal-twice, lock, preflight, bug, leak (bug whose text holds the
+    value)."""
+
+    outcome: str = "succeeded"
+    plan_ok: bool = True
+    checks: tuple[Check, ...] = CHECKS_OK
+    calls: list[tuple[str, Any]] = field(default_factory=list)
+    received: list[Secret | None] = field(default_factory=list)
+
+    Options = FakeOptions
+
+    def _chain(self, options: FakeOptions) -> None:
+        if not options.chain_file.exists():
+            raise ChainFileError([ChainFileProblem(str(options.chain_file), None, "",
+                                                   "no such file")])
+        if options.chain_file.read_text().strip() == "broken":
+            raise ChainFileError([ChainFileProblem(str(options.chain_file), 3,
+                                                   "/credentials/dragonfly/backend",
+                                                   "'path' is a required property")])
+
+    def load_chain(self, options: FakeOptions) -> Any:
+        self._chain(options)
+        return object()
+
+    def plan(self, options: FakeOptions, credential: str) -> Plan:
+        self.calls.append(("plan", options))
+        self._chain(options)
+        if credential != "dragonfly":
+            raise UsageError(f"unknown credential {credential!r}; the chain file has: dragonfly")
+        return make_plan(self.plan_ok)
+
+    def _operate(self, name: str, options: FakeOptions, observer: Observer,
+                 cancel: CancelToken) -> RunReport:
+        self.calls.append((name, options))
+        self._chain(options)
+        if self.outcome == "lock":
+            raise LockHeld("another run holds the lock: Lease rotate-system/rotate-dragonfly "
+                           "(run 20261202T120000Z-dragonfly-ffff)")
+        if self.outcome == "preflight":
+            exc = PreflightFailed("preflight failed: 1 check (kube.permissions)")
+            exc.plan = make_plan(ok=False)  # type: ignore[attr-defined]
+            raise exc
+        if self.outcome == "bug":
+            raise KeyError("some-internal-key")
+        final = {"interrupted": "interrupted", "signal-twice": "interrupted",
+                 "failed": "failed"}.get(self.outcome, "succeeded")
+        report = make_report(final)
+        for step, record in zip(STEPS, report.steps, strict=True):
+            if record.status == "pending":
+                break
+            observer.step_started(step)
+            observer.step_finished(step, record)
+            if step.index == 3 and final == "interrupted":
+                for _ in range(2 if self.outcome == "signal-twice" else 1):
+                    os.kill(os.getpid(), signal.SIGINT)
+                if not cancel.cancelled:
+                    raise AssertionError("SIGINT did not reach the cancel token")
+                observer.note("abandoning: step 3 is journaled")
+                break
+        return report
+
+    def run(self, options: FakeOptions, credential: str, observer: Observer,
+            cancel: CancelToken, new_value: Secret | None = None) -> RunReport:
+        self.received.append(new_value)
+        if self.outcome == "leak" and new_value is not None:
+            raise RuntimeError(f"adapter failed with body {new_value.reveal()}")
+        if new_value is not None:
+            observer.note(f"using the value from stdin: {new_value}")
+        return self._operate("run", options, observer, cancel)
+
+    def resume(self, options: FakeOptions, run_id: str, observer: Observer,
+               cancel: CancelToken) -> RunReport:
+        return self._operate("resume", options, observer, cancel)
+
+    def rollback(self, options: FakeOptions, run_id: str, observer: Observer,
+                 cancel: CancelToken) -> RunReport:
+        report = self._operate("rollback", options, observer, cancel)
+        return replace(report, status="rolled-back") if report.exit_code == 0 else report
+
+    def runs(self, options: FakeOptions) -> list[RunSummary]:
+        self.calls.append(("runs", options))
+        return [
+            RunSummary(RUN_ID, "dragonfly", "2026-12-02T14:03:00Z", "failed", "consumer.wait"),
+            RunSummary("20261201T090000Z-dragonfly-0c0c", "dragonfly", "2026-12-01T09:00:00Z",
+                       "succeeded", None),
+            RunSummary("20261201T091500Z-dragonfly-0d0d", "dragonfly", "2026-12-01T09:15:00Z",
+                       "rolled-back", None, operation="rollback"),
+        ]
+
+    def show(self, options: FakeOptions, run_id: str) -> RunReport:
+        self.calls.append(("show", options))
+        if run_id != RUN_ID:
+            raise UsageError(f"no run {run_id!r} in {options.state_dir}")
+        return make_report("failed")
+
+    def list_credentials(self, options: FakeOptions) -> list[FakeCredential]:
+        self.calls.append(("list", options))
+        self._chain(options)
+        return [
+            FakeCredential("dragonfly", ("Deployment dragonfly/dragonfly",),
+                           ("cart", "order", "user"), self.runs(options)[0]),
+            FakeCredential("payments-db", ("StatefulSet payments/postgres",), ("payment",),
+                           None),
+        ]
+
+    def doctor(self, options: FakeOptions) -> tuple[Check, ...]:
+        self.calls.append(("doctor", options))
+        return self.checks
+
+
+# -- running the real CLI against the fake ------------------------------------------------
+GOLDEN = Path(__file__).parent / "golden"
+BASE_ENV = {"NO_COLOR": "1", "COLUMNS": "100", "TTY_COMPATIBLE": None, "FORCE_COLOR": None,
+            "TTY_INTERACTIVE": None, "ROTATE_DEBUG": None, "ROTATE_CHAIN": None,
+            "ROTATE_STATE_DIR": None}
+
+
+def invoke(args: list[str], engine: Any = None, *, lab: Any = None, input: str | None = None,
+           env: dict[str, str | None] | None = None) -> Any:
+    """Run ``rotate ARGS`` in-process through the real app, wired to the fakes."""
+    from typer.testing import CliRunner
+
+    from rotate.cli.app import app
+    from rotate.cli.state import CliState
+
+    engine = engine if engine is not None else FakeEngine()
+    state = CliState(engine=lambda: engine, lab=lambda: lab, clock=lambda: FIXED_NOW)
+    return CliRunner().invoke(app, args, input=input, env={**BASE_ENV, **(env or {})},
+                              obj=state, catch_exceptions=False)
+
+
+def check_golden(name: str, text: str) -> None:
+    """Compare with tests/unit/golden/NAME; ROTATE_UPDATE_GOLDEN=1 rewrites it."""
+    path = GOLDEN / name
+    if os.environ.get("ROTATE_UPDATE_GOLDEN") == "1":
+        path.write_text(text)
+    assert path.exists(), f"missing golden file {path} (ROTATE_UPDATE_GOLDEN=1 writes it)"
+    assert text == path.read_text(), f"output differs from {path}"

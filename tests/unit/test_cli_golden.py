@@ -1,0 +1,107 @@
+"""Golden output of the CLI under NO_COLOR=1, COLUMNS=100, without a TTY (plain lines).
+
+The engine is the fake from cli_fake_engine, injected through CliState. Rewrite the files
+with ROTATE_UPDATE_GOLDEN=1 and review the diff.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+try:
+    from .cli_fake_engine import FakeEngine, check_golden, invoke
+except ImportError:
+    from cli_fake_engine import FakeEngine, check_golden, invoke  # type: ignore[no-redef]
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+@pytest.fixture(autouse=True)
+def _chain_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    (tmp_path / "rotate.yaml").write_text("ok\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    return tmp_path
+
+
+def test_help_lists_commands_and_credential_usage() -> None:
+    result = invoke(["--help"])
+    assert result.exit_code == 0
+    assert "rotate CREDENTIAL --confirm" in result.stdout
+    for command in ("list", "runs", "show", "resume", "rollback", "doctor", "lab"):
+        assert re.search(rf"^  {command}\b", result.stdout, re.M), command
+    check_golden("help.txt", result.stdout)
+
+
+def test_credential_help() -> None:
+    result = invoke(["dragonfly", "--help"])
+    assert result.exit_code == 0
+    assert result.stdout.startswith("Usage: rotate CREDENTIAL [OPTIONS]")
+    check_golden("help_credential.txt", result.stdout)
+
+
+def test_plan_text_plain() -> None:
+    engine = FakeEngine()
+    result = invoke(["dragonfly"], engine)
+    assert result.exit_code == 0
+    assert result.stderr == ""
+    assert [name for name, _ in engine.calls] == ["plan"]
+    check_golden("plan.txt", result.stdout)
+
+
+def test_plan_table_on_a_terminal() -> None:
+    result = invoke(["dragonfly"], env={"TTY_COMPATIBLE": "1"})
+    assert result.exit_code == 0
+    text = ANSI.sub("", result.stdout)
+    assert "② sync" in text and "derived from the chain file" in text
+    check_golden("plan_table.txt", text)
+
+
+def test_plan_json() -> None:
+    result = invoke(["dragonfly", "-o", "json"])
+    assert result.exit_code == 0
+    doc = json.loads(result.stdout)
+    assert doc["kind"] == "plan" and doc["credential"] == "dragonfly"
+    assert [s["index"] for s in doc["steps"]] == list(range(1, 11))
+    check_golden("plan_json.txt", result.stdout)
+
+
+def test_failed_run_report_with_resume_and_rollback_commands() -> None:
+    result = invoke(["dragonfly", "--confirm"], FakeEngine(outcome="failed"))
+    assert result.exit_code == 15
+    assert "rotate resume 20261202T140300Z-dragonfly-a1b2 --confirm" in result.stdout
+    assert "rotate rollback 20261202T140300Z-dragonfly-a1b2 --confirm" in result.stdout
+    check_golden("run_failed.txt", result.stdout)
+    check_golden("run_failed_progress.txt", result.stderr)
+
+
+def test_runs() -> None:
+    result = invoke(["runs"])
+    assert result.exit_code == 0
+    check_golden("runs.txt", result.stdout)
+
+
+def test_show() -> None:
+    result = invoke(["show", "20261202T140300Z-dragonfly-a1b2"])
+    assert result.exit_code == 0
+    check_golden("show.txt", result.stdout)
+
+
+def test_doctor_with_missing_permission() -> None:
+    engine = FakeEngine()
+    engine.checks = (*engine.checks[:1], engine.checks[2].__class__(
+        "kube.permissions", False, "missing: patch deployments in shop; create leases in "
+        "rotate-system"))
+    result = invoke(["doctor"], engine)
+    assert result.exit_code == 3
+    check_golden("doctor.txt", result.stdout)
+
+
+def test_list() -> None:
+    result = invoke(["list"])
+    assert result.exit_code == 0
+    check_golden("list.txt", result.stdout)
