@@ -325,7 +325,9 @@ def resolution_order(values: Mapping[str, ValueSource]) -> list[str]:
     return order
 
 
-def depends_on_secret(values: Mapping[str, ValueSource], pointer: str, target: SecretKeyRef) -> bool:
+def depends_on_secret(
+    values: Mapping[str, ValueSource], pointer: str, target: SecretKeyRef
+) -> bool:
     """Whether the value at ``pointer`` comes from ``target``, directly or through templates."""
     seen: set[str] = set()
     todo = [pointer]

@@ -100,7 +100,9 @@ class Kube(Protocol):
         self, kind: str, namespace: str | None, *, label_selector: str | None = None
     ) -> list[dict[str, Any]]: ...
 
-    def create(self, kind: str, namespace: str | None, body: Mapping[str, Any]) -> dict[str, Any]: ...
+    def create(
+        self, kind: str, namespace: str | None, body: Mapping[str, Any]
+    ) -> dict[str, Any]: ...
 
     def replace(
         self, kind: str, namespace: str | None, name: str, body: Mapping[str, Any]

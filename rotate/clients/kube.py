@@ -1,0 +1,404 @@
+"""Kubernetes through the official client's transport, by raw REST path: the
+:class:`rotate.clients.seams.Kube` adapter.
+
+Why raw paths: the typed APIs cover only built-in kinds and the dynamic client runs API
+discovery on start (seconds on a big cluster).  A small table of the kinds `rotate` touches
+(:data:`KINDS`) gives every path without a round trip; the official client still does what
+it is good at — kubeconfig, TLS, token refresh, connection pooling.
+
+Invariants:
+
+* ``get``/``list``/``watch`` never hand out Secret payloads: ``data``, ``stringData`` and the
+  ``last-applied-configuration`` annotation (which holds a copy of them) are removed.  The
+  only way to a value is :meth:`KubeClient.read_secret_key`, which wraps it in Secret.
+* Errors are built from the HTTP status and the Status ``reason`` enum (``Conflict``,
+  ``AlreadyExists`` …) — never from the response body or ``str(ApiException)``, which carry
+  the object (for a Secret: its data).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote, urlencode
+
+from rotate.clients.seams import PatchType, WatchEvent
+from rotate.core.errors import (
+    ClientError,
+    ForbiddenError,
+    PermanentError,
+    RejectedError,
+    TemporaryError,
+    UsageError,
+    error_for_status,
+)
+from rotate.core.secret import Secret
+
+SYSTEM = "kubernetes"
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+
+
+@dataclass(frozen=True)
+class KindInfo:
+    group: str  # "" for the core group
+    version: str
+    plural: str
+    namespaced: bool
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def prefix(self) -> str:
+        return f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+
+
+KINDS: dict[str, KindInfo] = {
+    "Namespace": KindInfo("", "v1", "namespaces", False),
+    "Secret": KindInfo("", "v1", "secrets", True),
+    "ConfigMap": KindInfo("", "v1", "configmaps", True),
+    "Service": KindInfo("", "v1", "services", True),
+    "Endpoints": KindInfo("", "v1", "endpoints", True),
+    "Pod": KindInfo("", "v1", "pods", True),
+    "Event": KindInfo("", "v1", "events", True),
+    "Deployment": KindInfo("apps", "v1", "deployments", True),
+    "ReplicaSet": KindInfo("apps", "v1", "replicasets", True),
+    "StatefulSet": KindInfo("apps", "v1", "statefulsets", True),
+    "DaemonSet": KindInfo("apps", "v1", "daemonsets", True),
+    "Lease": KindInfo("coordination.k8s.io", "v1", "leases", True),
+    "ExternalSecret": KindInfo("external-secrets.io", "v1", "externalsecrets", True),
+    "SecretStore": KindInfo("external-secrets.io", "v1", "secretstores", True),
+    "ClusterSecretStore": KindInfo("external-secrets.io", "v1", "clustersecretstores", False),
+}
+
+_PATCH_CONTENT = {
+    "merge": "application/merge-patch+json",
+    "strategic": "application/strategic-merge-patch+json",
+    "json": "application/json-patch+json",
+}
+
+_REASONS = {
+    "AlreadyExists": "already exists",
+    "Conflict": "changed by someone else (stale resourceVersion)",
+    "NotFound": "not found",
+    "Forbidden": "not allowed",
+    "Unauthorized": "credentials refused",
+    "Invalid": "invalid",
+    "Gone": "resource version too old",
+    "Expired": "resource version too old",
+    "TooManyRequests": "throttled",
+    "ServiceUnavailable": "unavailable",
+    "Timeout": "timed out",
+}
+
+
+def kind_info(kind: str) -> KindInfo:
+    try:
+        return KINDS[kind]
+    except KeyError:
+        raise RejectedError(SYSTEM, f"use kind {kind}", "kind not supported by rotate") from None
+
+
+def _strip_secret(obj: dict[str, Any]) -> dict[str, Any]:
+    obj.pop("data", None)
+    obj.pop("stringData", None)
+    annotations = (obj.get("metadata") or {}).get("annotations")
+    if isinstance(annotations, dict):
+        annotations.pop(LAST_APPLIED, None)
+    return obj
+
+
+class KubeClient:
+    """The Kube seam over one kubeconfig context (KUBECONFIG/~/.kube/config when None,
+    in-cluster service account as the last resort, as kubectl does)."""
+
+    def __init__(self, kubeconfig: str | None = None, context: str | None = None) -> None:
+        import urllib3
+        from kubernetes import client, config
+
+        cfg = client.Configuration()
+        try:
+            config.load_kube_config(  # type: ignore[no-untyped-call]
+                config_file=kubeconfig, context=context, client_configuration=cfg,
+                persist_config=False)
+        except Exception:
+            if kubeconfig is not None or context is not None:
+                where = kubeconfig or "the default kubeconfig"
+                ctx = f" (context {context})" if context else ""
+                raise UsageError(f"cannot use {where}{ctx}") from None
+            try:
+                config.load_incluster_config(  # type: ignore[no-untyped-call]
+                    client_configuration=cfg)
+            except Exception:
+                raise UsageError("no kubeconfig found (set KUBECONFIG or --kubeconfig)") from None
+        self._urllib3 = urllib3
+        self._api = client.ApiClient(cfg)
+        self._server = str(cfg.host)
+
+    def __repr__(self) -> str:
+        return f"KubeClient({self._server!r})"
+
+    @property
+    def server(self) -> str:
+        return self._server
+
+    def close(self) -> None:
+        self._api.close()  # type: ignore[no-untyped-call]
+
+    # ------------------------------------------------------------------ transport
+
+    def _path(self, kind: str, namespace: str | None, name: str | None = None,
+              sub: str | None = None) -> str:
+        info = kind_info(kind)
+        path = info.prefix
+        if info.namespaced and namespace is not None:
+            path += f"/namespaces/{quote(namespace, safe='')}"
+        path += f"/{info.plural}"
+        if name is not None:
+            path += f"/{quote(name, safe='')}"
+        if sub is not None:
+            path += f"/{sub}"
+        return path
+
+    def _send(self, method: str, path: str, operation: str, *, body: Any = None,
+              query: Mapping[str, str] | None = None, content_type: str | None = None,
+              timeout: float | tuple[float, float] | None = 30) -> Any:
+        """The raw urllib3 response (unread); transport failures translated."""
+        from kubernetes.client.exceptions import ApiException
+
+        headers = {"Accept": "application/json"}
+        if content_type:
+            headers["Content-Type"] = content_type
+        elif body is not None:
+            headers["Content-Type"] = "application/json"
+        url_path = path + (f"?{urlencode(query)}" if query else "")
+        try:
+            request = self._api.param_serialize(method, url_path, header_params=headers,
+                                                body=body, auth_settings=["BearerToken"])
+            return self._api.call_api(*request, _request_timeout=timeout).response
+        except ApiException as exc:  # the rest layer raises status 0 for TLS failures
+            if not exc.status:
+                raise PermanentError(SYSTEM, operation, "TLS verification failed") from None
+            raise error_for_status(int(exc.status), SYSTEM, operation) from None
+        except self._urllib3.exceptions.TimeoutError:
+            raise TemporaryError(SYSTEM, operation, "timed out") from None
+        except (self._urllib3.exceptions.HTTPError, OSError):
+            raise TemporaryError(SYSTEM, operation, "unreachable") from None
+
+    def _error(self, status: int, raw: bytes, operation: str) -> ClientError:
+        reason_enum, causes = "", []
+        try:
+            doc = json.loads(raw)
+        except ValueError:
+            doc = None
+        if isinstance(doc, dict) and doc.get("kind") == "Status":
+            reason_enum = str(doc.get("reason") or "")
+            for cause in (doc.get("details") or {}).get("causes") or []:
+                if isinstance(cause, dict):  # field + reason enum only: messages quote values
+                    causes.append((str(cause.get("field", "")), str(cause.get("reason", ""))))
+        if status == 410:
+            return TemporaryError(SYSTEM, operation, "resource version too old", status=410)
+        return error_for_status(status, SYSTEM, operation, _REASONS.get(reason_enum),
+                                details=causes)
+
+    def _request(self, method: str, path: str, operation: str, **kw: Any) -> Any:
+        """Send and decode a JSON answer; a ClientError for any status >= 400."""
+        response = self._send(method, path, operation, **kw)
+        try:
+            raw = response.data
+        except (self._urllib3.exceptions.HTTPError, OSError):
+            raise TemporaryError(SYSTEM, operation, "connection lost") from None
+        finally:
+            response.release_conn()
+        if response.status >= 400:
+            raise self._error(int(response.status), raw, operation)
+        if not raw:
+            return None
+        try:
+            return json.loads(raw)
+        except ValueError:
+            raise PermanentError(SYSTEM, operation, "malformed JSON in the answer") from None
+
+    @staticmethod
+    def _op(verb: str, kind: str, namespace: str | None, name: str | None = None) -> str:
+        where = "/".join(p for p in (namespace, name) if p)
+        return f"{verb} {kind.lower()}" + (f" {where}" if where else "")
+
+    # ------------------------------------------------------------------ Kube protocol
+
+    def get(self, kind: str, namespace: str | None, name: str) -> dict[str, Any]:
+        obj = self._request("GET", self._path(kind, namespace, name),
+                            self._op("get", kind, namespace, name))
+        return _strip_secret(obj) if kind == "Secret" else dict(obj)
+
+    def list(
+        self, kind: str, namespace: str | None, *, label_selector: str | None = None
+    ) -> list[dict[str, Any]]:
+        query = {"labelSelector": label_selector} if label_selector else None
+        doc = self._request("GET", self._path(kind, namespace), self._op("list", kind, namespace),
+                            query=query)
+        info = KINDS[kind]
+        items = []
+        for item in (doc or {}).get("items") or []:
+            # List items come without kind/apiVersion; callers treat each as a full object.
+            item.setdefault("kind", kind)
+            item.setdefault("apiVersion", info.api_version)
+            items.append(_strip_secret(item) if kind == "Secret" else item)
+        return items
+
+    def create(self, kind: str, namespace: str | None, body: Mapping[str, Any]) -> dict[str, Any]:
+        name = (body.get("metadata") or {}).get("name")
+        full = {"apiVersion": KINDS[kind].api_version if kind in KINDS else "", "kind": kind,
+                **body}
+        obj = self._request("POST", self._path(kind, namespace),
+                            self._op("create", kind, namespace, name), body=full)
+        return _strip_secret(obj) if kind == "Secret" else dict(obj)
+
+    def replace(
+        self, kind: str, namespace: str | None, name: str, body: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        full = {"apiVersion": KINDS[kind].api_version if kind in KINDS else "", "kind": kind,
+                **body}
+        obj = self._request("PUT", self._path(kind, namespace, name),
+                            self._op("replace", kind, namespace, name), body=full)
+        return _strip_secret(obj) if kind == "Secret" else dict(obj)
+
+    def patch(
+        self, kind: str, namespace: str | None, name: str, body: Any, *,
+        patch_type: PatchType = "merge",
+    ) -> dict[str, Any]:
+        if patch_type == "json" and not isinstance(body, list):
+            raise RejectedError(SYSTEM, self._op("patch", kind, namespace, name),
+                                "a JSON patch is a list of operations")
+        obj = self._request("PATCH", self._path(kind, namespace, name),
+                            self._op("patch", kind, namespace, name), body=body,
+                            content_type=_PATCH_CONTENT[patch_type])
+        return _strip_secret(obj) if kind == "Secret" else dict(obj)
+
+    def delete(self, kind: str, namespace: str | None, name: str) -> None:
+        self._request("DELETE", self._path(kind, namespace, name),
+                      self._op("delete", kind, namespace, name))
+
+    def watch(
+        self, kind: str, namespace: str | None, *, name: str | None = None,
+        resource_version: str | None = None, timeout_seconds: float = 30,
+    ) -> Iterator[WatchEvent]:
+        op = self._op("watch", kind, namespace, name)
+        query = {"watch": "true", "timeoutSeconds": str(max(1, int(timeout_seconds))),
+                 "allowWatchBookmarks": "true"}
+        if resource_version:
+            query["resourceVersion"] = resource_version
+        if name:
+            query["fieldSelector"] = f"metadata.name={name}"
+        # Read deadline a little past the server's own end of stream.
+        response = self._send("GET", self._path(kind, namespace), op, query=query,
+                              timeout=(10, timeout_seconds + 10))
+        return self._events(response, kind, op)
+
+    def _events(self, response: Any, kind: str, op: str) -> Iterator[WatchEvent]:
+        urllib3 = self._urllib3
+        try:
+            if response.status >= 400:
+                raise self._error(int(response.status), response.data, op)
+            buffer = b""
+            try:
+                for chunk in response.stream(4096, decode_content=True):
+                    buffer += chunk
+                    while b"\n" in buffer:
+                        line, buffer = buffer.split(b"\n", 1)
+                        event = self._event(line, kind, op)
+                        if event is not None:
+                            yield event
+            except (urllib3.exceptions.HTTPError, OSError):
+                return  # stream cut or read deadline: the watch just ends; callers re-watch
+            event = self._event(buffer, kind, op)
+            if event is not None:
+                yield event
+        finally:
+            # A watch left early has an unread stream: close the connection rather than
+            # return it to the pool half-read.
+            response.close()
+            response.release_conn()
+
+    @staticmethod
+    def _event(line: bytes, kind: str, op: str) -> WatchEvent | None:
+        if not line.strip():
+            return None
+        try:
+            doc = json.loads(line)
+        except ValueError:
+            raise PermanentError(SYSTEM, op, "malformed watch event") from None
+        etype, obj = doc.get("type"), doc.get("object") or {}
+        if etype == "ERROR":
+            code = int(obj.get("code") or 500) if isinstance(obj, dict) else 500
+            if code == 410 or code >= 500:
+                raise TemporaryError(SYSTEM, op, _REASONS.get(str(obj.get("reason")),
+                                                              "watch failed"), status=code)
+            raise error_for_status(code, SYSTEM, op)
+        if etype not in ("ADDED", "MODIFIED", "DELETED", "BOOKMARK") or not isinstance(obj, dict):
+            raise PermanentError(SYSTEM, op, "unexpected watch event")
+        return WatchEvent(etype, _strip_secret(obj) if kind == "Secret" else obj)
+
+    def read_secret_key(self, namespace: str, name: str, key: str) -> Secret | None:
+        op = self._op("read", "Secret", namespace, name) + f" key {key}"
+        obj = self._request("GET", self._path("Secret", namespace, name), op)
+        encoded = (obj.get("data") or {}).get(key)
+        if encoded is None:
+            return None
+        try:
+            return Secret(base64.b64decode(encoded, validate=True).decode("utf-8"))
+        except (binascii.Error, UnicodeDecodeError, TypeError):
+            raise PermanentError(SYSTEM, op, "the key is not base64-encoded UTF-8 text") from None
+
+    def write_secret_key(self, namespace: str, name: str, key: str, value: Secret) -> str:
+        op = self._op("write", "Secret", namespace, name) + f" key {key}"
+        encoded = base64.b64encode(value.reveal().encode("utf-8")).decode("ascii")
+        obj = self._request("PATCH", self._path("Secret", namespace, name), op,
+                            body={"data": {key: encoded}}, content_type=_PATCH_CONTENT["merge"])
+        return str((obj.get("metadata") or {}).get("resourceVersion", ""))
+
+    def can_i(
+        self, verb: str, kind: str, namespace: str | None, *, subresource: str | None = None
+    ) -> bool:
+        info = kind_info(kind)
+        attrs: dict[str, str] = {"verb": verb, "group": info.group, "resource": info.plural}
+        if namespace and info.namespaced:
+            attrs["namespace"] = namespace
+        if subresource:
+            attrs["subresource"] = subresource
+        body = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+                "spec": {"resourceAttributes": attrs}}
+        doc = self._request("POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+                            f"can-i {verb} {info.plural}", body=body)
+        return bool(((doc or {}).get("status") or {}).get("allowed"))
+
+    def proxy_get(
+        self, namespace: str, service: str, port: str | int, path: str, *, timeout: float = 5
+    ) -> int:
+        op = f"GET service/{namespace}/{service}:{port}{path}"
+        ref = quote(f"{service}:{port}", safe=":")
+        url = (f"/api/v1/namespaces/{quote(namespace, safe='')}/services/{ref}/proxy/"
+               + path.lstrip("/"))
+        response = self._send("GET", url, op, timeout=timeout)
+        try:
+            status = int(response.status)
+            raw = response.data  # read whole: an unread body would poison the pooled connection
+        except (self._urllib3.exceptions.HTTPError, OSError):
+            raise TemporaryError(SYSTEM, op, "connection lost") from None
+        finally:
+            response.release_conn()
+        if status in (401, 403):
+            # The API server refusing *us* is not the service's answer.
+            try:
+                doc = json.loads(raw)
+            except ValueError:
+                doc = None
+            if isinstance(doc, dict) and doc.get("kind") == "Status":
+                raise ForbiddenError(SYSTEM, op, "not allowed to use the service proxy",
+                                     status=status)
+        return status

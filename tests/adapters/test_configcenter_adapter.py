@@ -1,0 +1,162 @@
+"""HttpConfigCenter against the real reference server (rotate.lab.services.configcenter),
+run as its own process on 127.0.0.1 and stopped by pid."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from rotate.clients.configcenter import HttpConfigCenter
+from rotate.core.errors import (
+    ClientError,
+    ConflictError,
+    ForbiddenError,
+    NotFoundError,
+    RejectedError,
+    TemporaryError,
+)
+from rotate.core.secret import Secret
+from rotate.core.waiting import Deadline, wait_for
+from rotate.lab.context import Faults
+
+ROOT = Path(__file__).resolve().parents[2]
+ADMIN = "admin-token-for-adapter-tests-0123456789"
+PASSWORD_1 = "First-Dragonfly-Password-0123456789"
+PASSWORD_2 = "Second-Dragonfly-Password-9876543210"
+
+
+class Server:
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+        (tmp / "admin-token").write_text(ADMIN + "\n")
+        port_file = tmp / "cc.port"
+        with (tmp / "cc.log").open("ab") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "rotate.lab.services.configcenter",
+                 "--db", str(tmp / "cc.db"), "--host", "127.0.0.1", "--port", "0",
+                 "--admin-token-file", str(tmp / "admin-token"),
+                 "--faults-file", str(tmp / "faults.json"), "--port-file", str(port_file)],
+                cwd=ROOT, stdout=log, stderr=log)
+
+        def port() -> str | None:
+            if self.proc.poll() is not None:
+                raise AssertionError("config center exited: " + (tmp / "cc.log").read_text())
+            text = port_file.read_text().strip() if port_file.exists() else ""
+            return text or None
+
+        try:
+            self.url = f"http://127.0.0.1:{wait_for(port, deadline=Deadline.after(15), what='cc')}"
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[Server]:
+    s = Server(tmp_path)
+    yield s
+    s.stop()
+
+
+@pytest.fixture
+def cc(server: Server) -> Iterator[HttpConfigCenter]:
+    client = HttpConfigCenter(server.url, Secret(ADMIN), timeout=5)
+    client.put_schema("cart", json.loads((ROOT / "schemas" / "cart.schema.json").read_text()))
+    yield client
+    client.close()
+
+
+def doc(password: str) -> dict[str, object]:
+    host = "dragonfly.dragonfly.svc.cluster.local"
+    return {"service": {"name": "cart"},
+            "dragonfly": {"host": host, "port": 6379, "password": Secret(password),
+                          "url": Secret(f"redis://:{password}@{host}:6379/0")}}
+
+
+def assert_clean(exc: ClientError, server: Server) -> None:
+    text = f"{exc} {exc!r} {exc.details}"
+    for forbidden in (ADMIN, PASSWORD_1, PASSWORD_2, server.url):
+        assert forbidden not in text, (forbidden, text)
+
+
+def test_documents_versions_and_restore(cc: HttpConfigCenter, server: Server) -> None:
+    cc.health()
+    assert cc.services() == ["cart"]
+    assert cc.get_schema("cart")["type"] == "object"
+    assert cc.get_version_number("cart", "bootstrap") is None
+    assert cc.put_key("cart", "bootstrap", doc(PASSWORD_1), if_match=None) == 1
+    with pytest.raises(ConflictError) as info:  # create-only on an existing key
+        cc.put_key("cart", "bootstrap", doc(PASSWORD_2), if_match=None)
+    assert_clean(info.value, server)
+    assert cc.put_key("cart", "bootstrap", doc(PASSWORD_2), if_match=1) == 2
+    with pytest.raises(ConflictError):  # a writer still holding version 1 loses
+        cc.put_key("cart", "bootstrap", doc(PASSWORD_1), if_match=1)
+    current = cc.get_key("cart", "bootstrap")
+    assert current.version == 2
+    assert current.value["dragonfly"]["password"] == PASSWORD_2
+    assert PASSWORD_2 not in repr(current)
+
+    assert cc.restore_version("cart", "bootstrap", 1, if_match=2) == 3
+    restored = cc.get_key("cart", "bootstrap")
+    assert (restored.version, restored.value["dragonfly"]["password"]) == (3, PASSWORD_1)
+    with pytest.raises(NotFoundError):
+        cc.restore_version("cart", "bootstrap", 9, if_match=3)
+
+
+def test_schema_rejection_has_paths(cc: HttpConfigCenter, server: Server) -> None:
+    cc.put_key("cart", "bootstrap", doc(PASSWORD_1), if_match=None)
+    bad = doc("short!")
+    del bad["service"]
+    with pytest.raises(RejectedError) as info:
+        cc.put_key("cart", "bootstrap", bad, if_match=1)
+    paths = {p for p, _ in info.value.details}
+    assert "/dragonfly/password" in paths
+    assert "short!" not in str(info.value.details)
+    assert_clean(info.value, server)
+    assert cc.get_version_number("cart", "bootstrap") == 1
+
+
+def test_tokens(cc: HttpConfigCenter) -> None:
+    minted = cc.mint_token("cart")
+    assert isinstance(minted.token, Secret) and minted.expires_at.endswith("Z")
+    assert [(t.id, t.revoked) for t in cc.list_tokens("cart")] == [(minted.id, False)]
+    cc.revoke_token("cart", minted.id)
+    assert [t.revoked for t in cc.list_tokens("cart") if t.id == minted.id] in ([True], [])
+
+
+def test_wrong_admin_token_and_5xx_fault(cc: HttpConfigCenter, server: Server) -> None:
+    wrong = HttpConfigCenter(server.url, Secret("wrong-" + ADMIN), timeout=5)
+    with pytest.raises(ForbiddenError) as info:
+        wrong.services()
+    assert "wrong-" not in str(info.value)
+    wrong.close()
+
+    Faults.write(server.tmp / "faults.json", {"config-center-5xx": True})
+    with pytest.raises(TemporaryError) as temp:
+        cc.put_key("cart", "bootstrap", doc(PASSWORD_1), if_match=None)
+    assert temp.value.status == 503
+    assert_clean(temp.value, server)
+    Faults.write(server.tmp / "faults.json", {})
+    assert cc.put_key("cart", "bootstrap", doc(PASSWORD_1), if_match=None) == 1
+
+
+def test_server_stopped_is_temporary(cc: HttpConfigCenter, server: Server) -> None:
+    server.stop()
+    with pytest.raises(TemporaryError) as info:
+        cc.get_key("cart", "bootstrap")
+    assert info.value.reason == "unreachable"
+    assert_clean(info.value, server)

@@ -1,0 +1,355 @@
+"""HvacVault against a real OpenBao (`bao server -dev`, in memory, on 127.0.0.1).
+
+The dev server's root token is passed through the environment (BAO_DEV_ROOT_TOKEN_ID), not
+argv, and is a throwaway value of this test module — not a secret of the product.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+from rotate.chain.model import AuthConfig, BackendConfig
+from rotate.clients.vault import AppRoleAuth, HvacVault, vault_from_env
+from rotate.core.errors import (
+    ClientError,
+    ConflictError,
+    ForbiddenError,
+    NotFoundError,
+    TemporaryError,
+    UsageError,
+)
+from rotate.core.secret import Secret
+from rotate.core.waiting import Deadline, wait_for
+
+pytestmark = pytest.mark.bao
+
+BAO = Path(__file__).resolve().parents[2] / ".venv" / "bin" / "bao"
+ROOT_TOKEN = "dev-root-" + uuid.uuid4().hex
+VALUE_1 = "first-password-value-0123456789"
+VALUE_2 = "second-password-value-9876543210"
+
+
+@dataclass
+class Bao:
+    proc: subprocess.Popen[bytes]
+    addr: str
+
+    def api(self, method: str, path: str, token: str = ROOT_TOKEN, **kw: object) -> httpx.Response:
+        response = httpx.request(method, f"{self.addr}/v1/{path}",
+                                 headers={"X-Vault-Token": token}, timeout=5, **kw)  # type: ignore[arg-type]
+        response.raise_for_status()
+        return response
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_bao(tmp: Path) -> Bao:
+    port = free_port()
+    env = {**os.environ, "BAO_DEV_ROOT_TOKEN_ID": ROOT_TOKEN, "HOME": str(tmp)}
+    for name in ("BAO_ADDR", "VAULT_ADDR", "BAO_TOKEN", "VAULT_TOKEN"):
+        env.pop(name, None)
+    log = (tmp / "bao.log").open("wb")
+    proc = subprocess.Popen(
+        [str(BAO), "server", "-dev", f"-dev-listen-address=127.0.0.1:{port}",
+         "-dev-no-store-token"],
+        stdout=log, stderr=subprocess.STDOUT, env=env, cwd=tmp,
+    )
+    log.close()
+    bao = Bao(proc, f"http://127.0.0.1:{port}")
+
+    def healthy() -> bool | None:
+        if proc.poll() is not None:
+            raise AssertionError("bao exited: " + (tmp / "bao.log").read_text()[-2000:])
+        try:
+            return httpx.get(f"{bao.addr}/v1/sys/health", timeout=1).status_code == 200 or None
+        except httpx.HTTPError:
+            return None
+
+    try:
+        wait_for(healthy, deadline=Deadline.after(20), what="bao dev server healthy")
+    except BaseException:
+        stop_bao(bao)
+        raise
+    return bao
+
+
+def stop_bao(bao: Bao) -> None:
+    bao.proc.terminate()
+    try:
+        bao.proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        bao.proc.kill()
+        bao.proc.wait(timeout=5)
+
+
+@pytest.fixture(scope="module")
+def bao(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bao]:
+    server = start_bao(tmp_path_factory.mktemp("bao"))
+    yield server
+    stop_bao(server)
+
+
+@pytest.fixture
+def vault(bao: Bao) -> HvacVault:
+    return HvacVault(bao.addr, Secret(ROOT_TOKEN), "secret")
+
+
+@pytest.fixture
+def path() -> str:
+    return f"test/{uuid.uuid4().hex[:8]}"
+
+
+def assert_clean(exc: ClientError, bao: Bao) -> None:
+    text = f"{exc} {exc!r} {exc.message} {exc.reason}"
+    for forbidden in (ROOT_TOKEN, VALUE_1, VALUE_2, bao.addr, "127.0.0.1", "http"):
+        assert forbidden not in text, (forbidden, text)
+    assert exc.__cause__ is None and exc.__suppress_context__
+
+
+def test_write_read_versions_and_metadata(vault: HvacVault, path: str) -> None:
+    assert vault.write(path, {"password": Secret(VALUE_1)}, cas=0) == 1
+    assert vault.write(path, {"password": Secret(VALUE_2), "user": Secret("app")}, cas=1) == 2
+    latest = vault.read(path)
+    assert set(latest) == {"password", "user"}
+    assert isinstance(latest["password"], Secret) and latest["password"].reveal() == VALUE_2
+    assert vault.read(path, version=1) == {"password": Secret(VALUE_1)}
+    meta = vault.read_metadata(path)
+    assert (meta.path, meta.current_version) == (path, 2)
+    assert meta.oldest_version in (0, 1)  # Vault reports 0 until a version is deleted
+    assert sorted(meta.versions) == [1, 2]
+    assert meta.versions[1].created_time and not meta.versions[1].destroyed
+    assert meta.custom_metadata == {}
+
+
+def test_check_and_set_mismatch_is_a_conflict(vault: HvacVault, bao: Bao, path: str) -> None:
+    vault.write(path, {"password": Secret(VALUE_1)}, cas=0)
+    with pytest.raises(ConflictError) as info:
+        vault.write(path, {"password": Secret(VALUE_2)}, cas=0)  # exists already
+    assert_clean(info.value, bao)
+    vault.write(path, {"password": Secret(VALUE_2)}, cas=1)
+    with pytest.raises(ConflictError):
+        vault.write(path, {"password": Secret(VALUE_1)}, cas=1)  # stale version
+    assert vault.read(path)["password"].reveal() == VALUE_2
+
+
+def test_custom_metadata_is_merged_and_other_settings_survive(
+    vault: HvacVault, bao: Bao, path: str
+) -> None:
+    vault.write(path, {"password": Secret(VALUE_1)}, cas=0)
+    bao.api("POST", f"secret/metadata/{path}",
+            json={"delete_version_after": "1h", "max_versions": 7,
+                  "custom_metadata": {"owner": "platform"}})
+    vault.set_custom_metadata(path, {"rotate/run-id": "20261202T141200Z-dragonfly-ab12"})
+    vault.set_custom_metadata(path, {"rotate/previous-version": "1"})
+    assert vault.read_metadata(path).custom_metadata == {
+        "owner": "platform",
+        "rotate/run-id": "20261202T141200Z-dragonfly-ab12",
+        "rotate/previous-version": "1",
+    }
+    raw = bao.api("GET", f"secret/metadata/{path}").json()["data"]
+    assert raw["delete_version_after"] == "1h0m0s" and raw["max_versions"] == 7
+
+    fresh = path + "-fresh"
+    vault.set_custom_metadata(fresh, {"owner": "rotate"})  # before any version exists
+    meta = vault.read_metadata(fresh)
+    assert (meta.current_version, meta.custom_metadata) == (0, {"owner": "rotate"})
+
+
+def test_absent_path_is_not_found(vault: HvacVault, bao: Bao, path: str) -> None:
+    with pytest.raises(NotFoundError) as info:
+        vault.read_metadata(path)
+    assert_clean(info.value, bao)
+    with pytest.raises(NotFoundError):
+        vault.read(path)
+    vault.write(path, {"password": Secret(VALUE_1)}, cas=0)
+    with pytest.raises(NotFoundError):
+        vault.read(path, version=5)
+
+
+def test_capabilities_of_a_limited_token(bao: Bao, path: str) -> None:
+    policy = f'path "secret/data/{path}" {{ capabilities = ["read"] }}\n'
+    bao.api("PUT", f"sys/policies/acl/ro-{path.replace('/', '-')}", json={"policy": policy})
+    created = bao.api("POST", "auth/token/create",
+                      json={"policies": [f"ro-{path.replace('/', '-')}"], "ttl": "10m"})
+    limited_token = created.json()["auth"]["client_token"]
+    root = HvacVault(bao.addr, Secret(ROOT_TOKEN))
+    root.write(path, {"password": Secret(VALUE_1)}, cas=0)
+
+    limited = HvacVault(bao.addr, Secret(limited_token))
+    data_path, other = f"secret/data/{path}", "secret/data/elsewhere"
+    assert limited.capabilities([data_path, other]) == {data_path: ["read"], other: ["deny"]}
+    assert limited.capabilities([data_path]) == {data_path: ["read"]}
+    assert "root" in root.capabilities([other])[other]
+    assert limited.read(path)["password"].reveal() == VALUE_1
+    with pytest.raises(ForbiddenError) as info:
+        limited.write(path, {"password": Secret(VALUE_2)}, cas=1)
+    assert limited_token not in str(info.value)
+    assert_clean(info.value, bao)
+    with pytest.raises(ForbiddenError):
+        limited.set_custom_metadata(path, {"a": "b"})
+
+
+def test_a_wrong_token_is_forbidden(bao: Bao, path: str) -> None:
+    wrong = HvacVault(bao.addr, Secret("not-a-token-" + uuid.uuid4().hex))
+    with pytest.raises(ForbiddenError) as info:
+        wrong.read_metadata(path)
+    assert "not-a-token" not in str(info.value)
+    assert_clean(info.value, bao)
+
+
+def test_approle_login(bao: Bao, path: str) -> None:
+    mount = f"approle-{uuid.uuid4().hex[:6]}"
+    bao.api("POST", f"sys/auth/{mount}", json={"type": "approle"})
+    policy = f'path "secret/data/{path}" {{ capabilities = ["create", "update", "read"] }}\n'
+    bao.api("PUT", "sys/policies/acl/approle-rw", json={"policy": policy})
+    bao.api("POST", f"auth/{mount}/role/rotate", json={"token_policies": ["approle-rw"]})
+    role_id = bao.api("GET", f"auth/{mount}/role/rotate/role-id").json()["data"]["role_id"]
+    secret_id = bao.api("POST", f"auth/{mount}/role/rotate/secret-id").json()["data"]["secret_id"]
+
+    good = HvacVault(bao.addr, AppRoleAuth(Secret(role_id), Secret(secret_id), mount))
+    assert good.write(path, {"password": Secret(VALUE_1)}, cas=0) == 1
+    assert good.read(path)["password"].reveal() == VALUE_1
+
+    bad = HvacVault(bao.addr, AppRoleAuth(Secret(role_id), Secret("wrong-" + secret_id), mount))
+    with pytest.raises(ClientError) as info:
+        bad.read(path)
+    assert info.value.status in (400, 403) and not info.value.temporary
+    assert secret_id not in str(info.value) and role_id not in str(info.value)
+    assert_clean(info.value, bao)
+
+
+def test_health_and_a_server_that_is_down(bao: Bao, vault: HvacVault) -> None:
+    vault.health()
+    nowhere = f"http://127.0.0.1:{free_port()}"
+    down = HvacVault(nowhere, Secret(ROOT_TOKEN), timeout=2)
+    with pytest.raises(TemporaryError) as info:
+        down.write("x", {"password": Secret(VALUE_1)}, cas=0)
+    assert info.value.reason == "unreachable"
+    assert nowhere not in str(info.value) and ROOT_TOKEN not in str(info.value)
+    with pytest.raises(TemporaryError):
+        down.health()
+
+
+def test_a_sealed_server_is_temporary(tmp_path: Path) -> None:
+    server = start_bao(tmp_path)
+    try:
+        vault = HvacVault(server.addr, Secret(ROOT_TOKEN))
+        vault.write("sealed/x", {"password": Secret(VALUE_1)}, cas=0)
+        server.api("PUT", "sys/seal")
+        with pytest.raises(TemporaryError) as info:
+            vault.health()
+        assert info.value.reason == "sealed"
+        with pytest.raises(TemporaryError) as info:
+            vault.read("sealed/x")
+        assert_clean(info.value, server)
+    finally:
+        stop_bao(server)
+    assert server.proc.poll() is not None
+
+
+# --------------------------------------------------------------------------- vault_from_env
+
+
+def backend(method: str = "token", **auth: str) -> BackendConfig:
+    return BackendConfig(kv_mount="secret", auth=AuthConfig(method=method, **auth))  # type: ignore[arg-type]
+
+
+def test_from_env_prefers_bao_variables(bao: Bao, path: str) -> None:
+    env = {"BAO_ADDR": bao.addr, "VAULT_ADDR": "http://127.0.0.1:1",
+           "BAO_TOKEN": ROOT_TOKEN, "VAULT_TOKEN": "wrong"}
+    vault = vault_from_env(backend(), env)
+    assert vault.address == bao.addr and vault.mount == "secret"
+    assert vault.write(path, {"password": Secret(VALUE_1)}, cas=0) == 1
+    only_vault = vault_from_env(backend(), {"VAULT_ADDR": bao.addr, "VAULT_TOKEN": ROOT_TOKEN})
+    assert only_vault.read(path)["password"].reveal() == VALUE_1
+
+
+def test_from_env_address_env_and_token_file(bao: Bao, tmp_path: Path, path: str) -> None:
+    (tmp_path / ".vault-token").write_text(ROOT_TOKEN + "\n")
+    cfg = BackendConfig(kv_mount="secret", auth=AuthConfig(method="token"),
+                        address_env="MY_BAO")
+    vault = vault_from_env(cfg, {"MY_BAO": bao.addr, "BAO_ADDR": "http://127.0.0.1:1",
+                                 "HOME": str(tmp_path)})
+    assert vault.address == bao.addr
+    vault.write(path, {"password": Secret(VALUE_1)}, cas=0)
+
+
+def test_from_env_refuses_incomplete_settings() -> None:
+    with pytest.raises(UsageError, match="BAO_ADDR or VAULT_ADDR"):
+        vault_from_env(backend(), {"BAO_TOKEN": "t"})
+    with pytest.raises(UsageError, match="BAO_TOKEN or VAULT_TOKEN"):
+        vault_from_env(backend(), {"BAO_ADDR": "http://127.0.0.1:1", "HOME": "/nonexistent"})
+    with pytest.raises(UsageError, match="ROLE_ID and SECRET_ID"):
+        vault_from_env(backend("approle", role_id_env="ROLE_ID", secret_id_env="SECRET_ID"),
+                       {"BAO_ADDR": "http://127.0.0.1:1", "ROLE_ID": "r"})
+
+
+def test_from_env_approle(bao: Bao, path: str) -> None:
+    mount = f"approle-{uuid.uuid4().hex[:6]}"
+    bao.api("POST", f"sys/auth/{mount}", json={"type": "approle"})
+    bao.api("POST", f"auth/{mount}/role/r", json={"token_policies": ["default"]})
+    role_id = bao.api("GET", f"auth/{mount}/role/r/role-id").json()["data"]["role_id"]
+    secret_id = bao.api("POST", f"auth/{mount}/role/r/secret-id").json()["data"]["secret_id"]
+    cfg = backend("approle", role_id_env="ROLE_ID", secret_id_env="SECRET_ID", mount=mount)
+    vault = vault_from_env(cfg, {"BAO_ADDR": bao.addr, "ROLE_ID": role_id,
+                                 "SECRET_ID": secret_id})
+    # The default policy has no KV access: login worked, the read is refused by policy.
+    with pytest.raises(ForbiddenError):
+        vault.read(path)
+    assert vault.capabilities([f"secret/data/{path}"]) == {f"secret/data/{path}": ["deny"]}
+
+
+def test_kubernetes_auth_without_a_service_account_token(bao: Bao, tmp_path: Path) -> None:
+    cfg = backend("kubernetes", role="rotate", jwt_path=str(tmp_path / "absent-token"))
+    vault = vault_from_env(cfg, {"BAO_ADDR": bao.addr})
+    with pytest.raises(ClientError) as info:
+        vault.read("anything")
+    assert not info.value.temporary
+    assert info.value.reason == "cannot read a local credential file"
+    # With a token file but no kubernetes auth mount, the server refuses the login.
+    (tmp_path / "token").write_text("header.payload.signature\n")
+    cfg = backend("kubernetes", role="rotate", jwt_path=str(tmp_path / "token"))
+    with pytest.raises(ClientError) as refused:
+        vault_from_env(cfg, {"BAO_ADDR": bao.addr}).read("anything")
+    assert refused.value.status is not None and not refused.value.temporary
+    assert "header.payload" not in str(refused.value)
+
+
+def test_an_expired_login_token_is_renewed_once(bao: Bao, path: str) -> None:
+    mount = f"approle-{uuid.uuid4().hex[:6]}"
+    bao.api("POST", f"sys/auth/{mount}", json={"type": "approle"})
+    policy = f'path "secret/data/{path}" {{ capabilities = ["create", "update", "read"] }}\n'
+    bao.api("PUT", f"sys/policies/acl/{mount}", json={"policy": policy})
+    bao.api("POST", f"auth/{mount}/role/r", json={"token_policies": [mount]})
+    role_id = bao.api("GET", f"auth/{mount}/role/r/role-id").json()["data"]["role_id"]
+    secret_id = bao.api("POST", f"auth/{mount}/role/r/secret-id",
+                        json={"secret_id_num_uses": 0}).json()["data"]["secret_id"]
+    vault = HvacVault(bao.addr, AppRoleAuth(Secret(role_id), Secret(secret_id), mount))
+    vault.write(path, {"password": Secret(VALUE_1)}, cas=0)
+
+    def revoke_approle_tokens() -> int:
+        accessors = bao.api("LIST", "auth/token/accessors").json()["data"]["keys"]
+        revoked = 0
+        for accessor in accessors:
+            info = bao.api("POST", "auth/token/lookup-accessor", json={"accessor": accessor})
+            if info.json()["data"]["path"].startswith(f"auth/{mount}/"):
+                bao.api("POST", "auth/token/revoke-accessor", json={"accessor": accessor})
+                revoked += 1
+        return revoked
+
+    assert revoke_approle_tokens() == 1
+    assert vault.read(path)["password"].reveal() == VALUE_1  # logged in again, transparently
+    assert revoke_approle_tokens() == 1  # exactly one new login happened
