@@ -59,8 +59,13 @@ def chain_schema() -> dict[str, Any]:
     return data
 
 
-def load_chain(path: Path) -> Chain:
-    """Parse, validate and build the chain file at ``path``; ChainFileError lists every problem."""
+def load_chain(path: Path, *, schema_check: bool = True) -> Chain:
+    """Parse, validate and build the chain file at ``path``; ChainFileError lists every problem.
+
+    ``schema_check=False`` is for read-only listings (``rotate list``) that must stay cheap:
+    jsonschema is then imported only when building the model fails, to explain why.  Every
+    command that changes anything validates fully.
+    """
     file = str(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -73,6 +78,11 @@ def load_chain(path: Path) -> Chain:
     if not isinstance(data, dict):
         raise ChainFileError([ChainFileProblem(file, 1, "", "the file must be a YAML mapping")])
     base = path.resolve().parent
+    if not schema_check:
+        try:
+            return _build(data, path.resolve())
+        except Exception:  # noqa: BLE001 - explained by the full validation below
+            pass
     problems = _dedupe([*schema_problems(chain_schema(), data, root, file),
                         *semantic_problems(data, root, file, base)])
     if problems:
