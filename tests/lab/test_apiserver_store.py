@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections import deque
 from typing import Any
 
 import pytest
@@ -84,7 +85,7 @@ def test_update_conflict_generation_and_status_rules() -> None:
     d2["spec"]["replicas"] = 3
     d2["status"] = {"replicas": 99}  # ignored on the main resource
     d3 = s.update("Deployment", d2)
-    assert d3["metadata"]["generation"] == 2 and "status" not in d3
+    assert d3["metadata"]["generation"] == 2 and d3["status"] == {}
     d3["status"] = {"observedGeneration": 2}
     d3["spec"]["replicas"] = 7  # ignored on the status subresource
     d4 = s.update("Deployment", d3, subresource="status")
@@ -143,9 +144,9 @@ def test_watch_replay_selectors_and_expiry() -> None:
     assert w2.next(0.01) is None
 
 
-def test_watch_too_old_is_410(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_watch_too_old_is_410() -> None:
     s = Store()
-    s._history = store_mod.deque(maxlen=3)
+    s._history = deque(maxlen=3)
     for i in range(6):
         s.create("ConfigMap", {"metadata": {"name": f"c{i}"}})
     with pytest.raises(ApiError) as e:
@@ -193,8 +194,10 @@ def test_list_with_selectors() -> None:
     s = Store()
     s.create("Deployment", deployment("a", tier="fe"))
     s.create("Deployment", deployment("b", tier="be"))
-    names = lambda sel: [o["metadata"]["name"] for o in s.list(  # noqa: E731
-        "Deployment", label_selector=sel)[0]]
+
+    def names(sel: str) -> list[str]:
+        return [o["metadata"]["name"] for o in s.list("Deployment", label_selector=sel)[0]]
+
     assert names("tier in (fe, be),app!=b") == ["a"]
     assert names("!tier") == [] and names("tier") == ["a", "b"]
     assert [o["metadata"]["name"] for o in s.list(
@@ -217,9 +220,10 @@ def test_selectors_parse() -> None:
 def test_patch_formats() -> None:
     assert merge_patch({"a": {"b": 1, "c": 2}}, {"a": {"b": None, "d": 3}}) == {
         "a": {"c": 2, "d": 3}}
-    pod = {"containers": [{"name": "a", "image": "1", "env": [{"name": "X", "value": "1"}]},
-                          {"name": "b", "image": "1"}],
-           "ports": [{"containerPort": 80}], "args": ["x"]}
+    pod: dict[str, Any] = {
+        "containers": [{"name": "a", "image": "1", "env": [{"name": "X", "value": "1"}]},
+                       {"name": "b", "image": "1"}],
+        "ports": [{"containerPort": 80}], "args": ["x"]}
     out = strategic_merge_patch(pod, {
         "containers": [{"name": "a", "env": [{"name": "Y", "value": "2"}]},
                        {"name": "b", "$patch": "delete"}],
@@ -237,3 +241,24 @@ def test_patch_formats() -> None:
         "a": [3], "b": 1, "c/d": 1}
     with pytest.raises(PatchError):
         json_patch({}, [{"op": "remove", "path": "/missing"}])
+
+
+def test_a_failing_subscriber_does_not_undo_the_write() -> None:
+    s = Store()
+
+    def broken(event_type: str, kind: str, obj: dict[str, Any]) -> None:
+        raise RuntimeError("subscriber bug")
+
+    s.subscribe(broken)
+    s.create("ConfigMap", {"metadata": {"name": "c"}})
+    assert s.get("ConfigMap", "default", "c")["metadata"]["name"] == "c"
+
+
+def test_events_are_capped(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(store_mod, "MAX_EVENTS", 3)
+    s = Store()
+    cm = s.create("ConfigMap", {"metadata": {"name": "c"}})
+    for i in range(5):
+        s.record_event(cm, "Reason", f"message {i}")
+    messages = [e["message"] for e in s.list("Event")[0]]
+    assert sorted(messages) == ["message 2", "message 3", "message 4"]

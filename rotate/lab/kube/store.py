@@ -11,8 +11,8 @@ Invariants (the API server and the in-process controllers rely on them):
 - ``metadata.generation`` (kinds with ``Kind.generation``) starts at 1 and grows by one when
   anything outside ``metadata``/``status`` changes.
 - Kinds with a status subresource: writes to the main resource keep the stored ``status``;
-  writes to ``subresource="status"`` change only ``status``.  Create drops ``status`` (a
-  Namespace starts ``Active``, a Pod ``Pending``) — so a controller creating a Pod must set its
+  writes to ``subresource="status"`` change only ``status``.  Create resets ``status`` to ``{}``
+  (a Namespace starts ``Active``, a Pod ``Pending``) — so a controller creating a Pod must set its
   status afterwards through the status subresource, as a kubelet does.
 - One RLock guards everything.  Subscribers are called after the lock is released, in the
   writing thread, with their own copy; a subscriber may call back into the store.
@@ -22,7 +22,9 @@ Invariants (the API server and the in-process controllers rely on them):
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import logging
 import random
 import threading
 import uuid
@@ -62,8 +64,11 @@ _Event = tuple[int, str, str, Obj | None, Obj]
 _Notes = list[tuple[str, str, Obj]]
 _Objs = list[Obj]
 
+log = logging.getLogger("rotate.lab.store")
+
 HISTORY = 10_000  # events kept for watch replay; older resourceVersions get 410 Expired
-WATCH_QUEUE_LIMIT = 10_000  # a watcher this far behind is closed (clients re-list)
+WATCH_QUEUE_LIMIT = 10_000
+MAX_EVENTS = 2_000  # a watcher this far behind is closed (clients re-list)
 DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 _GEN_CHARS = "bcdfghjklmnpqrstvwxz2456789"
 
@@ -257,7 +262,8 @@ class Store:
     def mutate(self, kind: str, namespace: str | None, name: str, fn: Callable[[Obj], None], *,
                subresource: str | None = None) -> Obj:
         """Atomic read-modify-write: ``fn`` edits a private copy in place, under the store lock
-        (so it must be quick and must not call the store).  No conflict is possible."""
+        (so it must be quick, must not call the store, and must not keep a reference to the
+        copy, which becomes the stored object).  No conflict is possible."""
         k = _kind(kind)
         notes: _Notes = []
         with self._lock:
@@ -365,6 +371,7 @@ class Store:
             if repeat is not None:
                 return self.mutate("Event", ns, repeat, lambda e: e.update(
                     count=int(e.get("count") or 1) + 1, lastTimestamp=ts))
+            self._trim_events()
             name = f"{md.get('name')}.{uuid.uuid4().hex[:16]}"
             return self.create("Event", {
                 "metadata": {"name": name, "namespace": ns}, "involvedObject": ref,
@@ -373,6 +380,20 @@ class Store:
                 "reportingComponent": "lab", "reportingInstance": "lab"})
         except ApiError:
             return None
+
+    def _trim_events(self) -> None:
+        """Keep at most MAX_EVENTS Events (oldest go first): a long-lived lab must not grow
+        without bound, and real clusters expire events too (after an hour)."""
+        with self._lock:
+            events = self._objects["Event"]
+            excess = len(events) - MAX_EVENTS + 1
+            if excess <= 0:
+                return
+            oldest = sorted(events.items(),
+                            key=lambda kv: int(kv[1]["metadata"]["resourceVersion"]))[:excess]
+        for (ns, name), _ in oldest:
+            with contextlib.suppress(ApiError):
+                self.delete("Event", ns, name)
 
     # --- internals (call with the lock held) --------------------------------------------------
 
@@ -427,11 +448,8 @@ class Store:
                     break
         new["apiVersion"], new["kind"] = k.api_version, k.kind
         if k.status:
-            new.pop("status", None)
-            if k.kind == "Namespace":
-                new["status"] = {"phase": "Active"}
-            elif k.kind == "Pod":
-                new["status"] = {"phase": "Pending"}
+            new["status"] = {"Namespace": {"phase": "Active"}, "Pod": {"phase": "Pending"}}.get(
+                k.kind, {})
         apply_defaults(k, new)
         validate(k, new)
         if (self._ns(k, md.get("namespace")), md["name"]) in table:
@@ -516,7 +534,10 @@ class Store:
             subscribers = list(self._subscribers)
         for ev_type, kind, obj in notes:
             for fn in subscribers:
-                fn(ev_type, kind, copy.deepcopy(obj))
+                try:
+                    fn(ev_type, kind, copy.deepcopy(obj))
+                except Exception:  # the write is committed; a subscriber bug must not undo
+                    log.exception("store subscriber failed on %s %s", ev_type, kind)
 
 
 def _selectors(label_selector: str | None,

@@ -23,6 +23,12 @@ _WORKLOADS = ("Deployment", "ReplicaSet", "StatefulSet", "DaemonSet")
 
 def apply_defaults(kind: Kind, obj: dict[str, Any]) -> None:
     spec = obj.get("spec")
+    if kind.kind == "Namespace":  # set by every real API server since 1.21
+        md = obj.setdefault("metadata", {})
+        if isinstance(md, dict) and md.get("name"):
+            labels = md.get("labels")
+            md["labels"] = {**(labels if isinstance(labels, dict) else {}),
+                            "kubernetes.io/metadata.name": md["name"]}
     if kind.kind == "Secret":
         _fold_string_data(obj)
         obj.setdefault("type", "Opaque")
