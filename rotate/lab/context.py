@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import random
+import socket
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -128,6 +129,37 @@ class Network:
             return ip
 
 
+def choose_octet(rng: random.Random | None = None) -> int:
+    """A second octet N in 100..250 whose 127.N.0.0/16 has no listening socket and binds."""
+    used = _listening_second_octets()
+    candidates = [n for n in range(100, 251) if n not in used]
+    (rng or random.Random()).shuffle(candidates)
+    for n in candidates:
+        try:
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                s.bind((f"127.{n}.1.1", 0))
+        except OSError:
+            continue
+        return n
+    raise OSError("no free 127.N.0.0/16 for the lab (100 <= N <= 250)")
+
+
+def _listening_second_octets() -> set[int]:
+    """Second octets of 127.x.x.x addresses with a listening TCP socket (/proc/net/tcp)."""
+    used: set[int] = set()
+    try:
+        rows = Path("/proc/net/tcp").read_text().splitlines()[1:]
+    except OSError:
+        return used
+    for row in rows:
+        cols = row.split()
+        if len(cols) > 3 and cols[3] == "0A":  # TCP_LISTEN
+            addr = bytes.fromhex(cols[1].split(":")[0])[::-1]  # little-endian on x86/arm
+            if addr[0] == 127:
+                used.add(addr[1])
+    return used
+
+
 class Resolver:
     """In-lab DNS: ``NAME.NS.svc.cluster.local`` (and ``NAME.NS``, ``NAME.NS.svc``) → ClusterIP.
 
@@ -147,7 +179,8 @@ class Resolver:
                 self._table.pop(fqdn, None)
             else:
                 self._table[fqdn] = ip
-            lines = [f"{v} {k} {k.removesuffix('.cluster.local')} {k.removesuffix('.svc.cluster.local')}"
+            lines = [f"{v} {k} {k.removesuffix('.cluster.local')} "
+                     f"{k.removesuffix('.svc.cluster.local')}"
                      for k, v in sorted(self._table.items())]
             tmp = self.hosts_file.with_suffix(".tmp")
             tmp.write_text("\n".join(lines) + "\n")

@@ -5,16 +5,15 @@ Invariants (lab.md "down stops every process the lab started, and only those"):
 - A pid is touched only if it was recorded by the lab (``DIR/pids.json`` for the three
   detached parts, ``DIR/pods.json`` for pods) *and* ``/proc/<pid>/cmdline`` still looks like
   ours.  Pids are reused by the kernel; a stale file must never make ``down`` signal a
-  stranger.  "Looks like ours" means the cmdline contains a marker recorded with the pid
-  (normally the lab directory, or the program name for pods).
+  stranger.  "Looks like ours" means the cmdline — or, for pods, the working directory or the
+  environment — contains a marker recorded with the pid (the lab directory).
 - A zombie counts as dead.  When the caller is the parent (tests call ``up`` in-process),
-  an exited child stays a zombie until reaped, and ``kill(pid, 0)`` still succeeds on it; we
-  reap what we can and read the state letter from ``/proc`` for the rest.
+  an exited child stays a zombie until reaped, and ``kill(pid, 0)`` still succeeds on it;
+  so liveness is the state letter in ``/proc/<pid>/stat``.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
@@ -54,9 +53,11 @@ def _state(pid: int) -> str | None:
 
 
 def alive(pid: int) -> bool:
-    """True while the process exists and is not a zombie (reaping it if it is our child)."""
-    with contextlib.suppress(ChildProcessError, OSError):
-        os.waitpid(pid, os.WNOHANG)
+    """True while the process exists and is not a zombie.
+
+    No ``waitpid`` here: the pid may belong to a Popen elsewhere in this process, whose
+    exit status we must not steal.  A zombie is dead for our purposes.
+    """
     state = _state(pid)
     return state is not None and state not in ("Z", "X")
 
@@ -66,7 +67,21 @@ def ours(rec: Recorded) -> bool:
     if not alive(rec.pid):
         return False
     line = cmdline(rec.pid)
-    return line is not None and rec.marker in line
+    if line is not None and rec.marker in line:
+        return True
+    # Pods run programs whose argv need not name the lab, and redis-server even rewrites its
+    # argv and environment block (process title); but the kubelet starts every pod in its
+    # directory under the lab's, and gives it the lab's paths in its environment.
+    try:
+        if rec.marker in os.readlink(f"/proc/{rec.pid}/cwd"):
+            return True
+    except OSError:
+        pass
+    try:
+        environ = Path(f"/proc/{rec.pid}/environ").read_bytes()
+    except OSError:
+        return False
+    return rec.marker.encode() in environ
 
 
 def spawn(argv: Sequence[str], *, log: Path, cwd: Path | None = None,
