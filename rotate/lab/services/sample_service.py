@@ -10,7 +10,9 @@ sample service"):
 - ``/healthz`` is always 200 (liveness);
 - ``/readyz`` is 200 only while a fresh AUTH+PING to Dragonfly succeeds (when the document
   has a ``dragonfly`` section) and the Config Center still accepts its token; each check is
-  cached for at most :data:`CHECK_TTL` seconds; the ``readyz-fail`` lab fault forces 503;
+  cached for at most :data:`CHECK_TTL` seconds; the ``readyz-fail`` lab fault forces 503 for
+  every caller except the kubelet's probe (``User-Agent: kube-probe/…``), so the fault fails
+  a rotation's readyz stage without making the pods unready;
 - ``/work`` does a real SET+GET round trip to Dragonfly.
 
 Names of the form ``NAME.NS.svc.cluster.local`` are resolved through ``LAB_HOSTS_FILE`` (the
@@ -293,8 +295,12 @@ class Service:
             self.token_valid = True
         return None if self.token_valid else f"config center token rejected ({status})"
 
-    def readyz(self) -> str | None:
-        if fault_active("readyz-fail", self.name):
+    def readyz(self, from_kubelet: bool) -> str | None:
+        # The readyz-fail fault models a failure the pod's readiness gate does not catch (a
+        # deep check only clients run): the kubelet's probe does not see it, so the pods stay
+        # Ready, rollouts complete, and only a client's /readyz — rotate's readyz stage —
+        # answers 503.
+        if not from_kubelet and fault_active("readyz-fail", self.name):
             return "lab fault readyz-fail is active"
         return self.df_check.get() or self.token_check.get()
 
@@ -331,7 +337,8 @@ def make_handler(service: Service) -> type[BaseHTTPRequestHandler]:
             if path == "/healthz":
                 self._send(200, {"status": "ok"})
             elif path == "/readyz":
-                reason = service.readyz()
+                agent = self.headers.get("User-Agent") or ""
+                reason = service.readyz(from_kubelet=agent.startswith("kube-probe/"))
                 if reason is None:
                     self._send(200, {"status": "ready"})
                 else:
