@@ -116,3 +116,13 @@ def test_rotation_end_to_end(lab: Lab) -> None:
                                                                   tmpl.get("annotations"),
                                                                   meta.get("labels")])))
     assert scan(haystacks, [new_password, old_password, *tokens]) == []
+
+
+def test_doctor_reports_what_the_restricted_identity_lacks(lab: Lab) -> None:
+    ok = lab.rotate("doctor")
+    assert ok.code == 0, ok.output
+    res = lab.rotate("doctor", "--context", "lab-restricted", "-o", "json")
+    assert res.code != 0, res.output
+    checks = json.loads(res.stdout)["checks"]
+    failed = " ".join(c["check"] + " " + c["detail"] for c in checks if not c["ok"])
+    assert "secrets" in failed and "deployments" in failed and "leases" in failed
