@@ -88,6 +88,9 @@ class ConfigCenterServer(ThreadingHTTPServer):
 class Handler(BaseHTTPRequestHandler):
     server: ConfigCenterServer
     protocol_version = "HTTP/1.1"
+    # Headers and body go out in separate writes; without TCP_NODELAY the second waits for
+    # the client's delayed ACK (~40 ms a request).
+    disable_nagle_algorithm = True
     server_version = "rotate-lab-configcenter/1"
 
     # -- plumbing -------------------------------------------------------------------------
