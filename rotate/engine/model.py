@@ -15,7 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 StepStatus = Literal["pending", "running", "done", "failed", "skipped"]
-RunStatus = Literal["running", "succeeded", "failed", "interrupted", "rolled-back", "rollback-failed"]
+RunStatus = Literal[
+    "running", "succeeded", "failed", "interrupted", "rolled-back", "rollback-failed"
+]
 
 STAGE_NAMES = {0: "preflight", 1: "backend", 2: "sync", 3: "provider", 4: "consumers"}
 
@@ -55,10 +57,13 @@ class PlannedStep:
     kind: str  # cli.md step kinds
     target: str
     detail: str = ""
+    #: what the executor acts on: a service name for per-consumer steps, a workload
+    #: ObjectRef string ("deployment/ns/name") for provider steps, "" otherwise
+    subject: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return {"index": self.index, "stage": self.stage, "kind": self.kind,
-                "target": self.target, "detail": self.detail}
+                "target": self.target, "detail": self.detail, "subject": self.subject}
 
 
 @dataclass(frozen=True)
@@ -144,6 +149,11 @@ class RunSummary:
     failed_step: str | None
     operation: str = "rotate"  # "rotate" | "rollback"
 
+    def to_json(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "credential": self.credential,
+                "started_at": self.started_at, "status": self.status,
+                "failed_step": self.failed_step, "operation": self.operation}
+
 
 class Observer(Protocol):
     """Progress sink the CLI implements (live view on a TTY, timestamped lines otherwise)."""
@@ -168,3 +178,41 @@ class NullObserver:
 
 def steps_json(steps: Sequence[PlannedStep]) -> list[dict[str, Any]]:
     return [s.to_json() for s in steps]
+
+
+@dataclass(frozen=True)
+class PreflightResult:
+    """What preflight observed, as plain values: the input of the pure plan builder."""
+
+    checks: tuple[Check, ...]
+    traps: tuple[Trap, ...]
+    current_version: int | None  # Vault current version (0: path never written)
+    consumers: tuple[str, ...]
+    config_versions: dict[str, int | None] = field(default_factory=dict)  # service → version
+    token_ids: dict[str, tuple[str, ...]] = field(default_factory=dict)  # service → live ids
+    reloader: dict[str, str] = field(default_factory=dict)  # provider ref → which reloader
+    ondelete: tuple[str, ...] = ()  # workload refs with updateStrategy OnDelete
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok or not c.fatal for c in self.checks) and not any(
+            t.blocking for t in self.traps)
+
+
+@dataclass(frozen=True)
+class CredentialSummary:
+    name: str
+    description: str
+    providers: tuple[str, ...]
+    consumers: tuple[str, ...]
+    strategy: str
+    last_run: RunSummary | None
+
+    def to_json(self) -> dict[str, Any]:
+        last = None
+        if self.last_run is not None:
+            last = {"run_id": self.last_run.run_id, "status": self.last_run.status,
+                    "started_at": self.last_run.started_at}
+        return {"name": self.name, "description": self.description,
+                "providers": list(self.providers), "consumers": list(self.consumers),
+                "strategy": self.strategy, "last_run": last}

@@ -1,0 +1,260 @@
+"""Runs a plan's steps in order, journaling every transition; derives the run report.
+
+Per step: ``step.start`` is journaled (flushed, fsynced) → the handler acts and proves →
+``step.done``.  A failure journals ``step.failed`` and ends the run with the step's stage
+exit code (cli.md) and one paragraph: what failed, what state the chain is in now, and the
+exact resume and rollback commands.  Cancellation (SIGINT/SIGTERM through the CancelToken)
+is checked between steps and inside every wait; the interrupted step is journaled as such
+and the run ends ``interrupted`` (exit 130), resumable.
+
+Consecutive ``consumer.restart`` / ``consumer.wait`` / ``readyz.check`` steps run with
+bounded parallelism (``max_parallel`` threads); the journal is thread-safe and each step
+still has its own start/done records.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from rotate.core.errors import (
+    EXIT_BY_STEP_KIND,
+    EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    Interrupted,
+    RotateError,
+    StageFailed,
+)
+from rotate.engine import journal as journal_mod
+from rotate.engine.lock import Lease
+from rotate.engine.model import Observer, PlannedStep, RunReport, StepRecord
+from rotate.engine.steps import HANDLERS, Context, StepIO
+
+PARALLEL_KINDS = frozenset({"consumer.restart", "consumer.wait", "readyz.check"})
+
+
+class _StepError(Exception):
+    def __init__(self, step: PlannedStep, error: BaseException) -> None:
+        super().__init__(step.kind)
+        self.step = step
+        self.error = error
+
+
+def _safe_message(exc: BaseException) -> str:
+    if isinstance(exc, RotateError):
+        return exc.message
+    # Our own bug: the type is enough to find it; its text could hold anything.
+    return f"internal error ({type(exc).__name__})"
+
+
+class Executor:
+    def __init__(
+        self, ctx: Context, observer: Observer, *, lease: Lease | None = None,
+        prior: dict[int, dict[str, Any]] | None = None,
+    ) -> None:
+        self.ctx = ctx
+        self.observer = observer
+        self.lease = lease
+        self.prior = prior or {}
+        self.last_exception: BaseException | None = None  # for tests and debugging only
+
+    # ------------------------------------------------------------------ one step
+
+    def _run_step(self, step: PlannedStep) -> None:
+        ctx = self.ctx
+        journal = ctx.journal
+        ctx.cancel.check()
+        if self.lease is not None and self.lease.lost:
+            raise _StepError(step, StageFailed(
+                step.kind, f"lost the lock Lease {self.lease.namespace}/{self.lease.name} "
+                "to someone else; stopped before this step"))
+        journal.append("step.start", step=step, data={})
+        self.observer.step_started(step)
+        started = time.monotonic()
+        io = StepIO(step, journal, dict(self.prior.get(step.index, {})))
+        try:
+            data, detail = HANDLERS[step.kind](ctx, io)
+        except Interrupted as exc:
+            seconds = round(time.monotonic() - started, 3)
+            journal.append("step.interrupted", step=step,
+                           data={"detail": f"interrupted ({exc.message}); runs again on resume",
+                                 "seconds": seconds})
+            self._finished(step, "pending", "interrupted", seconds)
+            raise _StepError(step, exc) from None
+        except Exception as exc:
+            seconds = round(time.monotonic() - started, 3)
+            message = _safe_message(exc)
+            self.last_exception = exc
+            journal.append("step.failed", step=step, data={"detail": message, "seconds": seconds})
+            self._finished(step, "failed", message, seconds)
+            raise _StepError(step, exc) from None
+        seconds = round(time.monotonic() - started, 3)
+        ctx.done[(step.kind, step.subject)] = data
+        journal.append("step.done", step=step, data={**data, "detail": detail, "seconds": seconds})
+        self._finished(step, "done", detail, seconds)
+
+    def _finished(self, step: PlannedStep, status: Any, detail: str, seconds: float) -> None:
+        record = StepRecord(step.index, step.stage, step.kind, step.target, status,
+                            seconds=seconds, detail=detail)
+        self.observer.step_finished(step, record)
+
+    def _run_group(self, group: Sequence[PlannedStep]) -> None:
+        if len(group) == 1 or self.ctx.max_parallel <= 1:
+            for step in group:
+                self._run_step(step)
+            return
+        errors: list[_StepError] = []
+        with ThreadPoolExecutor(max_workers=self.ctx.max_parallel,
+                                thread_name_prefix="rotate-step") as pool:
+            futures = [pool.submit(self._run_step, s) for s in group]
+            for fut in futures:
+                exc = fut.exception()
+                if isinstance(exc, _StepError):
+                    errors.append(exc)
+                elif exc is not None:
+                    raise exc
+        if errors:
+            # An interruption wins over a failure: the run is then resumable as a whole.
+            for err in errors:
+                if isinstance(err.error, Interrupted):
+                    raise err
+            raise min(errors, key=lambda e: e.step.index)
+
+    # ------------------------------------------------------------------ the run
+
+    def execute(self, steps: Sequence[PlannedStep]) -> None:
+        """Run ``steps`` (already filtered to what is left to do); journal ``run.end``."""
+        ctx = self.ctx
+        groups: list[list[PlannedStep]] = []
+        for step in steps:
+            if groups and step.kind in PARALLEL_KINDS and groups[-1][0].kind == step.kind:
+                groups[-1].append(step)
+            else:
+                groups.append([step])
+        try:
+            for group in groups:
+                self._run_group(group)
+        except _StepError as err:
+            if isinstance(err.error, Interrupted):
+                ctx.journal.append("run.end", data={
+                    "status": "interrupted", "exit_code": EXIT_INTERRUPTED,
+                    "message": self._explain(err.step, "was interrupted")})
+                return
+            code = EXIT_BY_STEP_KIND.get(err.step.kind, EXIT_INTERNAL)
+            if not isinstance(err.error, RotateError):
+                code = EXIT_INTERNAL
+            ctx.journal.append("run.end", data={
+                "status": "failed" if ctx.operation == "rotate" else "rollback-failed",
+                "exit_code": code,
+                "message": self._explain(err.step, f"failed: {_safe_message(err.error)}")})
+            return
+        except Interrupted:
+            ctx.journal.append("run.end", data={
+                "status": "interrupted", "exit_code": EXIT_INTERRUPTED,
+                "message": "interrupted between steps; the run is resumable: "
+                           + resume_command(ctx.run_id)})
+            return
+        ctx.journal.append("run.end", data={"status": "succeeded", "exit_code": EXIT_OK})
+
+    def _explain(self, step: PlannedStep, what: str) -> str:
+        state = journal_mod.load_file(self.ctx.journal.path, self.ctx.run_id)
+        head = (f"Step {step.index} {step.kind} on {step.target} {what}. "
+                f"State now: {describe_state(self.ctx, state)}. ")
+        if self.ctx.operation == "rollback":
+            return head + (f"Resume the rollback with `{resume_command(self.ctx.run_id)}` "
+                           "(add the same --chain/--state-dir options as this run).")
+        return head + (f"Resume with `{resume_command(self.ctx.run_id)}` or roll back with "
+                       f"`{rollback_command(self.ctx.run_id)}` (add the same --chain/--state-dir "
+                       "options as this run).")
+
+
+def resume_command(run_id: str) -> str:
+    return f"rotate resume {run_id} --confirm"
+
+
+def rollback_command(run_id: str) -> str:
+    return f"rotate rollback {run_id} --confirm"
+
+
+def describe_state(ctx: Context, state: journal_mod.RunState) -> str:
+    """Plain words for where the chain stands, from the journal (what is proven done)."""
+    cred = ctx.credential
+    parts: list[str] = []
+    path = f"{ctx.chain.backend.kv_mount}/{cred.backend.path}"
+    wrote = state.done("backend.write")
+    if wrote:
+        d = wrote[0].data
+        parts.append(f"the backend {path} holds v{d.get('version')} "
+                     f"(previous v{d.get('previous_version')})")
+    else:
+        parts.append(f"the backend {path} is unchanged")
+        return "; ".join(parts) + "; nothing else was changed"
+    sec = cred.secret
+    if state.done("sync.wait"):
+        parts.append(f"the Secret {sec.namespace}/{sec.name} holds it")
+    else:
+        parts.append(f"the Secret {sec.namespace}/{sec.name} may still hold the old value")
+    rolled = {s.step.subject for s in state.done("provider.wait")}
+    for ref in cred.providers:
+        parts.append(f"{ref} rolled" if str(ref) in rolled
+                     else f"{ref} not rolled (may still run the old value)")
+    consumers = [str(c) for c in state.start.get("consumers", [])]
+    if consumers:
+        written = [s.step.subject for s in state.done("config.write")]
+        if written:
+            parts.append("Config Center documents written for " + ", ".join(written))
+        done = {s.step.subject for s in state.done("consumer.wait")}
+        new = [c for c in consumers if c in done]
+        old = [c for c in consumers if c not in done]
+        if new:
+            parts.append(", ".join(new) + " rolled with the new value")
+        if old:
+            parts.append(", ".join(old) + " still run with the old value")
+    return "; ".join(parts)
+
+
+def report_from(state: journal_mod.RunState) -> RunReport:
+    """The run report is a view of the journal (cli.md "Run report")."""
+    steps = []
+    failed = False
+    for st in state.steps:
+        status = st.status
+        if status == "interrupted":
+            status = "pending"
+        elif status == "running":
+            status = "failed" if state.status != "running" else "running"
+        failed = failed or status == "failed"
+        steps.append(StepRecord(st.step.index, st.step.stage, st.step.kind, st.step.target,
+                                status,  # type: ignore[arg-type]
+                                st.started_at, st.finished_at, st.seconds,
+                                st.detail or st.step.detail))
+    wrote = [s for s in state.steps if s.step.kind == "backend.write" and s.status == "done"]
+    backend: dict[str, Any] = {"path": state.start.get("backend_path", ""),
+                               "previous_version": state.start.get("current_version"),
+                               "version": None}
+    if wrote:
+        backend["previous_version"] = wrote[0].data.get("previous_version")
+        backend["version"] = wrote[0].data.get("version")
+    status = state.status
+    exit_code = state.exit_code if state.exit_code is not None else (
+        EXIT_OK if status in ("succeeded", "rolled-back") else EXIT_INTERNAL)
+    resumable = status in ("failed", "interrupted", "running", "rollback-failed")
+    extra: dict[str, Any] = {"operation": state.operation, "strategy": state.strategy,
+                             "consumers": list(state.start.get("consumers", []))}
+    if state.start.get("of_run"):
+        extra["of_run"] = state.start["of_run"]
+    if state.rolled_back_by:
+        extra["rolled_back_by"] = state.rolled_back_by
+    return RunReport(
+        run_id=state.run_id, credential=state.credential,
+        status=status,  # type: ignore[arg-type]
+        exit_code=exit_code, started_at=state.started_at, finished_at=state.finished_at,
+        backend=backend, steps=tuple(steps), message=state.message,
+        resume=resume_command(state.run_id) if resumable else "",
+        rollback=(rollback_command(state.run_id)
+                  if state.operation == "rotate" and status != "rolled-back" else ""),
+        extra=extra,
+    )

@@ -1,0 +1,231 @@
+"""The run journal: JSON Lines, appended and fsynced before and after every step.
+
+``<state dir>/runs/<run id>/journal.jsonl``.  The journal is the source of truth for a run:
+``resume`` and ``rollback`` rebuild their state from it, and the run report is a view of it.
+
+Record shape::
+
+    {"ts": RFC3339, "event": "run.start" | "run.resume" | "step.start" | "step.done"
+                             | "step.progress" | "step.failed" | "step.skipped"
+                             | "step.interrupted"
+                             | "run.end" | "run.rolled-back",
+     "index", "stage", "kind", "target"   (step events only: which step),
+     "data": {...versions, names, token ids, generations, timings...}}
+
+Invariant: no secret value is ever written.  Besides discipline in the callers, every
+record is walked before writing and a :class:`Secret` anywhere in it raises TypeError —
+belt and braces, because a journal is a file that outlives the run and gets attached to
+tickets.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rotate.core.errors import UsageError
+from rotate.core.secret import Secret
+from rotate.engine.model import PlannedStep
+from rotate.stages.timestamps import rfc3339, utcnow
+
+JOURNAL_NAME = "journal.jsonl"
+
+
+def run_dir(state_dir: Path, run_id: str) -> Path:
+    return state_dir / "runs" / run_id
+
+
+def journal_path(state_dir: Path, run_id: str) -> Path:
+    return run_dir(state_dir, run_id) / JOURNAL_NAME
+
+
+def _refuse_secrets(value: Any, where: str = "record") -> None:
+    if isinstance(value, Secret):
+        raise TypeError(f"refusing to journal a secret value at {where}")
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            _refuse_secrets(v, f"{where}.{k}")
+    elif isinstance(value, list | tuple):
+        for i, v in enumerate(value):
+            _refuse_secrets(v, f"{where}[{i}]")
+
+
+def _no_default(value: Any) -> Any:
+    raise TypeError(f"cannot journal a {type(value).__name__}")
+
+
+class Journal:
+    """Append-only writer; thread-safe (parallel consumer steps share one journal)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._fh = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+
+    @classmethod
+    def open(cls, state_dir: Path, run_id: str) -> Journal:
+        return cls(journal_path(state_dir, run_id))
+
+    def append(
+        self, event: str, *, step: PlannedStep | None = None, data: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
+        record: dict[str, Any] = {"ts": rfc3339(utcnow()), "event": event}
+        if step is not None:
+            record.update(index=step.index, stage=step.stage, kind=step.kind, target=step.target)
+        record["data"] = dict(data or {})
+        _refuse_secrets(record)
+        line = json.dumps(record, default=_no_default, sort_keys=True)
+        with self._lock:
+            self._fh.write(line + "\n")
+            self._fh.flush()
+            os.fsync(self._fh.fileno())
+        return record
+
+    def close(self) -> None:
+        with self._lock:
+            if not self._fh.closed:
+                self._fh.close()
+
+
+# --------------------------------------------------------------------------- reading
+
+
+@dataclass
+class StepState:
+    step: PlannedStep
+    status: str = "pending"  # pending | running | done | failed | skipped | interrupted
+    started_at: str | None = None
+    finished_at: str | None = None
+    seconds: float | None = None
+    detail: str = ""
+    start_data: dict[str, Any] = field(default_factory=dict)  # first start of the step
+    data: dict[str, Any] = field(default_factory=dict)  # merged start + done data
+
+
+@dataclass
+class RunState:
+    """Everything a journal says about one run."""
+
+    run_id: str
+    credential: str
+    operation: str  # "rotate" | "rollback"
+    strategy: str
+    start: dict[str, Any]
+    steps: list[StepState]
+    started_at: str
+    finished_at: str | None = None
+    status: str = "running"
+    exit_code: int | None = None
+    message: str = ""
+    rolled_back_by: str | None = None
+    records: list[dict[str, Any]] = field(default_factory=list)
+
+    def step(self, index: int) -> StepState:
+        for s in self.steps:
+            if s.step.index == index:
+                return s
+        raise KeyError(index)
+
+    def done(self, kind: str) -> list[StepState]:
+        return [s for s in self.steps if s.step.kind == kind and s.status == "done"]
+
+    def first_unfinished(self) -> StepState | None:
+        for s in self.steps:
+            if s.status not in ("done", "skipped"):
+                return s
+        return None
+
+
+def _planned(data: Mapping[str, Any]) -> PlannedStep:
+    return PlannedStep(int(data["index"]), int(data["stage"]), str(data["kind"]),
+                       str(data["target"]), str(data.get("detail", "")),
+                       str(data.get("subject", "")))
+
+
+def load(state_dir: Path, run_id: str) -> RunState:
+    """Rebuild a run's state; UsageError when there is no such run."""
+    path = journal_path(state_dir, run_id)
+    if "/" in run_id or not path.is_file():
+        raise UsageError(f"no run {run_id!r} in {state_dir / 'runs'}")
+    return load_file(path, run_id)
+
+
+def load_file(path: Path, run_id: str) -> RunState:
+    records: list[dict[str, Any]] = []
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                records.append(json.loads(line))
+            except ValueError:
+                break  # a torn last line after a crash: everything before it stands
+    if not records or records[0].get("event") != "run.start":
+        raise UsageError(f"journal of run {run_id!r} has no run.start record")
+    start = records[0]["data"]
+    state = RunState(
+        run_id=run_id, credential=str(start.get("credential", "")),
+        operation=str(start.get("operation", "rotate")), strategy=str(start.get("strategy", "")),
+        start=start, steps=[StepState(_planned(s)) for s in start.get("steps", [])],
+        started_at=str(records[0]["ts"]), records=records,
+    )
+    by_index = {s.step.index: s for s in state.steps}
+    for rec in records[1:]:
+        event = rec.get("event", "")
+        data = rec.get("data") or {}
+        if event.startswith("step.") and "index" in rec:
+            st = by_index.get(int(rec["index"]))
+            if st is None:
+                continue
+            _apply_step(st, event, str(rec["ts"]), data)
+        elif event == "run.end":
+            state.status = str(data.get("status", "failed"))
+            state.exit_code = int(data.get("exit_code", 1))
+            state.message = str(data.get("message", ""))
+            state.finished_at = str(rec["ts"])
+        elif event == "run.resume":
+            state.status = "running"
+            state.finished_at = None
+        elif event == "run.rolled-back":
+            state.status = "rolled-back"
+            state.rolled_back_by = str(data.get("by", ""))
+    return state
+
+
+def _apply_step(st: StepState, event: str, ts: str, data: Mapping[str, Any]) -> None:
+    if event == "step.progress":
+        st.data.update(data)
+        return
+    if event == "step.start":
+        if not st.start_data:
+            st.start_data = dict(data)
+        st.data.update(data)
+        st.status = "running"
+        st.started_at = ts
+        st.finished_at = None
+        st.seconds = None
+        st.detail = ""
+        return
+    st.data.update(data)
+    st.finished_at = ts
+    st.detail = str(data.get("detail", st.detail))
+    if isinstance(data.get("seconds"), int | float):
+        st.seconds = float(data["seconds"])
+    st.status = {"step.done": "done", "step.failed": "failed", "step.skipped": "skipped",
+                 "step.interrupted": "interrupted"}.get(event, st.status)
+
+
+def list_run_ids(state_dir: Path) -> list[str]:
+    """Run ids with a journal, newest first (run ids start with a UTC timestamp)."""
+    root = state_dir / "runs"
+    if not root.is_dir():
+        return []
+    ids = [p.name for p in root.iterdir() if (p / JOURNAL_NAME).is_file()]
+    return sorted(ids, reverse=True)

@@ -1,0 +1,199 @@
+"""One run per credential: a ``coordination.k8s.io/v1`` Lease ``rotate-<credential>``.
+
+* acquire = create.  409 AlreadyExists → read the holder.  A lease whose
+  ``renewTime + leaseDurationSeconds`` is in the past is *stale* (its holder crashed); it
+  is taken over only when the operator says so (``--take-over-lock``), with a conditional
+  replace so that two takers cannot both win.
+* a daemon thread renews every duration/3 with a conditional replace (resourceVersion);
+  if the lease was taken from us, :attr:`Lease.lost` is set and the executor stops at the
+  next step boundary instead of running on without the lock.
+* release = delete, only if we still hold it.
+* a resume may reclaim the lease of *its own run* (holder ``…/<run id>``) at once when that
+  holder ran on this host and its process is gone (``kill -9``): the Lease carries the
+  holder's host and pid as annotations for exactly this check.  Anything else — another
+  run, another host, a live process — waits for staleness and ``--take-over-lock``.
+
+The Lease lives in ``cluster.lockNamespace``; rotate creates only the Lease, never the
+namespace (preflight checks it exists).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import socket
+import threading
+from datetime import timedelta
+from types import TracebackType
+from typing import Any
+
+from rotate.clients.seams import Kube
+from rotate.core.errors import ClientError, ConflictError, LockHeld, NotFoundError
+from rotate.stages.timestamps import parse_rfc3339, rfc3339, utcnow
+
+HOST_ANNOTATION = "rotate.dev/host"
+PID_ANNOTATION = "rotate.dev/pid"
+
+
+def lease_name(credential: str) -> str:
+    return f"rotate-{credential}"
+
+
+def _process_gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False  # it exists, owned by someone else
+    return False
+
+
+class Lease:
+    def __init__(
+        self, kube: Kube, namespace: str, credential: str, holder: str, *,
+        duration: float = 30.0,
+    ) -> None:
+        self.kube = kube
+        self.namespace = namespace
+        self.name = lease_name(credential)
+        self.holder = holder
+        self.duration = max(1, math.ceil(duration))
+        self.lost = False
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._resource_version = ""
+
+    # ------------------------------------------------------------------ acquire
+
+    def _body(self, transitions: int = 0, acquire_time: str | None = None) -> dict[str, Any]:
+        now = rfc3339(utcnow())
+        return {
+            "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": self.name, "namespace": self.namespace,
+                         "labels": {"app.kubernetes.io/managed-by": "rotate"},
+                         "annotations": {HOST_ANNOTATION: socket.gethostname(),
+                                         PID_ANNOTATION: str(os.getpid())}},
+            "spec": {"holderIdentity": self.holder, "leaseDurationSeconds": self.duration,
+                     "acquireTime": acquire_time or now, "renewTime": now,
+                     "leaseTransitions": transitions},
+        }
+
+    def acquire(
+        self, *, take_over: bool = False, renew: bool = True, reclaim_run: str | None = None
+    ) -> None:
+        """Hold the lease or raise LockHeld (exit 4) naming the holder.
+
+        ``reclaim_run``: the run being resumed; its own dead holder is not a reason to wait.
+        """
+        try:
+            created = self.kube.create("Lease", self.namespace, self._body())
+        except ConflictError:
+            self._take_over_or_refuse(take_over, reclaim_run)
+        else:
+            self._resource_version = str((created.get("metadata") or {}).get("resourceVersion", ""))
+        if renew:
+            self._thread = threading.Thread(target=self._renew_loop, name=f"lease-{self.name}",
+                                            daemon=True)
+            self._thread.start()
+
+    @staticmethod
+    def _dead_self(current: dict[str, Any], holder: str, reclaim_run: str | None) -> bool:
+        if not reclaim_run or not holder.endswith(f"/{reclaim_run}"):
+            return False
+        ann = (current.get("metadata") or {}).get("annotations") or {}
+        if ann.get(HOST_ANNOTATION) != socket.gethostname():
+            return False
+        try:
+            return _process_gone(int(ann.get(PID_ANNOTATION, "")))
+        except ValueError:
+            return False
+
+    def _take_over_or_refuse(self, take_over: bool, reclaim_run: str | None = None) -> None:
+        current = self.kube.get("Lease", self.namespace, self.name)
+        spec = current.get("spec") or {}
+        holder = str(spec.get("holderIdentity") or "nobody")
+        renewed = str(spec.get("renewTime") or spec.get("acquireTime") or "")
+        duration = int(spec.get("leaseDurationSeconds") or self.duration)
+        stale = True
+        if renewed:
+            try:
+                stale = parse_rfc3339(renewed) + timedelta(seconds=duration) < utcnow()
+            except ValueError:
+                stale = True
+        if self._dead_self(current, holder, reclaim_run):
+            stale, take_over = True, True
+        if not stale:
+            raise LockHeld(
+                f"another run holds the lock: Lease {self.namespace}/{self.name} is held by "
+                f"{holder} (renewed {renewed})",
+                hint="wait for that run to finish, or check it with `rotate runs`",
+            )
+        if not take_over:
+            raise LockHeld(
+                f"stale lease held by {holder} since {renewed or 'unknown'} "
+                f"(Lease {self.namespace}/{self.name}); re-run with --take-over-lock",
+                hint="the holder stopped renewing; make sure it is really gone",
+            )
+        body = self._body(int(spec.get("leaseTransitions") or 0) + 1)
+        body["metadata"]["resourceVersion"] = (current.get("metadata") or {}).get(
+            "resourceVersion")
+        try:
+            replaced = self.kube.replace("Lease", self.namespace, self.name, body)
+        except ConflictError:
+            raise LockHeld(
+                f"Lease {self.namespace}/{self.name} changed while taking it over; "
+                "someone else took it") from None
+        self._resource_version = str((replaced.get("metadata") or {}).get("resourceVersion", ""))
+
+    # ------------------------------------------------------------------ renew
+
+    def renew_once(self) -> bool:
+        """One conditional renewal; False (and ``lost``) when the lease is no longer ours."""
+        try:
+            current = self.kube.get("Lease", self.namespace, self.name)
+            spec = dict(current.get("spec") or {})
+            if spec.get("holderIdentity") != self.holder:
+                self.lost = True
+                return False
+            spec["renewTime"] = rfc3339(utcnow())
+            body = dict(current)
+            body["spec"] = spec
+            replaced = self.kube.replace("Lease", self.namespace, self.name, body)
+            self._resource_version = str(
+                (replaced.get("metadata") or {}).get("resourceVersion", ""))
+            return True
+        except (NotFoundError, ConflictError):
+            self.lost = True
+            return False
+        except ClientError:
+            return True  # temporary trouble: the lease stays valid until it expires
+
+    def _renew_loop(self) -> None:
+        interval = self.duration / 3
+        while not self._stop.wait(interval):
+            if not self.renew_once():
+                return
+
+    # ------------------------------------------------------------------ release
+
+    def release(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        if self.lost:
+            return
+        try:
+            current = self.kube.get("Lease", self.namespace, self.name)
+            if (current.get("spec") or {}).get("holderIdentity") == self.holder:
+                self.kube.delete("Lease", self.namespace, self.name)
+        except ClientError:
+            pass  # it expires on its own; never fail a finished run over its lock
+
+    def __enter__(self) -> Lease:
+        return self
+
+    def __exit__(
+        self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.release()

@@ -1,0 +1,298 @@
+"""Preflight: everything that can be known before changing anything (chain.md, exit 3).
+
+Every check runs even when an earlier one failed, so the operator gets the whole list at
+once; each check catches only :class:`ClientError` (translated, safe to print).  The
+candidate value is used to validate every consumer document *before* it is written —
+the value itself is never shown, only the problems (service, path, reason).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from rotate.chain.model import (
+    Chain,
+    Credential,
+    SecretKeySource,
+    ServiceSource,
+    consumers_of,
+)
+from rotate.clients.seams import ConfigCenter, Kube, Readyz, Vault
+from rotate.core.errors import ClientError, NotFoundError
+from rotate.core.refs import ObjectRef
+from rotate.core.secret import Secret
+from rotate.engine.model import Check, PreflightResult, Trap
+from rotate.engine.plan import workload_ref
+from rotate.stages import backend, harvest, rollout, sync, tokens, traps
+
+
+@dataclass(frozen=True)
+class Adapters:
+    vault: Vault
+    kube: Kube
+    config_center: ConfigCenter
+    readyz: Readyz
+
+
+class _Collector:
+    def __init__(self) -> None:
+        self.checks: list[Check] = []
+
+    def run(self, name: str, fn: Callable[[], str], *, fatal: bool = True) -> bool:
+        """Run one check: ``fn`` returns the detail on success, raises ClientError otherwise."""
+        try:
+            detail = fn()
+        except ClientError as exc:
+            self.checks.append(Check(name, False, exc.message, fatal))
+            return False
+        self.checks.append(Check(name, True, detail, fatal))
+        return True
+
+    def add(self, name: str, ok: bool, detail: str, fatal: bool = True) -> None:
+        self.checks.append(Check(name, ok, detail, fatal))
+
+
+Permission = tuple[str, str, str | None, str | None]  # verb, kind, namespace, subresource
+
+
+def permissions_needed(chain: Chain, credential: Credential) -> list[Permission]:
+    """Every Kubernetes verb a run of ``credential`` needs (SelfSubjectAccessReview each)."""
+    perms: list[Permission] = []
+    es = credential.external_secret
+    perms += [("get", "ExternalSecret", es.namespace, None),
+              ("watch", "ExternalSecret", es.namespace, None),
+              ("patch", "ExternalSecret", es.namespace, None),
+              ("get", "Secret", credential.secret.namespace, None)]
+    lock_ns = chain.cluster.lock_namespace
+    perms += [(v, "Lease", lock_ns, None) for v in ("get", "create", "update", "delete")]
+    workloads = list(credential.providers)
+    for name in consumers_of(chain, credential.name):
+        svc = chain.services[name]
+        workloads.append(workload_ref(svc))
+        tok = svc.token
+        perms += [("get", "Secret", tok.namespace, None), ("patch", "Secret", tok.namespace, None),
+                  ("create", "Secret", tok.namespace, None)]
+        for source in svc.values.values():
+            if isinstance(source, SecretKeySource):
+                perms.append(("get", "Secret", source.namespace, None))
+            elif isinstance(source, ServiceSource) and isinstance(source.port, str):
+                perms.append(("get", "Service", source.namespace, None))
+        if svc.readyz.url is None:
+            perms.append(("get", "Service", svc.namespace, "proxy"))
+    for ref in workloads:
+        perms += [(v, ref.kind, ref.namespace, None) for v in ("get", "list", "watch", "patch")]
+        if ref.kind == "StatefulSet":
+            perms += [("get", "Pod", ref.namespace, None), ("delete", "Pod", ref.namespace, None),
+                      ("watch", "Pod", ref.namespace, None)]
+    seen: set[Permission] = set()
+    return [p for p in perms if not (p in seen or seen.add(p))]  # type: ignore[func-returns-value]
+
+
+def check_permissions(kube: Kube, perms: Iterable[Permission]) -> list[str]:
+    """The permissions the caller lacks, as "verb kind[/sub] in ns" strings."""
+    missing: list[str] = []
+    for verb, kind, ns, sub in perms:
+        if not kube.can_i(verb, kind, ns, subresource=sub):
+            what = f"{kind.lower()}s" + (f"/{sub}" if sub else "")
+            missing.append(f"{verb} {what}" + (f" in {ns}" if ns else ""))
+    return missing
+
+
+def vault_paths(chain: Chain, credential: Credential) -> tuple[str, str]:
+    mount = chain.backend.kv_mount
+    return (f"{mount}/data/{credential.backend.path}",
+            f"{mount}/metadata/{credential.backend.path}")
+
+
+def check_vault_capabilities(vault: Vault, chain: Chain, credential: Credential) -> str:
+    caps = vault.capabilities(list(vault_paths(chain, credential)))
+    lacking = []
+    for path, got in caps.items():
+        if "root" in got:
+            continue
+        for need in ("read", "update"):
+            if need not in got:
+                lacking.append(f"{need} on {path}")
+    if lacking:
+        raise NotFoundError("vault", "capabilities", "missing " + ", ".join(lacking))
+    return "read/update on " + " and ".join(caps)
+
+
+def preflight(
+    chain: Chain, credential: Credential, adapters: Adapters, *, strategy: str,
+    candidate: Secret,
+) -> PreflightResult:
+    col = _Collector()
+    kube, vault, cc = adapters.kube, adapters.vault, adapters.config_center
+    if strategy == "overlap":
+        col.add("strategy", False, "overlap is not implemented yet; use --strategy restart")
+    else:
+        col.add("strategy", True, strategy)
+
+    # ① backend
+    version: list[int | None] = [None]
+
+    def backend_version() -> str:
+        vault.health()
+        version[0] = backend.current_version(vault, credential.backend.path)
+        if version[0] == 0:
+            return "reachable; path not written yet (the run creates v1)"
+        return f"reachable; current version v{version[0]}"
+
+    if col.run("backend.reachable", backend_version):
+        col.run("backend.capabilities",
+                lambda: check_vault_capabilities(vault, chain, credential))
+
+    # permissions
+    col.run("kubernetes.permissions", _perms_fn(kube, chain, credential))
+    col.run("kubernetes.lock-namespace", lambda: _exists(
+        kube, ObjectRef("Namespace", "", chain.cluster.lock_namespace)))
+
+    # ② sync
+    found_traps: list[Trap] = []
+    es_ref = credential.external_secret
+    es_ref = ObjectRef("ExternalSecret", es_ref.namespace, es_ref.name)
+
+    def es_ready() -> str:
+        es = kube.get("ExternalSecret", es_ref.namespace, es_ref.name)
+        found_traps.extend(traps.external_secret_traps(es, es_ref))
+        ok, detail = sync.is_ready(es)
+        if not ok:
+            raise NotFoundError("eso", f"{es_ref}", f"not Ready: {detail}")
+        return detail
+
+    col.run("externalsecret.ready", es_ready)
+    sec = credential.secret
+
+    def target_secret() -> str:
+        if kube.read_secret_key(sec.namespace, sec.name, sec.key) is None:
+            raise NotFoundError("kubernetes", f"secret {sec}", "key absent")
+        return f"secret {sec} exists"
+
+    col.run("secret.exists", target_secret)
+
+    # ③ providers / ④ consumers
+    reloader: dict[str, str] = {}
+    ondelete: list[str] = []
+    grace = chain.defaults.reloader_grace
+
+    def workload(ref: ObjectRef, role: str) -> Callable[[], str]:
+        def check() -> str:
+            obj = kube.get(ref.kind, ref.namespace, ref.name)
+            found_traps.extend(traps.workload_traps(obj, ref, role=role, secret_name=sec.name,
+                                                    grace=grace))
+            other = rollout.reloader_watches(obj, sec.name)
+            if other and role == "provider":
+                reloader[str(ref)] = other
+            if rollout.update_strategy(obj) == "OnDelete":
+                ondelete.append(str(ref))
+            done, message = rollout.rollout_status(obj)
+            if not done:
+                raise NotFoundError("kubernetes", str(ref), f"not healthy now: {message}")
+            return message
+        return check
+
+    for ref in credential.providers:
+        col.run(f"provider.healthy {ref}", workload(ref, "provider"))
+    consumers = consumers_of(chain, credential.name)
+    for name in consumers:
+        col.run(f"consumer.healthy {name}", workload(workload_ref(chain.services[name]),
+                                                     "consumer"))
+
+    # Config Center, documents, tokens
+    config_versions: dict[str, int | None] = {}
+    token_ids: dict[str, tuple[str, ...]] = {}
+    if consumers and col.run("configcenter.reachable", lambda: _healthy(cc.health, cc.url)):
+        for name in consumers:
+            svc = chain.services[name]
+
+            def key_exists(svc_name: str = name, key: str = svc.config_key) -> str:
+                v = cc.get_version_number(svc_name, key)
+                config_versions[svc_name] = v
+                if v is None:
+                    raise NotFoundError("config center", f"{svc_name}/{key}", "key does not exist")
+                return f"{svc_name}/{key} at v{v}"
+
+            col.run(f"configcenter.key {name}", key_exists)
+
+            def live_tokens(svc_name: str = name) -> str:
+                ids = tokens.current_ids(cc, svc_name)
+                token_ids[svc_name] = tuple(ids)
+                return f"{len(ids)} live token(s)"
+
+            col.run(f"configcenter.tokens {name}", live_tokens)
+    for name in consumers:
+        svc = chain.services[name]
+        doc = harvest.harvest(kube, svc, {credential.secret: candidate})
+        if doc.ok:
+            col.add(f"document.valid {name}", True, "validates with the candidate value")
+        else:
+            col.add(f"document.valid {name}", False, "; ".join(str(p) for p in doc.problems))
+        if svc.readyz.url is None and svc.readyz.service:
+            col.run(f"readyz.service {name}", _exists_fn(
+                kube, ObjectRef("Service", svc.namespace, svc.readyz.service or svc.name)))
+
+    return PreflightResult(
+        checks=tuple(col.checks), traps=tuple(found_traps), current_version=version[0],
+        consumers=consumers, config_versions=config_versions, token_ids=token_ids,
+        reloader=reloader, ondelete=tuple(ondelete),
+    )
+
+
+def _exists(kube: Kube, ref: ObjectRef) -> str:
+    kube.get(ref.kind, ref.namespace or None, ref.name)
+    shown = str(ref) if ref.namespace else f"{ref.kind.lower()} {ref.name}"
+    return f"{shown} exists"
+
+
+def _exists_fn(kube: Kube, ref: ObjectRef) -> Callable[[], str]:
+    return lambda: _exists(kube, ref)
+
+
+def _healthy(health: Callable[[], None], where: str) -> str:
+    health()
+    return f"reachable at {where}"
+
+
+def doctor_checks(
+    chain: Chain, vault: Vault | None, kube: Kube | None, cc: ConfigCenter | None
+) -> list[Check]:
+    """Connectivity + every permission any credential's run needs; no credential required.
+    An adapter that could not be built (None) is reported by the caller and skipped here."""
+    col = _Collector()
+    vault_ok = vault is not None and col.run(
+        "backend.reachable", lambda: _healthy(vault.health, vault.address))
+    if kube is not None:
+        col.run("kubernetes.lock-namespace", _exists_fn(
+            kube, ObjectRef("Namespace", "", chain.cluster.lock_namespace)))
+    if cc is not None:
+        col.run("configcenter.reachable", lambda: _healthy(cc.health, cc.url))
+    for name, cred in chain.credentials.items():
+        if vault is not None and vault_ok:
+            col.run(f"backend.capabilities {name}", _caps_fn(vault, chain, cred))
+        if kube is not None:
+            col.run(f"kubernetes.permissions {name}", _perms_fn(kube, chain, cred))
+    return col.checks
+
+
+def _perms_fn(kube: Kube, chain: Chain, credential: Credential) -> Callable[[], str]:
+    def check() -> str:
+        needed = permissions_needed(chain, credential)
+        missing = check_permissions(kube, needed)
+        if missing:
+            raise NotFoundError("kubernetes", "permissions", "missing: " + "; ".join(missing))
+        return f"{len(needed)} permission(s) granted"
+    return check
+
+
+def describe_failures(checks: Iterable[Check], found: Iterable[Trap]) -> str:
+    lines: list[Any] = [f"  ✗ {c.check}: {c.detail}" for c in checks if not c.ok and c.fatal]
+    lines += [f"  ✗ trap {t.name} on {t.target}: {t.problem} → {t.action}"
+              for t in found if t.blocking]
+    return "preflight failed — nothing was changed:\n" + "\n".join(lines)
+
+
+def _caps_fn(vault: Vault, chain: Chain, credential: Credential) -> Callable[[], str]:
+    return lambda: check_vault_capabilities(vault, chain, credential)

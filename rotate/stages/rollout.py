@@ -1,0 +1,277 @@
+"""Stage ③ and the consumer rollouts: restart a workload and wait for ``rollout status``.
+
+Restart leaves the same trace as ``kubectl rollout restart`` — the pod-template annotation
+``kubectl.kubernetes.io/restartedAt`` — but with microseconds, so two restarts within one
+second still change the template.  The workload's own metadata gets ``rotate.dev/run-id``:
+a resumed run that finds its run id there does not restart again, it only waits.
+
+Completion follows kubectl's rollout-status rules per kind (:func:`rollout_status`), plus
+one more: ``observedGeneration`` must reach the generation *our* patch produced, so a
+rollout that finished before ours started is not mistaken for ours.
+
+StatefulSets with ``updateStrategy: OnDelete`` roll nothing on a template change; for them
+:func:`roll_ondelete` deletes pods in reverse ordinal order (as the RollingUpdate controller
+would) and waits for each to come back Ready on the new revision.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from rotate.clients.seams import Kube
+from rotate.core.errors import NotFoundError, PermanentError
+from rotate.core.refs import ObjectRef
+from rotate.core.waiting import CancelToken, Deadline, WaitTimeout, wait_for
+from rotate.stages.kubewatch import WatchPause
+from rotate.stages.timestamps import rfc3339, utcnow
+
+RESTARTED_AT = "kubectl.kubernetes.io/restartedAt"
+RUN_ID_ANNOTATION = "rotate.dev/run-id"
+RELOADER_AUTO = "reloader.stakater.com/auto"
+RELOADER_SECRET_AUTO = "secret.reloader.stakater.com/auto"
+RELOADER_SECRET_RELOAD = "secret.reloader.stakater.com/reload"
+RELOADER_SEARCH = "reloader.stakater.com/search"
+RELOADER_LAST = "reloader.stakater.com/last-reloaded-from"
+WAVE = "wave.pusher.com/update-on-config-change"
+
+
+@dataclass(frozen=True)
+class Restart:
+    generation: int
+    stamp: str
+    via: str  # "rotate" | "already" (resumed) | "reloader"
+
+
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    return obj.get("metadata") or {}
+
+
+def meta_annotations(obj: Mapping[str, Any]) -> Mapping[str, str]:
+    return _meta(obj).get("annotations") or {}
+
+
+def template_annotations(obj: Mapping[str, Any]) -> Mapping[str, str]:
+    return (((obj.get("spec") or {}).get("template") or {}).get("metadata") or {}).get(
+        "annotations"
+    ) or {}
+
+
+def generation(obj: Mapping[str, Any]) -> int:
+    return int(_meta(obj).get("generation") or 0)
+
+
+def update_strategy(obj: Mapping[str, Any]) -> str:
+    spec = obj.get("spec") or {}
+    return str((spec.get("updateStrategy") or spec.get("strategy") or {}).get("type") or "")
+
+
+def rollout_status(obj: Mapping[str, Any], min_generation: int = 0) -> tuple[bool, str]:
+    """(done, message) by kubectl's rules for the object's kind. Raises PermanentError when
+    the rollout can no longer succeed (ProgressDeadlineExceeded)."""
+    kind = str(obj.get("kind") or "")
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    gen = generation(obj)
+    observed = int(status.get("observedGeneration") or 0)
+    name = f"{kind.lower()}/{_meta(obj).get('namespace')}/{_meta(obj).get('name')}"
+    if observed < max(gen, min_generation):
+        return False, f"waiting for {name} spec update to be observed (generation {gen})"
+    replicas = int(spec.get("replicas", 1) if spec.get("replicas") is not None else 1)
+    if kind == "Deployment":
+        for cond in status.get("conditions") or []:
+            if (cond.get("type") == "Progressing"
+                    and cond.get("reason") == "ProgressDeadlineExceeded"):
+                raise PermanentError(
+                    "kubernetes", f"rollout of {name}", "exceeded its progress deadline")
+        updated = int(status.get("updatedReplicas") or 0)
+        total = int(status.get("replicas") or 0)
+        available = int(status.get("availableReplicas") or 0)
+        if updated < replicas:
+            return False, f"{name}: {updated} of {replicas} new replicas updated"
+        if total > updated:
+            return False, f"{name}: {total - updated} old replicas pending termination"
+        if available < updated:
+            return False, f"{name}: {available} of {updated} updated replicas available"
+        return True, f"{name} rolled out ({updated}/{replicas} available)"
+    if kind == "StatefulSet":
+        ready = int(status.get("readyReplicas") or 0)
+        updated = int(status.get("updatedReplicas") or 0)
+        if updated < replicas:
+            return False, f"{name}: {updated} of {replicas} pods updated"
+        if ready < replicas:
+            return False, f"{name}: waiting for {replicas - ready} pods to be ready"
+        if update_strategy(obj) != "OnDelete" and status.get("updateRevision") != status.get(
+            "currentRevision"
+        ):
+            return False, f"{name}: rolling update to {status.get('updateRevision')} in progress"
+        return True, f"{name} rolled out ({ready}/{replicas} ready)"
+    if kind == "DaemonSet":
+        desired = int(status.get("desiredNumberScheduled") or 0)
+        updated = int(status.get("updatedNumberScheduled") or 0)
+        available = int(status.get("numberAvailable") or 0)
+        if updated < desired:
+            return False, f"{name}: {updated} of {desired} updated pods scheduled"
+        if available < desired:
+            return False, f"{name}: {available} of {desired} updated pods available"
+        return True, f"{name} rolled out ({available}/{desired} available)"
+    raise PermanentError("kubernetes", "rollout status", f"unsupported kind {kind!r}")
+
+
+def restart_stamp() -> str:
+    return rfc3339(utcnow())
+
+
+def observe_restart(kube: Kube, ref: ObjectRef, run_id: str) -> Restart | None:
+    """The restart this run already made (resume), or None."""
+    obj = kube.get(ref.kind, ref.namespace, ref.name)
+    if meta_annotations(obj).get(RUN_ID_ANNOTATION) == run_id:
+        return Restart(generation(obj), template_annotations(obj).get(RESTARTED_AT, ""), "already")
+    return None
+
+
+def restart(kube: Kube, ref: ObjectRef, run_id: str) -> Restart:
+    """Patch the pod template (a new rollout) and tag the workload with the run id."""
+    already = observe_restart(kube, ref, run_id)
+    if already is not None:
+        return already
+    stamp = restart_stamp()
+    body = {
+        "metadata": {"annotations": {RUN_ID_ANNOTATION: run_id}},
+        "spec": {"template": {"metadata": {"annotations": {RESTARTED_AT: stamp}}}},
+    }
+    obj = kube.patch(ref.kind, ref.namespace, ref.name, body, patch_type="merge")
+    return Restart(generation(obj), stamp, "rotate")
+
+
+def wait_rollout(
+    kube: Kube, ref: ObjectRef, min_generation: int, *, deadline: Deadline,
+    cancel: CancelToken | None = None,
+) -> str:
+    """Wait until the workload's rollout completes (see :func:`rollout_status`)."""
+    last = ["nothing observed yet"]
+
+    def check() -> str | None:
+        obj = kube.get(ref.kind, ref.namespace, ref.name)
+        done, message = rollout_status(obj, min_generation)
+        last[0] = message
+        return message if done else None
+
+    with WatchPause(kube, ref.kind, ref.namespace, ref.name) as pause:
+        return wait_for(check, deadline=deadline, what=f"rollout of {ref}",
+                        describe=lambda: last[0], cancel=cancel, pause=pause)
+
+
+# --------------------------------------------------------------------------- OnDelete
+
+
+def _pod_ready(pod: Mapping[str, Any]) -> bool:
+    for cond in (pod.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "Ready":
+            return bool(cond.get("status") == "True")
+    return False
+
+
+def roll_ondelete(
+    kube: Kube, ref: ObjectRef, min_generation: int, *, deadline: Deadline,
+    cancel: CancelToken | None = None,
+) -> str:
+    """Delete the StatefulSet's pods in reverse ordinal order, each after the previous one is
+    back Ready on the update revision; pods already on it are left alone (idempotent)."""
+
+    def revision() -> tuple[str, int] | None:
+        obj = kube.get(ref.kind, ref.namespace, ref.name)
+        status = obj.get("status") or {}
+        if int(status.get("observedGeneration") or 0) < max(generation(obj), min_generation):
+            return None
+        rev = str(status.get("updateRevision") or "")
+        return (rev, int((obj.get("spec") or {}).get("replicas") or 1)) if rev else None
+
+    with WatchPause(kube, "Pod", ref.namespace) as pause:
+        rev, replicas = wait_for(revision, deadline=deadline, what=f"{ref} update revision",
+                                 cancel=cancel, pause=pause)
+        for ordinal in reversed(range(replicas)):
+            pod_name = f"{ref.name}-{ordinal}"
+
+            def on_revision(name: str = pod_name) -> bool | None:
+                try:
+                    pod = kube.get("Pod", ref.namespace, name)
+                except NotFoundError:
+                    return None
+                labels = _meta(pod).get("labels") or {}
+                if labels.get("controller-revision-hash") != rev or _meta(pod).get(
+                    "deletionTimestamp"
+                ):
+                    return False
+                return True if _pod_ready(pod) else None
+
+            if on_revision() is False:
+                with contextlib.suppress(NotFoundError):
+                    kube.delete("Pod", ref.namespace, pod_name)
+            def replaced(name: str = pod_name) -> bool | None:
+                return on_revision(name) or None
+
+            wait_for(replaced, deadline=deadline,
+                     what=f"pod {ref.namespace}/{pod_name} Ready on {rev}", cancel=cancel,
+                     pause=pause)
+    return f"{ref}: {replicas} pods replaced in reverse ordinal order"
+
+
+# --------------------------------------------------------------------------- Reloader
+
+
+def reloader_watches(obj: Mapping[str, Any], secret_name: str) -> str | None:
+    """Which other reloader will roll this workload when ``secret_name`` changes, if any."""
+    ann = meta_annotations(obj)
+    if ann.get(RELOADER_AUTO) == "true" or ann.get(RELOADER_SECRET_AUTO) == "true":
+        return f"Reloader ({RELOADER_AUTO})"
+    names = [n.strip() for n in ann.get(RELOADER_SECRET_RELOAD, "").split(",") if n.strip()]
+    if secret_name in names:
+        return f"Reloader ({RELOADER_SECRET_RELOAD})"
+    if ann.get(RELOADER_SEARCH) == "true":
+        return f"Reloader ({RELOADER_SEARCH})"
+    if ann.get(WAVE) == "true":
+        return f"Wave ({WAVE})"
+    return None
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """What a workload looked like before the Secret changed (to see whether Reloader rolled)."""
+
+    generation: int
+    last_reloaded: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"generation": self.generation, "last_reloaded": self.last_reloaded}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Baseline:
+        return cls(int(data.get("generation") or 0), str(data.get("last_reloaded") or ""))
+
+
+def baseline(obj: Mapping[str, Any]) -> Baseline:
+    return Baseline(generation(obj), template_annotations(obj).get(RELOADER_LAST, ""))
+
+
+def wait_for_reloader(
+    kube: Kube, ref: ObjectRef, before: Baseline, *, grace: float,
+    cancel: CancelToken | None = None,
+) -> Restart | None:
+    """Wait up to ``grace`` seconds for another reloader's roll; the Restart it made, or None."""
+
+    def check() -> Restart | None:
+        obj = kube.get(ref.kind, ref.namespace, ref.name)
+        now = baseline(obj)
+        if now.generation > before.generation or now.last_reloaded != before.last_reloaded:
+            return Restart(now.generation, now.last_reloaded, "reloader")
+        return None
+
+    with WatchPause(kube, ref.kind, ref.namespace, ref.name) as pause:
+        try:
+            return wait_for(check, deadline=Deadline.after(grace), what=f"Reloader on {ref}",
+                            cancel=cancel, pause=pause)
+        except WaitTimeout:
+            return None

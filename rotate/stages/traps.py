@@ -1,0 +1,94 @@
+"""Field hazards preflight must catch — pure functions from observed objects to Traps.
+
+Each trap is a failure seen in real clusters where every individual tool "worked":
+force-sync ignored by a CreatedOnce ExternalSecret, a restart patch that never rolls a
+paused Deployment, an operator reverting our patch, a second reloader rolling the provider
+on its own schedule, a consumer "rolled out" without a readiness probe.  Blocking traps
+stop the run in preflight (exit 3) with what to change; the others are named in the plan
+with what ``rotate`` will do about them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from rotate.core.durations import format_duration, parse_duration
+from rotate.core.refs import ObjectRef
+from rotate.engine.model import Trap
+from rotate.stages.rollout import reloader_watches, update_strategy
+
+
+def external_secret_traps(es: Mapping[str, Any], ref: ObjectRef) -> list[Trap]:
+    spec = es.get("spec") or {}
+    policy = str(spec.get("refreshPolicy") or "")
+    interval = spec.get("refreshInterval")
+    traps: list[Trap] = []
+    if policy == "CreatedOnce":
+        traps.append(Trap(
+            "refresh-created-once", str(ref),
+            "refreshPolicy CreatedOnce: ESO never syncs again, force-sync is ignored",
+            "refuse; set refreshPolicy to Periodic or OnChange", True))
+    elif policy in ("", "Periodic") and interval is not None:
+        try:
+            seconds = parse_duration(
+                interval if isinstance(interval, int | float) else str(interval))
+        except ValueError:
+            seconds = -1.0
+        if seconds == 0:
+            traps.append(Trap(
+                "refresh-interval-zero", str(ref),
+                "refreshInterval 0 under the Periodic policy: ESO never refreshes, "
+                "force-sync is ignored",
+                "refuse; set a non-zero refreshInterval", True))
+    return traps
+
+
+def workload_traps(
+    obj: Mapping[str, Any], ref: ObjectRef, *, role: str, secret_name: str, grace: float
+) -> list[Trap]:
+    """``role`` is "provider" or "consumer"; ``secret_name`` the credential's target Secret."""
+    traps: list[Trap] = []
+    spec = obj.get("spec") or {}
+    meta = obj.get("metadata") or {}
+    target = str(ref)
+    if ref.kind == "Deployment" and spec.get("paused"):
+        traps.append(Trap("paused-deployment", target,
+                          "the Deployment is paused: a restart patch never rolls it",
+                          "refuse; unpause it or remove spec.paused", True))
+    if ref.kind == "StatefulSet" and update_strategy(obj) == "OnDelete":
+        traps.append(Trap("statefulset-ondelete", target,
+                          "updateStrategy OnDelete: a template patch rolls nothing",
+                          "delete pods in reverse ordinal order, waiting for each", False))
+    owners = meta.get("ownerReferences") or []
+    if owners:
+        owner = owners[0]
+        traps.append(Trap("operator-owned", target,
+                          f"owned by {owner.get('kind')}/{owner.get('name')}: "
+                          "the operator will revert the restart patch",
+                          "refuse; rotate through the operator instead", True))
+    other = reloader_watches(obj, secret_name)
+    if other is not None:
+        if role == "provider":
+            traps.append(Trap(
+                "other-reloader", target,
+                f"{other} rolls this workload when the Secret changes",
+                f"wait {format_duration(grace)} for its rollout, roll only if it does not come",
+                False))
+        else:
+            traps.append(Trap(
+                "other-reloader", target,
+                f"{other} will roll this consumer as soon as the Secret changes, before its "
+                "Config Center document holds the new value",
+                "refuse; remove the annotation from the consumer", True))
+    if role == "consumer" and not _has_readiness_probe(obj):
+        traps.append(Trap("no-readiness-probe", target,
+                          "no readinessProbe: rollout done would mean nothing",
+                          "refuse; add a readinessProbe", True))
+    return traps
+
+
+def _has_readiness_probe(obj: Mapping[str, Any]) -> bool:
+    pod_spec = ((obj.get("spec") or {}).get("template") or {}).get("spec") or {}
+    containers = pod_spec.get("containers") or []
+    return any(c.get("readinessProbe") for c in containers)

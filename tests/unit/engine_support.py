@@ -1,0 +1,58 @@
+"""Shared setup for the engine tests: a World of fakes behind rotate.engine.api."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rotate.core.waiting import CancelToken
+from rotate.engine import api
+from rotate.engine.model import PlannedStep, RunReport, StepRecord
+from tests.fakes import World, make_chain
+
+
+class RecordingObserver:
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str, str]] = []
+        self.on_start: dict[str, Any] = {}
+
+    def step_started(self, step: PlannedStep) -> None:
+        self.events.append(("start", step.kind, step.target))
+        hook = self.on_start.get(step.kind)
+        if hook is not None:
+            hook(step)
+
+    def step_finished(self, step: PlannedStep, record: StepRecord) -> None:
+        self.events.append((record.status, step.kind, step.target))
+
+    def note(self, text: str) -> None:
+        self.events.append(("note", text, ""))
+
+
+@pytest.fixture(name="world")
+def world_fixture(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
+    w = World(make_chain(tmp_path))
+    w.setup()
+    monkeypatch.setattr(api, "load_chain", lambda options: w.chain)
+    monkeypatch.setattr(api, "adapter_factory", lambda chain, options, env: w.adapters)
+    yield w
+    w.kube.close()
+
+
+def options(tmp_path: Path, **kw: Any) -> api.Options:
+    return api.Options(chain_file=tmp_path / "rotate.yaml", state_dir=tmp_path / "state", **kw)
+
+
+def journal_lines(tmp_path: Path, run_id: str) -> list[dict[str, Any]]:
+    path = tmp_path / "state" / "runs" / run_id / "journal.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def run(tmp_path: Path, observer: RecordingObserver | None = None,
+        cancel: CancelToken | None = None, **kw: Any) -> RunReport:
+    return api.run(options(tmp_path, **kw), "dragonfly", observer or RecordingObserver(),
+                   cancel or CancelToken())
