@@ -81,7 +81,7 @@ def load_chain(path: Path, *, schema_check: bool = True) -> Chain:
     if not schema_check:
         try:
             return _build(data, path.resolve())
-        except Exception:  # noqa: BLE001 - explained by the full validation below
+        except Exception:
             pass
     problems = _dedupe([*schema_problems(chain_schema(), data, root, file),
                         *semantic_problems(data, root, file, base)])

@@ -177,27 +177,28 @@ def report_lines(report: RunReport) -> list[str]:
     lines += ["", "Steps"]
     lines += aligned([("#", "stage", "step", "target", "status", "time", "detail"),
                       *(_step_row(s) for s in report.steps)])
-    return lines + _report_footer(report)
+    return lines
 
 
 def show_report(console: Console, report: RunReport) -> None:
-    """The report on stdout (or the JSON); on failure the paragraph and next commands."""
+    """The report on stdout (or the JSON); the failure paragraph and next commands on stderr.
+
+    The way out of a failed run goes to stderr in every mode, so it reaches a human even when
+    stdout is piped into a file or a JSON parser.
+    """
     if console.json_mode:
         console.json(report.to_json())
-        # Humans reading stderr still get the way out of a failed run.
-        for line in _report_footer(report):
-            console.note(line)
-        return
-    if not console.result_is_terminal:
+    elif not console.result_is_terminal:
         console.lines(report_lines(report))
-        return
-    console.lines(_report_head(report))
-    table = _table("Steps", ["#", "stage", "step", "target", "status", "time", "detail"])
-    for s in report.steps:
-        style = {"failed": "bold red", "done": "green", "skipped": "dim"}.get(s.status)
-        table.add_row(*_step_row(s), style=style)
-    console.render(table)
-    console.lines(_report_footer(report))
+    else:
+        console.lines(_report_head(report))
+        table = _table("Steps", ["#", "stage", "step", "target", "status", "time", "detail"])
+        for s in report.steps:
+            style = {"failed": "bold red", "done": "green", "skipped": "dim"}.get(s.status)
+            table.add_row(*_step_row(s), style=style)
+        console.render(table)
+    for line in _report_footer(report):
+        console.note(line)
 
 
 # -- runs -----------------------------------------------------------------------------------

@@ -73,7 +73,7 @@ class Secret:
 
 
 def generate(length: int = 40, alphabet: str = "alnum") -> Secret:
-    """A new random value from the OS CSPRNG. ``alphabet`` is a name in ALPHABETS or literal chars."""
+    """A new random value from the OS CSPRNG; ``alphabet``: an ALPHABETS name or the chars."""
     chars = ALPHABETS.get(alphabet, alphabet)
     if length < 8 or len(set(chars)) < 10:
         raise ValueError("refusing to generate a weak secret (length < 8 or alphabet < 10 chars)")

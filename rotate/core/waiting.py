@@ -87,7 +87,9 @@ class Backoff:
     _next: float = field(default=0.0, init=False)
 
     def next(self) -> float:
-        self._next = self.initial if self._next == 0 else min(self.maximum, self._next * self.factor)
+        self._next = (
+            self.initial if self._next == 0 else min(self.maximum, self._next * self.factor)
+        )
         return self._next
 
 

@@ -62,10 +62,10 @@ AdapterFactory = Callable[[Chain, Options, Mapping[str, str]], Adapters]
 adapter_factory: AdapterFactory = wiring.build
 
 
-def load_chain(options: Options) -> Chain:
+def load_chain(options: Options, *, schema_check: bool = True) -> Chain:
     from rotate.chain.loader import load_chain as _load
 
-    return _load(options.chain_file)
+    return _load(options.chain_file, schema_check=schema_check)
 
 
 def _adapters(chain: Chain, options: Options) -> Adapters:
@@ -319,7 +319,8 @@ def show(options: Options, run_id: str) -> RunReport:
 
 
 def list_credentials(options: Options) -> list[CredentialSummary]:
-    chain = load_chain(options)
+    # A read-only listing: skip jsonschema (start-up cost); rotations validate fully.
+    chain = load_chain(options, schema_check=False)
     history = runs(options)
     out = []
     for name, cred in chain.credentials.items():

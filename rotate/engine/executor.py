@@ -128,6 +128,9 @@ class Executor:
     def execute(self, steps: Sequence[PlannedStep]) -> None:
         """Run ``steps`` (already filtered to what is left to do); journal ``run.end``."""
         ctx = self.ctx
+        if steps:
+            # Indexes are the plan's; on resume the first steps are already done.
+            self.observer.set_total(steps[-1].index)
         groups: list[list[PlannedStep]] = []
         for step in steps:
             if groups and step.kind in PARALLEL_KINDS and groups[-1][0].kind == step.kind:

@@ -158,6 +158,9 @@ class RunSummary:
 class Observer(Protocol):
     """Progress sink the CLI implements (live view on a TTY, timestamped lines otherwise)."""
 
+    def set_total(self, total: int) -> None:
+        """How many steps the plan has (progress shows ``[i/total]``)."""
+
     def step_started(self, step: PlannedStep) -> None: ...
 
     def step_finished(self, step: PlannedStep, record: StepRecord) -> None: ...
@@ -166,6 +169,9 @@ class Observer(Protocol):
 
 
 class NullObserver:
+    def set_total(self, total: int) -> None:
+        pass
+
     def step_started(self, step: PlannedStep) -> None:
         pass
 

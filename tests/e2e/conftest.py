@@ -16,7 +16,9 @@ pytestmark = pytest.mark.lab
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     if shutil.which("redis-server") is None or shutil.which("kubectl") is None:
-        pytest.fail("the lab needs redis-server and kubectl (make install puts redis-server in place)")
+        pytest.fail(
+            "the lab needs redis-server and kubectl (make install puts redis-server in place)"
+        )
     from rotate.lab import control
 
     lab_dir: Path = tmp_path_factory.mktemp("lab")

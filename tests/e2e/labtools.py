@@ -21,8 +21,18 @@ import httpx
 
 ROOT = Path(__file__).resolve().parents[2]
 ROTATE = str(Path(sys.executable).parent / "rotate")
-SHOP = ("user", "product", "inventory", "cart", "order", "payment", "shipping", "review",
-        "search", "notification")
+SHOP = (
+    "user",
+    "product",
+    "inventory",
+    "cart",
+    "order",
+    "payment",
+    "shipping",
+    "review",
+    "search",
+    "notification",
+)
 CONSUMERS = ("cart", "order", "user")
 
 T = TypeVar("T")
@@ -36,12 +46,14 @@ def wait_until(check: Callable[[], T | None], timeout: float, what: str) -> T:
     while True:
         try:
             value = check()
-        except Exception as exc:  # noqa: BLE001 - shown on timeout
+        except Exception as exc:
             value, last = None, exc
         if value is not None:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}; last error: {last!r}")
+            raise AssertionError(
+                f"timed out after {timeout}s waiting for {what}; last error: {last!r}"
+            )
         time.sleep(delay)
         delay = min(delay * 1.5, 0.5)
 
@@ -51,7 +63,7 @@ def read_env_file(path: Path) -> dict[str, str]:
     for line in path.read_text().splitlines():
         line = line.strip()
         if line.startswith("export "):
-            key, _, value = line[len("export "):].partition("=")
+            key, _, value = line[len("export ") :].partition("=")
             env[key] = shlex.split(value)[0] if value else ""
     return env
 
@@ -76,25 +88,41 @@ class Lab:
 
     @property
     def process_env(self) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("BAO_", "VAULT_", "ROTATE_"))}
+        env = {
+            k: v for k, v in os.environ.items() if not k.startswith(("BAO_", "VAULT_", "ROTATE_"))
+        }
         env.update(self.env)
         env.update({"NO_COLOR": "1", "COLUMNS": "120", "TERM": "dumb"})
         return env
 
     def rotate(self, *args: str, stdin: str | None = None, timeout: float = 180) -> Result:
-        proc = subprocess.run([ROTATE, *args], env=self.process_env, capture_output=True,
-                              text=True, input=stdin, timeout=timeout, cwd=self.dir)
+        proc = subprocess.run(
+            [ROTATE, *args],
+            env=self.process_env,
+            capture_output=True,
+            text=True,
+            input=stdin,
+            timeout=timeout,
+            cwd=self.dir,
+        )
         result = Result([ROTATE, *args], proc.returncode, proc.stdout, proc.stderr)
         self.transcripts.append(result)
         return result
 
     def spawn_rotate(self, *args: str) -> subprocess.Popen[str]:
-        return subprocess.Popen([ROTATE, *args], env=self.process_env, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, cwd=self.dir)
+        return subprocess.Popen(
+            [ROTATE, *args],
+            env=self.process_env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=self.dir,
+        )
 
     def kubectl(self, *args: str, check: bool = True) -> str:
-        proc = subprocess.run(["kubectl", *args], env=self.process_env, capture_output=True,
-                              text=True, timeout=30)
+        proc = subprocess.run(
+            ["kubectl", *args], env=self.process_env, capture_output=True, text=True, timeout=30
+        )
         if check and proc.returncode != 0:
             raise AssertionError(f"kubectl {' '.join(args)} failed: {proc.stderr}")
         return proc.stdout
@@ -104,15 +132,24 @@ class Lab:
 
     # -- OpenBao, from outside
     def bao(self, method: str, path: str, **kw: Any) -> httpx.Response:
-        return httpx.request(method, f"{self.env['BAO_ADDR']}/v1/{path}",
-                             headers={"X-Vault-Token": self.env["BAO_TOKEN"]}, timeout=10, **kw)
+        return httpx.request(
+            method,
+            f"{self.env['BAO_ADDR']}/v1/{path}",
+            headers={"X-Vault-Token": self.env["BAO_TOKEN"]},
+            timeout=10,
+            **kw,
+        )
 
     def bao_version(self) -> int:
-        return int(self.bao("GET", "secret/metadata/infra/dragonfly").json()["data"]["current_version"])
+        return int(
+            self.bao("GET", "secret/metadata/infra/dragonfly").json()["data"]["current_version"]
+        )
 
     def bao_password(self, version: int | None = None) -> str:
         q = f"?version={version}" if version else ""
-        return str(self.bao("GET", f"secret/data/infra/dragonfly{q}").json()["data"]["data"]["password"])
+        return str(
+            self.bao("GET", f"secret/data/infra/dragonfly{q}").json()["data"]["data"]["password"]
+        )
 
     # -- Kubernetes, from outside
     def secret_value(self, ns: str, name: str, key: str) -> str:
@@ -130,14 +167,27 @@ class Lab:
 
     def readyz(self, svc: str) -> int:
         proc = subprocess.run(
-            ["kubectl", "get", "--raw", f"/api/v1/namespaces/shop/services/{svc}:http/proxy/readyz"],
-            env=self.process_env, capture_output=True, text=True, timeout=30)
+            [
+                "kubectl",
+                "get",
+                "--raw",
+                f"/api/v1/namespaces/shop/services/{svc}:http/proxy/readyz",
+            ],
+            env=self.process_env,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
         return 200 if proc.returncode == 0 else 503
 
     # -- Config Center, from outside
     def cc(self, method: str, path: str) -> httpx.Response:
-        return httpx.request(method, f"{self.env['CONFIG_CENTER_URL']}{path}", timeout=10,
-                             headers={"Authorization": f"Bearer {self.env['CONFIG_CENTER_TOKEN']}"})
+        return httpx.request(
+            method,
+            f"{self.env['CONFIG_CENTER_URL']}{path}",
+            timeout=10,
+            headers={"Authorization": f"Bearer {self.env['CONFIG_CENTER_TOKEN']}"},
+        )
 
     def bootstrap(self, svc: str) -> dict[str, Any]:
         return dict(self.cc("GET", f"/v1/services/{svc}/keys/bootstrap").json())
@@ -145,10 +195,12 @@ class Lab:
     # -- the lab
     def status(self) -> dict[str, Any]:
         from rotate.lab import control
+
         return dict(control.status(self.dir))
 
     def fault(self, kind: str, target: str | None = None, clear: bool = False) -> None:
         from rotate.lab import control
+
         control.fault(self.dir, kind, target, clear)
 
     def dragonfly_auth(self, password: str) -> bool:
@@ -157,7 +209,9 @@ class Lab:
 
     def journal_events(self, run_id: str | None = None) -> list[dict[str, Any]]:
         runs = Path(self.env["ROTATE_STATE_DIR"]) / "runs"
-        files = [runs / run_id / "journal.jsonl"] if run_id else sorted(runs.glob("*/journal.jsonl"))
+        files = (
+            [runs / run_id / "journal.jsonl"] if run_id else sorted(runs.glob("*/journal.jsonl"))
+        )
         out: list[dict[str, Any]] = []
         for f in files:
             if f.exists():

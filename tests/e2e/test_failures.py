@@ -73,8 +73,11 @@ def test_second_concurrent_run_exits_4(lab: Lab) -> None:
     first = lab.spawn_rotate("dragonfly", "--confirm")
     try:
         run_id = wait_until(lambda: newest_run(lab, known), 30, "the first run's journal")
-        wait_until(lambda: "sync.wait" in started_steps(lab, run_id) or None, 30,
-                   "the first run to wait on ESO")
+        wait_until(
+            lambda: "sync.wait" in started_steps(lab, run_id) or None,
+            30,
+            "the first run to wait on ESO",
+        )
         second = lab.rotate("dragonfly", "--confirm")
         assert second.code == 4, second.output
         assert "rotate-dragonfly" in second.output and run_id in second.output
@@ -93,8 +96,11 @@ def test_kill_9_mid_run_then_resume(lab: Lab) -> None:
     proc = lab.spawn_rotate("dragonfly", "--confirm")
     try:
         run_id = wait_until(lambda: newest_run(lab, known), 30, "the run's journal")
-        wait_until(lambda: "sync.wait" in started_steps(lab, run_id) or None, 30,
-                   "the run to reach sync.wait")
+        wait_until(
+            lambda: "sync.wait" in started_steps(lab, run_id) or None,
+            30,
+            "the run to reach sync.wait",
+        )
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
     finally:
@@ -121,8 +127,11 @@ def test_sigint_exits_130_and_the_run_resumes(lab: Lab) -> None:
     proc = lab.spawn_rotate("dragonfly", "--confirm")
     try:
         run_id = wait_until(lambda: newest_run(lab, known), 30, "the run's journal")
-        wait_until(lambda: "sync.wait" in started_steps(lab, run_id) or None, 30,
-                   "the run to reach sync.wait")
+        wait_until(
+            lambda: "sync.wait" in started_steps(lab, run_id) or None,
+            30,
+            "the run to reach sync.wait",
+        )
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=30)
     finally:

@@ -22,7 +22,8 @@ def snapshot(lab: Lab) -> dict[str, object]:
     return {
         "bao": lab.bao_version(),
         "secret_rv": lab.kjson("get", "secret", "-n", "dragonfly", "dragonfly-password-secret")[
-            "metadata"]["resourceVersion"],
+            "metadata"
+        ]["resourceVersion"],
         "revisions": lab.revisions(),
         "cc": {svc: lab.bootstrap(svc)["version"] for svc in SHOP},
     }
@@ -48,8 +49,11 @@ def test_schema_violation_stops_in_preflight(lab: Lab, tmp_path: Path) -> None:
     before = snapshot(lab)
     chain = Path(lab.env["ROTATE_CHAIN"])
     text = chain.read_text().replace(
-        "/dragonfly/port: {service: {namespace: dragonfly, name: dragonfly, port: 6379, part: port}}",
-        "/dragonfly/port: {literal: not-a-port}", 1)
+        "/dragonfly/port: {service: {namespace: dragonfly, name: dragonfly, port: 6379, "
+        "part: port}}",
+        "/dragonfly/port: {literal: not-a-port}",
+        1,
+    )
     text = text.replace("../../schemas/", str(chain.parent.parent.parent / "schemas") + "/")
     bad = tmp_path / "rotate.yaml"
     bad.write_text(text)
@@ -107,14 +111,27 @@ def test_rotation_end_to_end(lab: Lab) -> None:
         if f.is_file():
             haystacks.append((str(f), f.read_text(errors="replace")))
     haystacks.append(("events", lab.kubectl("get", "events", "-A", "-o", "json")))
-    for kind in ("deployments", "replicasets", "pods", "externalsecrets", "secrets", "leases",
-                 "services", "statefulsets"):
+    for kind in (
+        "deployments",
+        "replicasets",
+        "pods",
+        "externalsecrets",
+        "secrets",
+        "leases",
+        "services",
+        "statefulsets",
+    ):
         for item in lab.kjson("get", kind, "-A")["items"]:
             meta = item.get("metadata", {})
             tmpl = item.get("spec", {}).get("template", {}).get("metadata", {})
-            haystacks.append((f"{kind} annotations", json.dumps([meta.get("annotations"),
-                                                                  tmpl.get("annotations"),
-                                                                  meta.get("labels")])))
+            haystacks.append(
+                (
+                    f"{kind} annotations",
+                    json.dumps(
+                        [meta.get("annotations"), tmpl.get("annotations"), meta.get("labels")]
+                    ),
+                )
+            )
     assert scan(haystacks, [new_password, old_password, *tokens]) == []
 
 

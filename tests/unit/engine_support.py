@@ -20,6 +20,9 @@ class RecordingObserver:
         self.events: list[tuple[str, str, str]] = []
         self.on_start: dict[str, Any] = {}
 
+    def set_total(self, total: int) -> None:
+        self.total = total
+
     def step_started(self, step: PlannedStep) -> None:
         self.events.append(("start", step.kind, step.target))
         hook = self.on_start.get(step.kind)
@@ -37,7 +40,7 @@ class RecordingObserver:
 def world_fixture(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
     w = World(make_chain(tmp_path))
     w.setup()
-    monkeypatch.setattr(api, "load_chain", lambda options: w.chain)
+    monkeypatch.setattr(api, "load_chain", lambda options, **_kw: w.chain)
     monkeypatch.setattr(api, "adapter_factory", lambda chain, options, env: w.adapters)
     yield w
     w.kube.close()

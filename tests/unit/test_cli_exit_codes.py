@@ -185,7 +185,7 @@ def test_sigint_cancels_the_run_and_exits_130(outcome: str) -> None:
     assert "SIGINT: stopping after the current step is journaled" in result.stderr
     assert ("SIGINT again" in result.stderr) == (outcome == "signal-twice")
     assert "abandoning: step 3 is journaled" in result.stderr
-    assert f"rotate resume {RUN_ID} --confirm" in result.stdout
+    assert f"rotate resume {RUN_ID} --confirm" in result.stderr
     assert signal.getsignal(signal.SIGINT) is before  # handlers restored
 
 

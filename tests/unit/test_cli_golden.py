@@ -73,8 +73,8 @@ def test_plan_json() -> None:
 def test_failed_run_report_with_resume_and_rollback_commands() -> None:
     result = invoke(["dragonfly", "--confirm"], FakeEngine(outcome="failed"))
     assert result.exit_code == 15
-    assert "rotate resume 20261202T140300Z-dragonfly-a1b2 --confirm" in result.stdout
-    assert "rotate rollback 20261202T140300Z-dragonfly-a1b2 --confirm" in result.stdout
+    assert "rotate resume 20261202T140300Z-dragonfly-a1b2 --confirm" in result.stderr
+    assert "rotate rollback 20261202T140300Z-dragonfly-a1b2 --confirm" in result.stderr
     check_golden("run_failed.txt", result.stdout)
     check_golden("run_failed_progress.txt", result.stderr)
 
