@@ -14,40 +14,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from rotate.core.findings import Check, Trap
+
+__all__ = ["Check", "Trap"]  # re-exported: the CLI and tests import them from here
+
 StepStatus = Literal["pending", "running", "done", "failed", "skipped"]
 RunStatus = Literal[
     "running", "succeeded", "failed", "interrupted", "rolled-back", "rollback-failed"
 ]
 
 STAGE_NAMES = {0: "preflight", 1: "backend", 2: "sync", 3: "provider", 4: "consumers"}
-
-
-@dataclass(frozen=True)
-class Check:
-    """One preflight (or doctor) check."""
-
-    check: str  # short id, e.g. "vault.capabilities", "trap.paused-deployment"
-    ok: bool
-    detail: str
-    fatal: bool = True  # a failed non-fatal check is a warning shown in the plan
-
-    def to_json(self) -> dict[str, Any]:
-        return {"check": self.check, "ok": self.ok, "detail": self.detail, "fatal": self.fatal}
-
-
-@dataclass(frozen=True)
-class Trap:
-    """A field hazard preflight found, and what rotate will do about it."""
-
-    name: str  # "paused-deployment", "refresh-created-once", "statefulset-ondelete", ...
-    target: str
-    problem: str
-    action: str  # what rotate does: "refuse" / "delete pods in order" / "wait for Reloader"
-    blocking: bool
-
-    def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "target": self.target, "problem": self.problem,
-                "action": self.action, "blocking": self.blocking}
 
 
 @dataclass(frozen=True)

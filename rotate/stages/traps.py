@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from rotate.core.durations import format_duration, parse_duration
+from rotate.core.findings import Trap
 from rotate.core.refs import ObjectRef
-from rotate.engine.model import Trap
 from rotate.stages.rollout import reloader_watches, update_strategy
 
 
