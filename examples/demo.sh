@@ -8,24 +8,14 @@ ROOT=$PWD
 LAB_DIR=${1:-.rotate-lab}
 case $LAB_DIR in /*) ;; *) LAB_DIR=$ROOT/$LAB_DIR ;; esac
 ROTATE=$ROOT/.venv/bin/rotate
-PY=$ROOT/.venv/bin/python
 SHOP=(user product inventory cart order payment shipping review search notification)
-
-lab() {
-  # The CLI's `rotate lab` group when present; the control module's own entry point otherwise.
-  if "$ROTATE" lab --help >/dev/null 2>&1; then
-    "$ROTATE" lab "$@"
-  else
-    "$PY" -m rotate.lab.control "$@" >/dev/null
-  fi
-}
 
 if [[ -t 1 && -z ${NO_COLOR:-} ]]; then B=$'\033[1m' N=$'\033[0m'; else B= N=; fi
 step() { printf '\n%s==> %s%s\n' "$B" "$*" "$N"; }
 
 step "rotate lab up --dir $LAB_DIR"
 started=$EPOCHREALTIME
-lab up --dir "$LAB_DIR"
+"$ROTATE" lab up --dir "$LAB_DIR"
 awk -v a="$started" -v b="$EPOCHREALTIME" 'BEGIN { printf "lab ready in %.1fs\n", b - a }'
 
 # shellcheck disable=SC1091
@@ -52,8 +42,8 @@ done
 cat <<EOF
 
 The lab is still running. Try:
-  . $LAB_DIR/env && kubectl get deploy -A && rotate status
+  . $LAB_DIR/env && kubectl get deploy -A && $ROTATE runs
 Stop it with:
-  rotate lab down --dir $LAB_DIR
+  $ROTATE lab down --dir $LAB_DIR
 EOF
 exit $failed
