@@ -14,13 +14,15 @@ Exit codes (cli.md): the command's own (report exit code, 0/3 for plans); a
 :class:`~rotate.core.errors.RotateError` exits with its ``exit_code`` and prints its
 message, which is safe by contract; click usage errors exit 2; anything else is a bug:
 exit 1, "internal error (a bug)" and the exception's *type* only — its text may carry a
-secret or a URL. ``ROTATE_DEBUG=1`` prints the traceback.
+secret or a URL. ``ROTATE_DEBUG=1`` prints the traceback. The same holds for an exception
+that kills a background thread (``threading.excepthook``, set for the command's duration).
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import threading
 import traceback
 from typing import Any
 
@@ -68,6 +70,8 @@ class RotateGroup(TyperGroup):
         return super().resolve_command(ctx, args)
 
     def invoke(self, ctx: Any) -> Any:
+        previous_hook = threading.excepthook
+        threading.excepthook = _report_thread_bug
         try:
             return super().invoke(ctx)
         except ClickUsageError as exc:
@@ -82,6 +86,8 @@ class RotateGroup(TyperGroup):
         except Exception as exc:
             _report_bug(ctx, exc)
             raise typer.Exit(EXIT_INTERNAL) from None
+        finally:
+            threading.excepthook = previous_hook
 
 
 def _console(ctx: Any) -> Console:
@@ -125,6 +131,19 @@ def _report_bug(ctx: Any, exc: BaseException) -> None:
     if console.json_mode and not console.json_written:
         console.json({"kind": "error", "error": "internal", "exit_code": EXIT_INTERNAL,
                       "message": "internal error (a bug)"})
+
+
+def _report_thread_bug(args: threading.ExceptHookArgs) -> None:
+    """A background thread (lease renewal, a watch) died of an exception: Python would print
+    its traceback — text and all — on stderr; like any bug, only its type is shown."""
+    if args.exc_type is SystemExit:
+        return
+    if os.environ.get("ROTATE_DEBUG") == "1":
+        sys.stderr.write("".join(traceback.format_exception(
+            args.exc_type, args.exc_value, args.exc_traceback)))
+    thread = args.thread.name if args.thread is not None else "?"
+    sys.stderr.write(f"warning: background thread {thread} failed: internal error (a bug): "
+                     f"{args.exc_type.__module__}.{args.exc_type.__qualname__}\n")
 
 
 HELP = """Rotate a credential end to end: backend → ESO → provider → Config Center consumers.

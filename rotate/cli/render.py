@@ -51,6 +51,17 @@ def _table(title: str | None, columns: Sequence[str]) -> Table:
     return table
 
 
+def _show_rows(console: Console, columns: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+    """A table on a terminal; aligned plain lines (header first) in a pipe."""
+    if console.result_is_terminal:
+        table = _table(None, columns)
+        for row in rows:
+            table.add_row(*row)
+        console.render(table)
+    else:
+        console.lines(aligned([columns, *rows], indent=""))
+
+
 def _seconds(value: float | None) -> str:
     return "" if value is None else f"{value:.2f}s"
 
@@ -220,13 +231,7 @@ def show_runs(console: Console, runs: Sequence[RunSummary]) -> None:
     if not runs:
         console.lines(["No runs in the journal."])
         return
-    if console.result_is_terminal:
-        table = _table(None, RUNS_COLUMNS)
-        for r in runs:
-            table.add_row(*_run_row(r))
-        console.render(table)
-    else:
-        console.lines(aligned([RUNS_COLUMNS, *(_run_row(r) for r in runs)], indent=""))
+    _show_rows(console, RUNS_COLUMNS, [_run_row(r) for r in runs])
 
 
 # -- doctor ---------------------------------------------------------------------------------
@@ -294,11 +299,4 @@ def show_list(console: Console, credentials: Sequence[Any]) -> None:
         console.json({"kind": "credentials",
                       "credentials": [_credential_json(c) for c in credentials]})
         return
-    if console.result_is_terminal:
-        table = _table(None, LIST_COLUMNS)
-        for c in credentials:
-            table.add_row(*_credential_row(c))
-        console.render(table)
-    else:
-        console.lines(aligned([LIST_COLUMNS, *(_credential_row(c) for c in credentials)],
-                              indent=""))
+    _show_rows(console, LIST_COLUMNS, [_credential_row(c) for c in credentials])

@@ -271,11 +271,25 @@ def _wrap_strings(value: Any) -> Any:
     return value
 
 
+#: a secret fragment this long left in a message after masking withholds the whole message
+_FRAGMENT = 8
+
+
 def _scrub(message: str, secrets: tuple[Secret, ...]) -> str:
     """``message`` with every secret of the request replaced by its mask (longest first, so a
-    URL holding a password is masked whole before the password alone)."""
-    for secret in sorted(secrets, key=len, reverse=True):
+    URL holding a password is masked whole before the password alone).
+
+    Validators quote the instance as ``repr`` (Python) or JSON, which escapes quotes and
+    backslashes, and may cut a long instance short: the escaped spellings are masked too,
+    and a message still holding any fragment of a secret is withheld entirely.
+    """
+    ordered = sorted((s for s in secrets if len(s) >= 4), key=len, reverse=True)
+    for secret in ordered:
         plain = secret.reveal()
-        if len(plain) >= 4 and plain in message:
-            message = message.replace(plain, secret.mask())
+        for spelling in (plain, repr(plain)[1:-1], json.dumps(plain)[1:-1]):
+            message = message.replace(spelling, secret.mask())
+    for secret in ordered:
+        plain = secret.reveal()
+        if any(plain[i:i + _FRAGMENT] in message for i in range(len(plain) - _FRAGMENT + 1)):
+            return "rejected (the message quoted a secret value; withheld)"
     return message

@@ -226,5 +226,9 @@ class ReadyzTarget:
 
     def __str__(self) -> str:
         if self.url:
-            return self.url
+            # Shown in details and timeouts: what may carry a credential (user:pass@, the
+            # query string) is dropped.
+            scheme, sep, rest = self.url.partition("://")
+            host, slash, tail = rest.partition("/")
+            return f"{scheme}{sep}{host.rpartition('@')[2]}{slash}{tail.partition('?')[0]}"
         return f"{self.namespace}/{self.service}:{self.port}{self.path}"

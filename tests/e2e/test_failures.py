@@ -26,6 +26,22 @@ def newest_run(lab: Lab, known: set[str]) -> str | None:
     return fresh[-1] if fresh else None
 
 
+def resume_keeps_the_value(lab: Lab, run_id: str, version: int, value: str) -> None:
+    """``rotate resume`` succeeds and never writes a second value."""
+    res = lab.rotate("resume", run_id, "--confirm")
+    assert res.code == 0, res.output
+    assert lab.bao_version() == version, "resume must never write a second value"
+    assert lab.bao_password() == value
+
+
+def wait_at_sync_wait(lab: Lab, known: set[str]) -> str:
+    """The id of the run just started (not in ``known``), once it waits on a stalled ESO."""
+    run_id = wait_until(lambda: newest_run(lab, known), 30, "the run's journal")
+    wait_until(lambda: "sync.wait" in started_steps(lab, run_id) or None, 30,
+               "the run to reach sync.wait")
+    return run_id
+
+
 def test_failing_readyz_exits_16_then_resume_then_rollback(lab: Lab) -> None:
     v0 = lab.bao_version()
     old_password = lab.bao_password()
@@ -45,10 +61,7 @@ def test_failing_readyz_exits_16_then_resume_then_rollback(lab: Lab) -> None:
     assert lab.bao_version() == v0 + 1
     new_password = lab.bao_password()
 
-    res = lab.rotate("resume", run_id, "--confirm")
-    assert res.code == 0, res.output
-    assert lab.bao_version() == v0 + 1, "resume must never write a second value"
-    assert lab.bao_password() == new_password
+    resume_keeps_the_value(lab, run_id, v0 + 1, new_password)
     assert {svc: lab.readyz(svc) for svc in SHOP} == {svc: 200 for svc in SHOP}
 
     res = lab.rotate("rollback", run_id, "--confirm")
@@ -72,12 +85,7 @@ def test_second_concurrent_run_exits_4(lab: Lab) -> None:
     lab.fault("eso-stall")
     first = lab.spawn_rotate("dragonfly", "--confirm")
     try:
-        run_id = wait_until(lambda: newest_run(lab, known), 30, "the first run's journal")
-        wait_until(
-            lambda: "sync.wait" in started_steps(lab, run_id) or None,
-            30,
-            "the first run to wait on ESO",
-        )
+        run_id = wait_at_sync_wait(lab, known)
         second = lab.rotate("dragonfly", "--confirm")
         assert second.code == 4, second.output
         assert "rotate-dragonfly" in second.output and run_id in second.output
@@ -95,12 +103,7 @@ def test_kill_9_mid_run_then_resume(lab: Lab) -> None:
     lab.fault("eso-stall")
     proc = lab.spawn_rotate("dragonfly", "--confirm")
     try:
-        run_id = wait_until(lambda: newest_run(lab, known), 30, "the run's journal")
-        wait_until(
-            lambda: "sync.wait" in started_steps(lab, run_id) or None,
-            30,
-            "the run to reach sync.wait",
-        )
+        run_id = wait_at_sync_wait(lab, known)
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
     finally:
@@ -108,10 +111,7 @@ def test_kill_9_mid_run_then_resume(lab: Lab) -> None:
     assert lab.bao_version() == v0 + 1
     written = lab.bao_password()
 
-    res = lab.rotate("resume", run_id, "--confirm")
-    assert res.code == 0, res.output
-    assert lab.bao_version() == v0 + 1, "resume must reuse the value already written"
-    assert lab.bao_password() == written
+    resume_keeps_the_value(lab, run_id, v0 + 1, written)
     assert lab.secret_value("dragonfly", "dragonfly-password-secret", "password") == written
     assert lab.dragonfly_auth(written)
     after = lab.revisions()
@@ -126,12 +126,7 @@ def test_sigint_exits_130_and_the_run_resumes(lab: Lab) -> None:
     lab.fault("eso-stall")
     proc = lab.spawn_rotate("dragonfly", "--confirm")
     try:
-        run_id = wait_until(lambda: newest_run(lab, known), 30, "the run's journal")
-        wait_until(
-            lambda: "sync.wait" in started_steps(lab, run_id) or None,
-            30,
-            "the run to reach sync.wait",
-        )
+        run_id = wait_at_sync_wait(lab, known)
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=30)
     finally:

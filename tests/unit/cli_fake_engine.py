@@ -22,6 +22,7 @@ from rotate.core.errors import (
 )
 from rotate.core.secret import Secret
 from rotate.core.waiting import CancelToken
+from rotate.engine.api import Options as FakeOptions  # the real one: the CLI must fit it
 from rotate.engine.model import (
     Check,
     Observer,
@@ -35,19 +36,6 @@ from rotate.engine.model import (
 
 RUN_ID = "20261202T140300Z-dragonfly-a1b2"
 FIXED_NOW = datetime(2026, 12, 2, 14, 3, 5, tzinfo=UTC)
-
-
-@dataclass(frozen=True)
-class FakeOptions:
-    chain_file: Path
-    state_dir: Path
-    strategy: str | None = None
-    max_parallel: int | None = None
-    timeout: float | None = None
-    context: str | None = None
-    kubeconfig: str | None = None
-    value_stdin: bool = False
-    take_over_lock: bool = False
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import httpx
 import pytest
@@ -118,6 +118,25 @@ def test_422_carries_details_without_the_password(
     assert "is too short" in exc.details[0][1] and "••••" in exc.details[0][1]
     assert "does not match '^rediss://'" in exc.details[1][1]
     assert_clean(exc)
+
+
+@pytest.mark.parametrize("quoted", [
+    lambda v: repr(v) + " is too short",  # Python repr escapes ' and \\
+    lambda v: json.dumps(v) + " is too short",  # a JSON-quoting validator
+    lambda v: repr(v[:12] + "...") + " is too short",  # a validator that cuts long instances
+])
+def test_422_masks_escaped_and_truncated_quotes(
+    router: respx.MockRouter, cc: HttpConfigCenter, quoted: Callable[[str], str],
+) -> None:
+    tricky = "it's-a-\\back\\slash-\"quoted\"-value"
+    router.put("/v1/services/cart/keys/bootstrap").respond(422, json={
+        "error": "schema", "details": [{"path": "/pw", "message": quoted(tricky)}]})
+    with pytest.raises(RejectedError) as info:
+        cc.put_key("cart", "bootstrap", {"pw": Secret(tricky)}, if_match=7)
+    (path, message), = info.value.details
+    assert path == "/pw"
+    for i in range(len(tricky) - 7):
+        assert tricky[i:i + 8] not in message, "a fragment of the secret leaked"
 
 
 @pytest.mark.parametrize("status", [500, 502, 503])

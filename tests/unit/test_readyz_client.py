@@ -85,3 +85,9 @@ def test_a_non_http_url_is_permanent() -> None:
     with pytest.raises(PermanentError) as info:
         UrlReadyz().status(url_target("ftp://cart.shop.test/readyz"))
     assert "ftp" not in str(info.value)
+
+
+def test_a_url_target_is_shown_without_its_credentials() -> None:
+    target = ReadyzTarget("shop", "cart", "http", url="https://probe:s3cr3t@cart.test:8443/readyz"
+                                                       "?token=t0k3n")
+    assert str(target) == "https://cart.test:8443/readyz"

@@ -7,54 +7,9 @@ command that would continue it.
 
 from __future__ import annotations
 
-import typer
+from rotate.cli.commands.journaled import journaled_command
 
-from rotate.cli.commands.show import RunId
-from rotate.cli.console import console_for
-from rotate.cli.options import (
-    DEFAULT_CHAIN,
-    Chain,
-    Common,
-    Confirm,
-    DryRun,
-    Kubeconfig,
-    KubeContext,
-    MaxParallel,
-    Output,
-    OutputOpt,
-    StateDir,
-    TakeOverLock,
-    Timeout,
-    plan_or_confirm,
-)
-from rotate.cli.render import show_report
-from rotate.cli.running import drive
-from rotate.cli.state import state_of
-
-
-def resume(
-    ctx: typer.Context,
-    run_id: RunId,
-    confirm: Confirm = False,
-    dry_run: DryRun = False,
-    chain: Chain = DEFAULT_CHAIN,
-    output: OutputOpt = Output.text,
-    max_parallel: MaxParallel = None,
-    timeout: Timeout = None,
-    state_dir: StateDir = None,
-    context: KubeContext = None,
-    kubeconfig: Kubeconfig = None,
-    take_over_lock: TakeOverLock = False,
-) -> None:
-    """Continue a failed or interrupted run."""
-    console = console_for(ctx, output)
-    change = plan_or_confirm(confirm, dry_run)
-    engine = state_of(ctx).engine()
-    options = Common(chain=chain, state_dir=state_dir, max_parallel=max_parallel,
-                     timeout=timeout, context=context, kubeconfig=kubeconfig,
-                     take_over_lock=take_over_lock).engine_options(engine)
-    if not change:
-        show_report(console, engine.show(options, run_id))
-        console.note(f"Nothing was changed. To resume it: rotate resume {run_id} --confirm")
-        raise typer.Exit(0)
-    drive(ctx, console, lambda observer, cancel: engine.resume(options, run_id, observer, cancel))
+resume = journaled_command(
+    "resume", "Continue a failed or interrupted run.",
+    lambda engine, options, run_id, observer, cancel: engine.resume(options, run_id, observer,
+                                                                    cancel))

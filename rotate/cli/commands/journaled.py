@@ -1,0 +1,81 @@
+"""The commands that act on a journaled run: ``rotate resume`` and ``rotate rollback``.
+
+Both take the same RUN_ID and options, show the run as journaled without ``--confirm``
+(nothing changed, the exact command that would act printed), and drive one engine call
+with ``--confirm``; :func:`journaled_command` builds each from its verb and engine call,
+so the two cannot drift apart in options, messages or exit codes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import typer
+
+from rotate.cli.commands.show import RunId
+from rotate.cli.console import console_for
+from rotate.cli.options import (
+    DEFAULT_CHAIN,
+    Chain,
+    Common,
+    Confirm,
+    DryRun,
+    Kubeconfig,
+    KubeContext,
+    MaxParallel,
+    Output,
+    OutputOpt,
+    StateDir,
+    TakeOverLock,
+    Timeout,
+    plan_or_confirm,
+    repeat_args,
+)
+from rotate.cli.render import show_report
+from rotate.cli.running import drive
+from rotate.cli.state import state_of
+
+if TYPE_CHECKING:
+    from rotate.core.waiting import CancelToken
+    from rotate.engine.model import Observer, RunReport
+
+#: (engine, options, run id, observer, cancel) → the report; e.g. ``engine.resume(...)``
+EngineCall = Callable[[Any, Any, str, "Observer", "CancelToken"], "RunReport"]
+
+
+def journaled_command(verb: str, summary: str, call: EngineCall) -> Callable[..., None]:
+    """The typer command ``rotate VERB RUN_ID [--confirm]``; ``summary`` is its help line."""
+
+    def command(
+        ctx: typer.Context,
+        run_id: RunId,
+        confirm: Confirm = False,
+        dry_run: DryRun = False,
+        chain: Chain = DEFAULT_CHAIN,
+        output: OutputOpt = Output.text,
+        max_parallel: MaxParallel = None,
+        timeout: Timeout = None,
+        state_dir: StateDir = None,
+        context: KubeContext = None,
+        kubeconfig: Kubeconfig = None,
+        take_over_lock: TakeOverLock = False,
+    ) -> None:
+        console = console_for(ctx, output)
+        change = plan_or_confirm(confirm, dry_run)
+        engine = state_of(ctx).engine()
+        options = Common(chain=chain, state_dir=state_dir, max_parallel=max_parallel,
+                         timeout=timeout, context=context, kubeconfig=kubeconfig,
+                         take_over_lock=take_over_lock).engine_options(engine)
+        if not change:
+            show_report(console, engine.show(options, run_id))
+            again = " ".join(p for p in (f"rotate {verb} {run_id} --confirm",
+                                         repeat_args(ctx)) if p)
+            console.note(f"Nothing was changed. To {verb} it: {again}")
+            raise typer.Exit(0)
+        drive(ctx, console,
+              lambda observer, cancel: call(engine, options, run_id, observer, cancel))
+
+    command.__doc__ = summary
+    command.__name__ = command.__qualname__ = verb
+    return command
