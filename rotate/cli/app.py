@@ -75,6 +75,10 @@ class RotateGroup(TyperGroup):
         try:
             return super().invoke(ctx)
         except ClickUsageError as exc:
+            if "unexpected extra argument" in exc.message:
+                # The stray word may be a value typed where it never belongs: don't echo it.
+                exc.message = ("unexpected extra argument (not shown: a new value is never "
+                               "passed in argv; use --value-stdin)")
             _report_usage_json(ctx, exc)
             raise
         except (typer.Exit, typer.Abort, typer.TyperException, KeyboardInterrupt,

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from rotate.core.secret import Secret
+from rotate.core.urls import display_url
 
 # --------------------------------------------------------------------------- Vault / OpenBao
 
@@ -226,9 +227,5 @@ class ReadyzTarget:
 
     def __str__(self) -> str:
         if self.url:
-            # Shown in details and timeouts: what may carry a credential (user:pass@, the
-            # query string) is dropped.
-            scheme, sep, rest = self.url.partition("://")
-            host, slash, tail = rest.partition("/")
-            return f"{scheme}{sep}{host.rpartition('@')[2]}{slash}{tail.partition('?')[0]}"
+            return display_url(self.url)  # shown in details and timeouts
         return f"{self.namespace}/{self.service}:{self.port}{self.path}"

@@ -240,3 +240,10 @@ def test_json_usage_errors_are_one_document_too(args: list[str]) -> None:
     doc = json.loads(result.stdout)
     assert (doc["kind"], doc["exit_code"]) == ("error", 2)
     assert result.stderr.strip()  # the usage or the message, for the human
+
+
+def test_a_value_typed_into_argv_is_refused_without_being_echoed() -> None:
+    result = invoke(["dragonfly", "--confirm", VALUE])
+    assert result.exit_code == 2
+    assert "--value-stdin" in result.stderr
+    assert VALUE not in result.stdout + result.stderr
