@@ -227,9 +227,10 @@ def resume(options: Options, run_id: str, observer: Observer, cancel: CancelToke
                     ctx.done[(st.step.kind, st.step.subject)] = st.data
             prior = {st.step.index: st.data for st in state.steps if st.status != "done"}
             remaining = [st.step for st in state.steps if st.status not in ("done", "skipped")]
-            if remaining and remaining[0].kind == "sync.wait":
+            if remaining and remaining[0].kind == "sync.wait" and not remaining[0].subject:
                 # ESO may have missed the first trigger (it was down or stalled): trigger
                 # again, so the wait has a fresh request and a fresh trigger time to prove.
+                # (The overlap strategy's phase-2 sync.wait triggers by itself.)
                 remaining[:0] = [st.step for st in state.steps if st.step.kind == "sync.trigger"]
             Executor(ctx, observer, lease=lease, prior=prior).execute(remaining)
         finally:

@@ -215,7 +215,14 @@ def describe_state(ctx: Context, state: journal_mod.RunState) -> str:
         if new:
             parts.append(", ".join(new) + " rolled with the new value")
         if old:
-            parts.append(", ".join(old) + " still run with the old value")
+            parts.append(", ".join(old) + (" still runs" if len(old) == 1 else " still run")
+                         + " with the old value")
+    if state.strategy == "overlap" and cred.overlap is not None:
+        prev = cred.overlap.previous_key
+        if state.done("backend.retire"):
+            parts.append(f"the backend's {prev} no longer holds the old value (retired)")
+        else:
+            parts.append(f"the old value is still valid as {prev} (overlap not retired yet)")
     return "; ".join(parts)
 
 

@@ -8,6 +8,8 @@ objects (a ``consumer.restart`` per consumer), each with a concrete ``target`` a
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from rotate.chain.model import Chain, Credential, Service
 from rotate.core.durations import format_duration
 from rotate.core.refs import ObjectRef
@@ -19,6 +21,41 @@ STAGE_BY_KIND = {
     "token.mint": 4, "consumer.restart": 4, "consumer.wait": 4, "readyz.check": 4,
     "token.revoke": 4,
 }
+
+
+#: Subject prefix of the overlap strategy's phase-2 steps (chain.md "Strategies"): the same
+#: kinds as phase 1 on the same objects, so they need subjects of their own — the journal's
+#: and the run context's ``(kind, subject)`` keys must not mix the two phases.
+RETIRE = "retire"
+
+
+def retire_subject(subject: str) -> str:
+    return f"{RETIRE}:{subject}"
+
+
+def phase_of(subject: str) -> tuple[bool, str]:
+    """(is a phase-2 subject, the subject without the prefix)."""
+    if subject == RETIRE:
+        return True, ""
+    if subject.startswith(RETIRE + ":"):
+        return True, subject[len(RETIRE) + 1:]
+    return False, subject
+
+
+def add_retire_phase(add: Callable[[str, str, str, str], None], chain: Chain,
+                     credential: Credential) -> None:
+    """Overlap phase 2: retire the previous value, sync it, roll the provider once more."""
+    prev = credential.overlap.previous_key if credential.overlap else "?"
+    sec = credential.secret
+    add("backend.retire", backend_target(chain, credential),
+        f"new version where {prev} := {sec.key} (the previous value is valid nowhere)", "")
+    add("sync.wait", f"{sec.namespace}/{sec.name}#{prev}",
+        f"force-sync again, until the Secret's {prev} holds the new value", RETIRE)
+    for ref in credential.providers:
+        add("provider.restart", str(ref), "set restartedAt: drop the previous value",
+            retire_subject(str(ref)))
+    for ref in credential.providers:
+        add("provider.wait", str(ref), "rollout status", retire_subject(str(ref)))
 
 
 def backend_target(chain: Chain, credential: Credential) -> str:
@@ -57,8 +94,10 @@ def build_plan(
     chain: Chain, credential: Credential, strategy: str, observed: PreflightResult
 ) -> Plan:
     steps = _Steps()
-    steps.add("backend.write", backend_target(chain, credential),
-              _version_detail(observed.current_version))
+    detail = _version_detail(observed.current_version)
+    if strategy == "overlap" and credential.overlap is not None:
+        detail += f"; {credential.overlap.previous_key} keeps the previous value"
+    steps.add("backend.write", backend_target(chain, credential), detail)
     es = credential.external_secret
     sec = credential.secret
     steps.add("sync.trigger", es.short, "annotate force-sync=<run id + stamp>")
@@ -100,6 +139,9 @@ def build_plan(
             steps.add("consumer.wait", str(workload_ref(svc)), "rollout status", svc.name)
         for svc in services:
             steps.add("readyz.check", readyz_target(svc), "until 200", svc.name)
+    if strategy == "overlap":
+        add_retire_phase(steps.add, chain, credential)
+    if services:
         for svc in services:
             held = observed.token_ids.get(svc.name, ())
             steps.add("token.revoke", svc.name,

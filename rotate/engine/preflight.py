@@ -8,7 +8,7 @@ the value itself is never shown, only the problems (service, path, reason).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +23,7 @@ from rotate.clients.seams import ConfigCenter, Kube, Readyz, Vault
 from rotate.core.errors import ClientError, NotFoundError
 from rotate.core.refs import ObjectRef
 from rotate.core.secret import Secret
+from rotate.core.urls import display_url
 from rotate.engine.model import Check, PreflightResult, Trap
 from rotate.engine.plan import workload_ref
 from rotate.stages import backend, harvest, rollout, sync, tokens, traps
@@ -126,8 +127,16 @@ def preflight(
 ) -> PreflightResult:
     col = _Collector()
     kube, vault, cc = adapters.kube, adapters.vault, adapters.config_center
-    if strategy == "overlap":
-        col.add("strategy", False, "overlap is not implemented yet; use --strategy restart")
+    overlap = strategy == "overlap"
+    if overlap and credential.overlap is None:
+        col.add("strategy", False,
+                f"overlap needs credentials.{credential.name}.overlap.previousKey in the chain "
+                "file (the key that keeps the previous value, in Vault and in the Secret); "
+                "without it the provider cannot accept two values: use --strategy restart")
+        overlap = False
+    elif overlap and credential.overlap is not None:
+        col.add("strategy", True,
+                f"overlap (previous value kept in {credential.overlap.previous_key})")
     else:
         col.add("strategy", True, strategy)
 
@@ -164,6 +173,14 @@ def preflight(
         return detail
 
     col.run("externalsecret.ready", es_ready)
+    if overlap and credential.overlap is not None:
+        prev_key = credential.overlap.previous_key
+
+        def es_maps_previous() -> str:
+            es = kube.get("ExternalSecret", es_ref.namespace, es_ref.name)
+            return external_secret_maps(es, credential.backend.path, prev_key)
+
+        col.run("externalsecret.previous-key", es_maps_previous)
     sec = credential.secret
 
     def target_secret() -> str:
@@ -241,6 +258,27 @@ def preflight(
     )
 
 
+def external_secret_maps(es: Mapping[str, Any], path: str, key: str) -> str:
+    """Does the ExternalSecret copy Vault ``path``#``key`` into its target Secret's ``key``?
+
+    The overlap strategy depends on it: a provider can only accept the previous value if the
+    Secret carries it.  ``dataFrom.extract`` of the path copies every key, so it counts too.
+    """
+    spec = es.get("spec") or {}
+    for item in spec.get("data") or []:
+        ref = item.get("remoteRef") or {}
+        if (item.get("secretKey") == key and str(ref.get("key") or "").strip("/") == path
+                and ref.get("property") == key):
+            return f"maps {path}#{key} into the Secret's {key}"
+    for item in spec.get("dataFrom") or []:
+        extract = item.get("extract") or {}
+        if str(extract.get("key") or "").strip("/") == path:
+            return f"extracts every key of {path}, {key} included"
+    raise NotFoundError("eso", "ExternalSecret",
+                        f"no spec.data entry maps {path} property {key} into secretKey {key}: "
+                        "the Secret would not carry the previous value the overlap relies on")
+
+
 def _exists(kube: Kube, ref: ObjectRef) -> str:
     kube.get(ref.kind, ref.namespace or None, ref.name)
     shown = str(ref) if ref.namespace else f"{ref.kind.lower()} {ref.name}"
@@ -253,7 +291,7 @@ def _exists_fn(kube: Kube, ref: ObjectRef) -> Callable[[], str]:
 
 def _healthy(health: Callable[[], None], where: str) -> str:
     health()
-    return f"reachable at {where}"
+    return f"reachable at {display_url(where)}"
 
 
 def doctor_checks(

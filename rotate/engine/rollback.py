@@ -10,6 +10,11 @@ Steps: backend.write (version N's data written as a new version) → sync.trigge
 sync.wait (the Secret holds version N's value) → provider.restart/wait → config.write
 (restore each recorded previous version, If-Match the current one) → token.mint (fresh
 tokens: the run may have revoked the old ones) → consumer.restart/wait → readyz.check.
+
+Rolling back an overlap run is an overlap itself: the restored value becomes current with
+the value being replaced kept as the previous one (consumers still on it keep working while
+they move back), then the same phase 2 as a rotation retires it (backend.retire → sync.wait
+→ provider.restart/wait).
 """
 
 from __future__ import annotations
@@ -21,7 +26,13 @@ from rotate.clients.seams import Vault
 from rotate.core.errors import UsageError
 from rotate.engine.journal import RunState
 from rotate.engine.model import PlannedStep
-from rotate.engine.plan import STAGE_BY_KIND, backend_target, readyz_target, workload_ref
+from rotate.engine.plan import (
+    STAGE_BY_KIND,
+    add_retire_phase,
+    backend_target,
+    readyz_target,
+    workload_ref,
+)
 from rotate.stages import backend
 
 
@@ -56,8 +67,10 @@ def build_rollback(
         steps.append(PlannedStep(len(steps) + 1, STAGE_BY_KIND[kind], kind, target, detail,
                                  subject))
 
+    overlap = orig.strategy == "overlap" and credential.overlap is not None
     add("backend.write", backend_target(chain, credential),
-        f"write v{written_from}'s data as a new version")
+        f"write v{written_from}'s data as a new version"
+        + ("; the replaced value stays valid as the previous one" if overlap else ""))
     es, sec = credential.external_secret, credential.secret
     add("sync.trigger", es.short, "annotate force-sync=<run id + stamp>")
     add("sync.wait", str(sec), "until the Secret holds the restored value")
@@ -85,5 +98,7 @@ def build_rollback(
         add("consumer.wait", str(workload_ref(chain.services[name])), "rollout status", name)
     for name in consumers:
         add("readyz.check", readyz_target(chain.services[name]), "until 200", name)
+    if orig.strategy == "overlap" and credential.overlap is not None:
+        add_retire_phase(add, chain, credential)
     return steps, {"restore_backend_version": written_from, "restore_config": restore,
                    "consumers": consumers}

@@ -20,7 +20,7 @@ from rotate.core.secret import Secret, generate, reveal_tree
 from rotate.core.waiting import CancelToken, Deadline
 from rotate.engine.journal import Journal
 from rotate.engine.model import PlannedStep
-from rotate.engine.plan import workload_ref
+from rotate.engine.plan import RETIRE, phase_of, workload_ref
 from rotate.engine.preflight import Adapters
 from rotate.stages import backend, harvest, readyz, rollout, sync, tokens
 from rotate.stages.harvest import Document
@@ -57,6 +57,13 @@ class Context:
     @property
     def path(self) -> str:
         return self.credential.backend.path
+
+    @property
+    def overlap_key(self) -> str | None:
+        """The previous key when this run uses the overlap strategy, else None."""
+        if self.start.get("strategy") == "overlap" and self.credential.overlap is not None:
+            return self.credential.overlap.previous_key
+        return None
 
 
 @dataclass
@@ -97,7 +104,8 @@ def _fresh_value(ctx: Context) -> Secret:
     gen = ctx.credential.generate
     if gen is None:
         raise StageFailed("backend.write", "this credential's value comes from stdin and none "
-                          "was given; run `rotate CREDENTIAL --confirm --value-stdin` again")
+                          f"was given; run `rotate {ctx.credential.name} --confirm "
+                          "--value-stdin` again")
     return generate(gen.length, gen.alphabet)
 
 
@@ -116,7 +124,8 @@ def backend_write(ctx: Context, io: StepIO) -> Result:
                         f"restored earlier (v{version})")
         restore_to = int(ctx.start["restore_backend_version"])
         io.record(cas=backend.current_version(vault, ctx.path), restore_to=restore_to)
-        w = backend.restore(vault, ctx.path, key, restore_to, ctx.run_id)
+        w = backend.restore(vault, ctx.path, key, restore_to, ctx.run_id,
+                            previous_key=ctx.overlap_key)
         ctx.value = backend.read_value(vault, ctx.path, key, w.version)
         return ({"previous_version": w.previous_version, "version": w.version},
                 f"v{restore_to}'s data written as v{w.version}")
@@ -133,7 +142,10 @@ def backend_write(ctx: Context, io: StepIO) -> Result:
         expected = int(planned) if planned is not None else None
         io.record(previous_version=backend.current_version(vault, ctx.path))
     value = _fresh_value(ctx)
-    w = backend.write(vault, ctx.path, key, value, ctx.run_id, expected_version=expected)
+    overlap = ctx.credential.overlap
+    w = backend.write(vault, ctx.path, key, value, ctx.run_id, expected_version=expected,
+                      previous_key=overlap.previous_key if overlap else None,
+                      keep_previous=ctx.overlap_key is not None)
     ctx.value = value
     return ({"previous_version": w.previous_version, "version": w.version},
             f"v{w.previous_version} → v{w.version} (cas={w.previous_version})")
@@ -154,7 +166,49 @@ def sync_trigger(ctx: Context, io: StepIO) -> Result:
             f"force-sync={trig.stamp}")
 
 
+def backend_retire(ctx: Context, io: StepIO) -> Result:
+    """Overlap phase 2: the previous key gets the new value (see stages.backend.retire)."""
+    vault = ctx.adapters.vault
+    prev_key = ctx.overlap_key
+    if prev_key is None:
+        raise StageFailed("backend.retire", "this run does not use the overlap strategy")
+    wrote = int(ctx.done[("backend.write", "")]["version"])
+    if "retire_from" in io.prior:
+        version = backend.observe(vault, ctx.path, ctx.run_id, int(io.prior["retire_from"]))
+        if version is not None:
+            return ({"previous_version": wrote, "version": version},
+                    f"v{version} was already written by this run; not written again")
+    io.record(retire_from=wrote)
+    w = backend.retire(vault, ctx.path, ctx.credential.backend.key, prev_key, ctx.run_id,
+                       expected_version=wrote)
+    return ({"previous_version": w.previous_version, "version": w.version},
+            f"v{w.previous_version} → v{w.version}: {prev_key} no longer holds the old value")
+
+
+def _retire_sync(ctx: Context, io: StepIO) -> Result:
+    """Phase-2 sync: trigger and wait in one step (a fresh trigger on every attempt, so a
+    resumed wait always has a request ESO has not answered yet)."""
+    kube = ctx.adapters.kube
+    prev_key = ctx.overlap_key or ""
+    baselines = {}
+    for ref in ctx.credential.providers:
+        baselines[str(ref)] = rollout.baseline(kube.get(ref.kind, ref.namespace,
+                                                        ref.name)).to_json()
+    es = ctx.credential.external_secret
+    sec = ctx.credential.secret
+    trig = sync.trigger(kube, es.namespace, es.name, ctx.run_id)
+    io.record(stamp=trig.stamp, trigger_time=rfc3339(trig.at), baselines=baselines)
+    proof = sync.wait(kube, (es.namespace, es.name), (sec.namespace, sec.name, prev_key),
+                      ensure_value(ctx), trig.at, deadline=ctx.deadline(), cancel=ctx.cancel)
+    return ({"stamp": trig.stamp, "trigger_time": rfc3339(trig.at), "baselines": baselines,
+             "refresh_time": proof.refresh_time},
+            f"Ready/SecretSynced at {proof.refresh_time}; the Secret's {prev_key} holds the "
+            "current value")
+
+
 def sync_wait(ctx: Context, io: StepIO) -> Result:
+    if phase_of(io.step.subject)[0]:
+        return _retire_sync(ctx, io)
     trig = ctx.done[("sync.trigger", "")]
     es = ctx.credential.external_secret
     sec = ctx.credential.secret
@@ -170,9 +224,12 @@ def sync_wait(ctx: Context, io: StepIO) -> Result:
 # --------------------------------------------------------------------------- ③ / ④ rollouts
 
 
-def _restart(ctx: Context, ref: ObjectRef, *, provider: bool) -> Result:
+def _restart(ctx: Context, ref: ObjectRef, *, provider: bool, retire: bool = False) -> Result:
     kube = ctx.adapters.kube
-    already = rollout.observe_restart(kube, ref, ctx.run_id)
+    # Phase 2 rolls the same workload a second time: it is marked with its own id, or a
+    # resumed run would take phase 1's mark for "already restarted" and never roll again.
+    marker = f"{ctx.run_id}.{RETIRE}" if retire else ctx.run_id
+    already = rollout.observe_restart(kube, ref, marker)
     if already is not None:
         return ({"generation": already.generation, "via": "already"},
                 f"already restarted by this run (generation {already.generation})")
@@ -180,7 +237,8 @@ def _restart(ctx: Context, ref: ObjectRef, *, provider: bool) -> Result:
         obj = kube.get(ref.kind, ref.namespace, ref.name)
         other = rollout.reloader_watches(obj, ctx.credential.secret.name)
         if other is not None:
-            trig = ctx.done.get(("sync.trigger", ""), {})
+            trig = ctx.done.get(("sync.wait", RETIRE) if retire else ("sync.trigger", ""),
+                                {})
             base = (trig.get("baselines") or {}).get(str(ref))
             before = rollout.Baseline.from_json(base) if base else rollout.baseline(obj)
             came = rollout.wait_for_reloader(kube, ref, before,
@@ -189,7 +247,7 @@ def _restart(ctx: Context, ref: ObjectRef, *, provider: bool) -> Result:
             if came is not None:
                 return ({"generation": came.generation, "via": "reloader"},
                         f"{other} rolled it (generation {came.generation}); not rolled again")
-    r = rollout.restart(kube, ref, ctx.run_id)
+    r = rollout.restart(kube, ref, marker)
     return ({"generation": r.generation, "stamp": r.stamp, "via": r.via},
             f"restartedAt={r.stamp} (generation {r.generation})")
 
@@ -205,11 +263,12 @@ def _wait(ctx: Context, ref: ObjectRef, kind: str, subject: str) -> Result:
 
 
 def provider_restart(ctx: Context, io: StepIO) -> Result:
-    return _restart(ctx, _ref(io.step.subject), provider=True)
+    retire, subject = phase_of(io.step.subject)
+    return _restart(ctx, _ref(subject), provider=True, retire=retire)
 
 
 def provider_wait(ctx: Context, io: StepIO) -> Result:
-    return _wait(ctx, _ref(io.step.subject), "provider.restart", io.step.subject)
+    return _wait(ctx, _ref(phase_of(io.step.subject)[1]), "provider.restart", io.step.subject)
 
 
 def consumer_restart(ctx: Context, io: StepIO) -> Result:
@@ -328,6 +387,7 @@ def token_revoke(ctx: Context, io: StepIO) -> Result:
 
 HANDLERS: dict[str, Callable[[Context, StepIO], Result]] = {
     "backend.write": backend_write,
+    "backend.retire": backend_retire,
     "sync.trigger": sync_trigger,
     "sync.wait": sync_wait,
     "provider.restart": provider_restart,

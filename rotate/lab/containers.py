@@ -16,6 +16,10 @@ Pure functions over the pod spec and the store, used by :mod:`rotate.lab.kubelet
   ``--flag=value`` or ``--flag value``) become config lines, so a ``--requirepass`` never
   reaches ``/proc/<pid>/cmdline``; ``shop-service`` runs the sample service module.  Any other
   image is an :class:`UnknownImage`.
+- ``--user "NAME on >pw1 >pw2 ~* &* +@all"`` (repeatable) becomes a redis ACL ``user`` line,
+  each rule its own (quoted) argument: how the lab plays a Dragonfly ACL user with two
+  passwords, the provider side of the overlap strategy.  (Real Dragonfly reads ACL users from
+  ``--aclfile``; the flag keeps the lab's manifests to one container spec.)
 """
 
 from __future__ import annotations
@@ -195,6 +199,7 @@ def redis_config(flags: list[str], *, bind: str, default_port: int, workdir: Pat
                  ) -> tuple[str, list[str]]:
     """(redis.conf text, names of ignored flags) for Dragonfly/redis-style flags."""
     settings: dict[str, str] = {"port": str(default_port)}
+    users: list[str] = []
     ignored: list[str] = []
     i = 0
     while i < len(flags):
@@ -212,13 +217,16 @@ def redis_config(flags: list[str], *, bind: str, default_port: int, workdir: Pat
                 value = "yes"
         name = name.replace("_", "-")
         name = _REDIS_ALIASES.get(name, name)
-        if name in REDIS_DIRECTIVES:
+        if name == "user":
+            users.append(" ".join(_redis_quote(rule) for rule in value.split()))
+        elif name in REDIS_DIRECTIVES:
             settings[name] = value
         else:
             ignored.append(name)
     lines = [f"bind {bind}", "protected-mode no", 'save ""', "appendonly no",
              "daemonize no", f"dir {_redis_quote(str(workdir))}"]
     lines += [f"{k} {_redis_quote(v)}" for k, v in settings.items()]
+    lines += [f"user {rules}" for rules in users if rules]
     return "\n".join(lines) + "\n", ignored
 
 

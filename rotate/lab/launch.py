@@ -33,6 +33,11 @@ if TYPE_CHECKING:
 Say = Callable[[str], None]
 _ALNUM = string.ascii_letters + string.digits
 ESO_POLICY = "lab-eso-read"
+#: The credential dragonfly-acl (overlap strategy): the ACL user ``search`` of Dragonfly,
+#: whose previous password is kept next to the current one.
+BAO_ACL_PATH = "infra/dragonfly-acl"
+ACL_PREVIOUS_KEY = "password_previous"
+CACHE_USER = "search"
 #: ESO only reads: a leaked ESO token cannot write or rotate anything.
 ESO_POLICY_HCL = ('path "secret/data/*" { capabilities = ["read"] }\n'
                   'path "secret/metadata/*" { capabilities = ["read", "list"] }\n')
@@ -77,14 +82,15 @@ def start_all(d: LabDir, profile: str, reloader: bool, say: Say) -> None:
     # OpenBao already holds, which its Config Center documents were written with.
     fresh = not (d / "openbao" / "init.json").exists()
     password = random_alnum(40) if fresh else None
+    acl_password = random_alnum(40) if fresh else None
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="lab-up-bao") as pool:
-        bao_f = pool.submit(start_openbao, d, password)
+        bao_f = pool.submit(start_openbao, d, password, acl_password)
         cc_url = wait_port_file(d, "config_center", cc_pid, cc_port_file)
-        if password is None:
-            password = bao_f.result()[3]
+        if password is None or acl_password is None:
+            password, acl_password = bao_f.result()[3:5]
         say("seeding the Config Center")
-        machine_tokens = seed_config_center(d, cc_url, password)
-        bao_addr, root_token, eso_token, _ = bao_f.result()
+        machine_tokens = seed_config_center(d, cc_url, password, acl_password)
+        bao_addr, root_token, eso_token = bao_f.result()[:3]
     meta.update(openbao_addr=bao_addr, config_center_url=cc_url)
     processes.write_json(d / "lab.json", meta)
 
@@ -186,18 +192,24 @@ def wait_port_file(d: LabDir, part: str, pid: int, port_file: Path) -> str:
     return f"http://127.0.0.1:{int(wait_file(d, part, pid, port_file, timeout=15.0))}"
 
 
-def bootstrap_document(svc: str, schema: dict[str, Any], password: str) -> dict[str, Any]:
+def bootstrap_document(svc: str, schema: dict[str, Any], password: str,
+                       acl_password: str | None = None) -> dict[str, Any]:
     """The initial ``bootstrap`` document, in the shape the service's schema requires."""
-    doc: dict[str, Any] = {"service": {"name": svc}}
-    if "dragonfly" in (schema.get("properties") or {}):
-        from rotate.lab.control import DRAGONFLY_HOST
+    from rotate.lab.control import DRAGONFLY_HOST
 
+    doc: dict[str, Any] = {"service": {"name": svc}}
+    props = schema.get("properties") or {}
+    if "dragonfly" in props:
         doc["dragonfly"] = {"host": DRAGONFLY_HOST, "port": 6379, "password": password,
                             "url": f"redis://:{password}@{DRAGONFLY_HOST}:6379/0"}
+    if "cache" in props and acl_password is not None:
+        doc["cache"] = {"host": DRAGONFLY_HOST, "port": 6379, "username": CACHE_USER,
+                        "password": acl_password}
     return doc
 
 
-def seed_config_center(d: LabDir, url: str, password: str) -> dict[str, str]:
+def seed_config_center(d: LabDir, url: str, password: str,
+                       acl_password: str | None = None) -> dict[str, str]:
     """Schemas, bootstrap documents (kept if present: a restarted lab keeps its history),
     and one fresh machine token per service.  Returns {service: token}."""
     import httpx
@@ -213,7 +225,7 @@ def seed_config_center(d: LabDir, url: str, password: str) -> dict[str, str]:
             raise PartFailed("config_center",
                              f"Config Center: storing {svc}'s schema: HTTP {r.status_code}")
         r = c.put(f"/v1/services/{svc}/keys/bootstrap",
-                  json={"value": bootstrap_document(svc, schema, password)},
+                  json={"value": bootstrap_document(svc, schema, password, acl_password)},
                   headers={"If-None-Match": "*"})
         if not (r.is_success or r.status_code == 412):  # 412: kept from an earlier run
             raise PartFailed("config_center", f"Config Center: storing {svc}'s bootstrap "
@@ -238,12 +250,15 @@ def seed_config_center(d: LabDir, url: str, password: str) -> dict[str, str]:
 # --- OpenBao --------------------------------------------------------------------------------
 
 
-def start_openbao(d: LabDir, password: str | None) -> tuple[str, str, str, str]:
-    """Start/unseal bao; make sure secret/infra/dragonfly exists; mint ESO's read-only token.
+def start_openbao(d: LabDir, password: str | None, acl_password: str | None = None
+                  ) -> tuple[str, str, str, str, str]:
+    """Start/unseal bao; make sure secret/infra/dragonfly and secret/infra/dragonfly-acl exist;
+    mint ESO's read-only token.
 
-    Returns (addr, root token, ESO token, current Dragonfly password).  An existing password
-    is kept (the Config Center documents of a restarted lab were written with it); otherwise
-    ``password`` (or a random one) is written.
+    Returns (addr, root token, ESO token, current Dragonfly password, current ACL password).
+    Existing passwords are kept (the Config Center documents of a restarted lab were written
+    with them); otherwise ``password``/``acl_password`` (or random ones) are written — the
+    ACL user's previous password equal to the current one, as after a completed rotation.
     """
     import httpx
 
@@ -260,6 +275,13 @@ def start_openbao(d: LabDir, password: str | None) -> tuple[str, str, str, str]:
             password = password or random_alnum(40)
             openbao.put_secret(bao.addr, bao.root_token, BAO_SECRET_PATH,
                                {"password": password})
+        try:
+            data, _ = openbao.get_secret(bao.addr, bao.root_token, BAO_ACL_PATH)
+            acl_password = str(data["password"])
+        except (openbao.BaoError, KeyError):
+            acl_password = acl_password or random_alnum(40)
+            openbao.put_secret(bao.addr, bao.root_token, BAO_ACL_PATH,
+                               {"password": acl_password, ACL_PREVIOUS_KEY: acl_password})
         h = {"X-Vault-Token": bao.root_token}
         r = httpx.put(f"{bao.addr}/v1/sys/policies/acl/{ESO_POLICY}", headers=h,
                       json={"policy": ESO_POLICY_HCL}, timeout=5.0)
@@ -274,4 +296,4 @@ def start_openbao(d: LabDir, password: str | None) -> tuple[str, str, str, str]:
     except httpx.HTTPError as exc:
         raise PartFailed("openbao", f"OpenBao: {type(exc).__name__} while creating the ESO "
                                     "token") from None
-    return bao.addr, bao.root_token, eso_token, password
+    return bao.addr, bao.root_token, eso_token, password, acl_password

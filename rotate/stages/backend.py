@@ -10,6 +10,10 @@ Invariants:
   and N).  After a crash between the write and the journal, :func:`observe` recognises
   "version N+1 exists and was announced by this run" and the run never writes a second value.
 * Rollback writes version N's data as a *new* version: history only grows.
+* Overlap strategy (chain.md "Strategies"): the path also holds a *previous key*.  Phase 1
+  writes ``key := new, previous := the value key held at N`` so a provider that accepts both
+  keeps every consumer working while they move; phase 2 (:func:`retire`) writes a version
+  where ``previous := key``, so the old value is valid nowhere once the provider rolls again.
 """
 
 from __future__ import annotations
@@ -72,12 +76,15 @@ def _write_over(
 
 
 def write(
-    vault: Vault, path: str, key: str, value: Secret, run_id: str, *, expected_version: int | None
+    vault: Vault, path: str, key: str, value: Secret, run_id: str, *, expected_version: int | None,
+    previous_key: str | None = None, keep_previous: bool = True,
 ) -> BackendWrite:
     """Write ``value`` at ``key`` as version N+1 (cas=N), keeping the other keys.
 
     ``expected_version`` is the N the plan showed; if the path moved since, refuse rather
-    than rotate on top of someone else's change.
+    than rotate on top of someone else's change.  With ``previous_key``, that key gets the
+    value ``key`` held at N (``keep_previous``: overlap phase 1) or the new value too (a hard
+    cut-over must not leave a stale previous value valid); a first write uses the new value.
     """
     n = current_version(vault, path)
     if expected_version is not None and n != expected_version:
@@ -86,6 +93,9 @@ def write(
             f"version moved from {expected_version} to {n} since the plan",
         )
     data: dict[str, Secret] = dict(vault.read(path, n)) if n > 0 else {}
+    if previous_key is not None:
+        old = data.get(key)
+        data[previous_key] = old if keep_previous and old is not None else value
     data[key] = value
     version = _write_over(vault, path, data, run_id, n, "write")
     return BackendWrite(path, key, n, version)
@@ -99,12 +109,45 @@ def read_value(vault: Vault, path: str, key: str, version: int) -> Secret:
     return data[key]
 
 
-def restore(vault: Vault, path: str, key: str, old_version: int, run_id: str) -> BackendWrite:
-    """Write version ``old_version``'s data as a new version (cas = current)."""
+def restore(
+    vault: Vault, path: str, key: str, old_version: int, run_id: str, *,
+    previous_key: str | None = None,
+) -> BackendWrite:
+    """Write version ``old_version``'s data as a new version (cas = current).
+
+    With ``previous_key`` (rollback of an overlap run) the value being replaced stays valid
+    as the previous one, so the rollback itself is an overlap: nobody is cut off while the
+    consumers move back; a later :func:`retire` removes it.
+    """
     n = current_version(vault, path)
     if old_version < 1:
         raise PermanentError(
             "vault", f"restore {path}", "the run created the path; nothing to restore")
     data = dict(vault.read(path, old_version))
+    if previous_key is not None and n > 0:
+        replaced = vault.read(path, n).get(key)
+        if replaced is not None:
+            data[previous_key] = replaced
     version = _write_over(vault, path, data, run_id, n, "restore")
+    return BackendWrite(path, key, n, version)
+
+
+def retire(
+    vault: Vault, path: str, key: str, previous_key: str, run_id: str, *, expected_version: int
+) -> BackendWrite:
+    """Overlap phase 2: a new version whose ``previous_key`` holds ``key``'s value.
+
+    ``expected_version`` is the version this run wrote in phase 1; anything newer is someone
+    else's write, and retiring on top of it could invalidate a value we never saw.
+    """
+    n = current_version(vault, path)
+    if n != expected_version:
+        raise ConflictError("vault", f"retire {path}",
+                            f"version moved from {expected_version} to {n} since this run "
+                            "wrote it")
+    data = dict(vault.read(path, n))
+    if key not in data:
+        raise PermanentError("vault", f"retire {path} v{n}", f"key {key!r} is absent")
+    data[previous_key] = data[key]
+    version = _write_over(vault, path, data, run_id, n, "retire")
     return BackendWrite(path, key, n, version)

@@ -75,10 +75,10 @@ def test_paused_provider_blocks_in_preflight_and_changes_nothing(
     assert world.vault.writes == 0 and world.kube.patches == []
 
 
-def test_overlap_strategy_fails_preflight_clearly(world: World, tmp_path: Path) -> None:
+def test_overlap_without_previous_key_fails_preflight_clearly(world: World, tmp_path: Path) -> None:
     plan = api.plan(options(tmp_path, strategy="overlap"), "dragonfly")
     check = next(c for c in plan.preflight if c.check == "strategy")
-    assert not check.ok and "overlap is not implemented yet" in check.detail
+    assert not check.ok and "overlap.previousKey" in check.detail
     with pytest.raises(PreflightFailed):
         run(tmp_path, strategy="overlap")
 

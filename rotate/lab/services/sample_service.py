@@ -13,11 +13,18 @@ sample service"):
   cached for at most :data:`CHECK_TTL` seconds; the ``readyz-fail`` lab fault forces 503 for
   every caller except the kubelet's probe (``User-Agent: kube-probe/…``), so the fault fails
   a rotation's readyz stage without making the pods unready;
-- ``/work`` does a real SET+GET round trip to Dragonfly.
+- ``/work`` does a real SET+GET round trip to Dragonfly;
+- a ``cache`` section (host, port, username, password: a Dragonfly ACL user, the credential
+  rotated with the overlap strategy) is one more Dragonfly connection, authenticated as that
+  user (``AUTH username password``): ``/readyz`` and ``/work`` cover it the same way.
 
 Names of the form ``NAME.NS.svc.cluster.local`` are resolved through ``LAB_HOSTS_FILE`` (the
 lab's DNS), then through normal DNS.  The password and the token never appear in a log line
-or a response body.  SIGTERM stops it promptly with exit status 0.
+or a response body.  SIGTERM stops it promptly with exit status 0, after a short drain
+(:data:`DRAIN_SECONDS`) during which it keeps serving: the endpoints controller and the
+kubelet react to a pod's deletion concurrently, and a request routed to the pod just before
+its endpoint was withdrawn must still be answered — what a ``preStop`` sleep does for real
+services, and what lets a rollout serve every request.
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ from typing import Any
 CHECK_TTL = 0.5
 BOOTSTRAP_DEADLINE = float(os.environ.get("LAB_BOOTSTRAP_DEADLINE", "15"))
 IO_TIMEOUT = 2.0
+DRAIN_SECONDS = float(os.environ.get("LAB_DRAIN_SECONDS", "0.5"))
 
 
 def log(message: str) -> None:
@@ -156,6 +164,10 @@ class RespError(Exception):
     """A Dragonfly problem; the message never carries the password."""
 
 
+class RespConnectionLost(RespError):
+    """The connection failed or was closed (a server restarting), not an answer of it."""
+
+
 def _encode(*args: str) -> bytes:
     out = [f"*{len(args)}\r\n".encode()]
     for a in args:
@@ -171,7 +183,7 @@ class Resp:
         try:
             self.sock = socket.create_connection((resolve(host), port), timeout=IO_TIMEOUT)
         except OSError as exc:
-            raise RespError(f"cannot connect to dragonfly at {host}:{port}") from exc
+            raise RespConnectionLost(f"cannot connect to dragonfly at {host}:{port}") from exc
         self.buf = self.sock.makefile("rb")
 
     def close(self) -> None:
@@ -186,7 +198,7 @@ class Resp:
             self.sock.sendall(_encode(*args))
             line = self.buf.readline()
             if not line.endswith(b"\r\n"):
-                raise RespError("dragonfly closed the connection")
+                raise RespConnectionLost("dragonfly closed the connection")
             kind, rest = line[:1], line[1:-2].decode(errors="replace")
             if kind == b"+":
                 return rest
@@ -203,22 +215,26 @@ class Resp:
                 return data[:-2].decode(errors="replace")
             raise RespError("unexpected reply from dragonfly")
         except OSError as exc:
-            raise RespError(f"dragonfly I/O error on {args[0]}") from exc
+            raise RespConnectionLost(f"dragonfly I/O error on {args[0]}") from exc
 
 
 class Dragonfly:
-    def __init__(self, section: dict[str, Any]) -> None:
+    def __init__(self, section: dict[str, Any], what: str = "dragonfly") -> None:
         self.host = str(section.get("host") or "")
         self.port = int(section.get("port") or 6379)
         password = section.get("password")
         self._password = None if password in (None, "") else str(password)
+        username = section.get("username")
+        self._username = None if username in (None, "") else str(username)
         if not self.host:
-            raise ValueError("dragonfly section has no host")
+            raise ValueError(f"{what} section has no host")
 
     def connect(self) -> Resp:
         conn = Resp(self.host, self.port)
         try:
-            if self._password is not None:
+            if self._password is not None and self._username is not None:
+                conn.call("AUTH", self._username, self._password)
+            elif self._password is not None:
                 conn.call("AUTH", self._password)
             if conn.call("PING") != "PONG":
                 raise RespError("dragonfly did not answer PONG")
@@ -228,16 +244,29 @@ class Dragonfly:
         return conn
 
     def ping(self) -> None:
-        self.connect().close()
+        self._once_more(lambda: self.connect().close())
 
     def round_trip(self, key: str, value: str) -> None:
-        conn = self.connect()
+        def attempt() -> None:
+            conn = self.connect()
+            try:
+                conn.call("SET", key, value)
+                if conn.call("GET", key) != value:
+                    raise RespError("dragonfly GET returned a different value")
+            finally:
+                conn.close()
+
+        self._once_more(attempt)
+
+    @staticmethod
+    def _once_more(attempt: Callable[[], None]) -> None:
+        """Like Redis clients: a connection lost to a restarting server is retried once on a
+        fresh connection (the Service then routes to a live pod); an *answer* such as
+        WRONGPASS is never retried — a rejected password must show."""
         try:
-            conn.call("SET", key, value)
-            if conn.call("GET", key) != value:
-                raise RespError("dragonfly GET returned a different value")
-        finally:
-            conn.close()
+            attempt()
+        except RespConnectionLost:
+            attempt()
 
 
 # -- readiness ------------------------------------------------------------------------------
@@ -267,6 +296,8 @@ class Service:
         self.cc = cc
         section = document.get("dragonfly")
         self.dragonfly = Dragonfly(section) if isinstance(section, dict) else None
+        cache = document.get("cache")
+        self.cache = Dragonfly(cache, "cache") if isinstance(cache, dict) else None
         self.token_valid = True
         self._work_seq = 0
         self._lock = threading.Lock()
@@ -274,12 +305,13 @@ class Service:
         self.token_check = Cached(self._check_token)
 
     def _check_dragonfly(self) -> str | None:
-        if self.dragonfly is None:
-            return None
-        try:
-            self.dragonfly.ping()
-        except RespError as exc:
-            return str(exc)
+        for label, conn in (("", self.dragonfly), ("cache: ", self.cache)):
+            if conn is None:
+                continue
+            try:
+                conn.ping()
+            except RespError as exc:
+                return f"{label}{exc}"
         return None
 
     def _check_token(self) -> str | None:
@@ -305,15 +337,18 @@ class Service:
         return self.df_check.get() or self.token_check.get()
 
     def work(self) -> str | None:
-        if self.dragonfly is None:
+        if self.dragonfly is None and self.cache is None:
             return None
         with self._lock:
             self._work_seq += 1
             n = self._work_seq
-        try:
-            self.dragonfly.round_trip(f"lab:work:{self.name}:{n % 100}", f"{time.time():.6f}")
-        except RespError as exc:
-            return str(exc)
+        for label, conn in (("", self.dragonfly), ("cache: ", self.cache)):
+            if conn is None:
+                continue
+            try:
+                conn.round_trip(f"lab:work:{self.name}:{n % 100}", f"{time.time():.6f}")
+            except RespError as exc:
+                return f"{label}{exc}"
         return None
 
 
@@ -405,14 +440,18 @@ def main() -> int:
         log(f"bad bootstrap document: {exc}")
         return 1
     log(f"bootstrap loaded (keys: {', '.join(sorted(document))}); dragonfly: "
-        f"{'yes' if service.dragonfly else 'no'}")
+        f"{'yes' if service.dragonfly else 'no'}; cache: {'yes' if service.cache else 'no'}")
     server = ThreadingHTTPServer((host, port), make_handler(service))
     server.daemon_threads = True
+
+    def drain_then_shutdown() -> None:
+        threading.Event().wait(DRAIN_SECONDS)  # keep serving while the endpoint goes away
+        server.shutdown()
 
     def on_term(*_: Any) -> None:
         if not stopping.is_set():
             stopping.set()
-            threading.Thread(target=server.shutdown, daemon=True).start()
+            threading.Thread(target=drain_then_shutdown, daemon=True).start()
 
     signal.signal(signal.SIGTERM, on_term)
     log(f"listening on {host}:{port}")

@@ -1,0 +1,143 @@
+"""The overlap strategy on the lab: `rotate dragonfly-acl --confirm --strategy overlap` while
+search serves traffic through the API server's service proxy — no request may fail.
+
+search's ``/work`` does a real round trip to Dragonfly as the ACL user ``search`` (its
+``cache`` section), so a request fails the moment Dragonfly stops accepting the password
+search started with.  The load runs from before the rotation until after it, one request at
+a time on a kept-alive connection, bounded in time.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import socket
+import ssl
+import threading
+import time
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.e2e.labtools import SHOP, Lab, scan
+
+pytestmark = pytest.mark.lab
+
+ACL_PATH = "secret/data/infra/dragonfly-acl"
+LOAD_LIMIT = 30.0  # seconds: the load loop stops by itself even if the test goes wrong
+
+
+def acl_auth(addr: str, user: str, password: str) -> bool:
+    """``AUTH user password`` as raw RESP (the password never reaches argv)."""
+    host, _, port = addr.rpartition(":")
+    args = [b"AUTH", user.encode(), password.encode()]
+    cmd = b"*3\r\n" + b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in args)
+    with socket.create_connection((host, int(port)), timeout=5) as s:
+        s.sendall(cmd)
+        reply = s.recv(256)
+    return reply.startswith(b"+OK")
+
+
+def api_client(lab: Lab) -> httpx.Client:
+    """A client for the API server built from the lab's kubeconfig, as any user would."""
+    cfg = json.loads((lab.dir / "kubeconfig").read_text())
+    ctx_name = cfg["current-context"]
+    ctx = next(c["context"] for c in cfg["contexts"] if c["name"] == ctx_name)
+    cluster = next(c["cluster"] for c in cfg["clusters"] if c["name"] == ctx["cluster"])
+    user = next(u["user"] for u in cfg["users"] if u["name"] == ctx["user"])
+    tls = ssl.create_default_context(
+        cadata=base64.b64decode(cluster["certificate-authority-data"]).decode())
+    return httpx.Client(base_url=cluster["server"], verify=tls, timeout=5.0,
+                        headers={"Authorization": f"Bearer {user['token']}"})
+
+
+class Load:
+    """GET search's /work through the service proxy until stopped (or LOAD_LIMIT)."""
+
+    PATH = "/api/v1/namespaces/shop/services/search:http/proxy/work"
+
+    def __init__(self, lab: Lab) -> None:
+        self.client = api_client(lab)
+        self.stop = threading.Event()
+        self.ok = 0
+        self.failures: list[str] = []
+        self.thread = threading.Thread(target=self._loop, daemon=True, name="load")
+
+    def _loop(self) -> None:
+        deadline = time.monotonic() + LOAD_LIMIT
+        while not self.stop.is_set() and time.monotonic() < deadline:
+            try:
+                r = self.client.get(self.PATH)
+            except httpx.HTTPError as exc:
+                self.failures.append(type(exc).__name__)
+                continue
+            if r.status_code == 200:
+                self.ok += 1
+            else:
+                self.failures.append(f"HTTP {r.status_code}: {r.text[:200]}")
+
+    def __enter__(self) -> Load:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_: Any) -> None:
+        self.stop.set()
+        self.thread.join(timeout=10)
+        self.client.close()
+
+
+def acl_passwords(lab: Lab) -> dict[str, str]:
+    return dict(lab.bao("GET", ACL_PATH).json()["data"]["data"])
+
+
+def test_overlap_rotation_drops_no_request(lab: Lab) -> None:
+    before = acl_passwords(lab)
+    old = before["password"]
+    assert before["password_previous"] == old  # the lab seeds a settled state
+    dragonfly = lab.status()["parts"]["dragonfly"]["addr"]
+    assert acl_auth(dragonfly, "search", old)
+    revisions = lab.revisions()
+
+    with Load(lab) as load:
+        # the load is flowing before the rotation starts
+        deadline = time.monotonic() + 10
+        while load.ok < 5 and not load.failures and time.monotonic() < deadline:
+            time.sleep(0.05)  # polling a counter against a deadline
+        assert load.ok >= 5, load.failures
+        counted = load.ok
+        result = lab.rotate("dragonfly-acl", "--confirm", "--strategy", "overlap", "-o", "json",
+                            timeout=60)
+        # and still flows after it: the new search pod and Dragonfly's second roll are used
+        settled = load.ok
+        deadline = time.monotonic() + 10
+        while load.ok < settled + 5 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    assert result.code == 0, result.output
+    assert load.failures == [], load.failures
+    assert load.ok > counted + 5
+
+    report = json.loads(result.stdout)
+    kinds = [s["kind"] for s in report["steps"]]
+    assert kinds[kinds.index("readyz.check") + 1:] == [
+        "backend.retire", "sync.wait", "provider.restart", "provider.wait", "token.revoke"]
+
+    after = acl_passwords(lab)
+    new = after["password"]
+    assert new != old and after["password_previous"] == new
+    assert lab.secret_value("dragonfly", "dragonfly-acl-secret", "password_previous") == new
+    # Dragonfly accepts only the new password for search; the other credential is untouched
+    assert acl_auth(dragonfly, "search", new)
+    assert not acl_auth(dragonfly, "search", old)
+    assert lab.dragonfly_auth(lab.bao_password())
+    doc = lab.bootstrap("search")
+    assert doc["value"]["cache"]["password"] == new
+    assert {svc: lab.readyz(svc) for svc in SHOP} == dict.fromkeys(SHOP, 200)
+    # Dragonfly rolled twice (phase 1 and 2), search once, nobody else
+    now = lab.revisions()
+    assert now["dragonfly"] == revisions["dragonfly"] + 2
+    assert now["search"] == revisions["search"] + 1
+    assert {s: r for s, r in now.items() if s not in ("dragonfly", "search")} == {
+        s: r for s, r in revisions.items() if s not in ("dragonfly", "search")}
+    journal = json.dumps(lab.journal_events(report["run_id"]))
+    assert scan([("journal", journal), ("output", result.output)], [old, new]) == []

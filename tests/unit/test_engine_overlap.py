@@ -1,0 +1,245 @@
+"""The overlap strategy on the fakes: step order, zero cut-off, resume, rollback, preflight.
+
+``OverlapWorld`` extends the fake shop so the provider accepts *two* values (the Secret's
+``password`` and ``password_previous``, as a Redis ACL user with two passwords does) and
+records every moment a consumer runs with a value the provider no longer accepts — the
+failure the strategy exists to prevent.  The same world run with ``--strategy restart``
+shows such a cut-off, so the check can tell the strategies apart.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rotate.chain.model import OverlapConfig, Strategy
+from rotate.clients.seams import ReadyzTarget
+from rotate.core.errors import PreflightFailed, TemporaryError
+from rotate.core.secret import Secret
+from rotate.core.waiting import CancelToken
+from rotate.engine import api
+from tests.fakes import CONSUMERS, FakeKube, World, make_chain
+from tests.unit.engine_support import RecordingObserver, journal_lines, options
+
+PATH = "infra/dragonfly"
+PREV = "password_previous"
+OLD = "old-password-0123456789abcdefghijklmn"
+PHASE_1 = ["preflight", "backend.write", "sync.trigger", "sync.wait", "provider.restart",
+           "provider.wait", "config.harvest", *["config.write"] * 3, *["token.mint"] * 3,
+           *["consumer.restart"] * 3, *["consumer.wait"] * 3, *["readyz.check"] * 3]
+PHASE_2 = ["backend.retire", "sync.wait", "provider.restart", "provider.wait"]
+
+
+class OverlapWorld(World):
+    """The provider accepts the Secret's password *and* password_previous."""
+
+    cut_off: list[str]
+
+    def setup(self, password: str = OLD) -> None:
+        super().setup(password)
+        self.cut_off = []
+        for data in self.vault.versions[PATH]:
+            data[PREV] = data["password"]
+        es = self.kube.raw("ExternalSecret", "dragonfly", "dragonfly-password")
+        es["spec"]["data"] = [
+            {"secretKey": k, "remoteRef": {"key": PATH, "property": k}}
+            for k in ("password", PREV)]
+        sec = self.kube.raw("Secret", "dragonfly", "dragonfly-password-secret")
+        sec["data"][PREV] = base64.b64encode(password.encode()).decode()
+        self.running["dragonfly#previous"] = password
+
+    def accepted(self) -> set[str]:
+        return {self.running["dragonfly"], self.running["dragonfly#previous"]}
+
+    def _eso(self, kube: FakeKube, kind: str, ns: str, name: str) -> None:
+        super()._eso(kube, kind, ns, name)
+        if kind == "ExternalSecret" and self.eso_mode == "ok":
+            kube.write_secret_key("dragonfly", "dragonfly-password-secret", PREV,
+                                  Secret(self.vault.current(PATH, PREV)))
+
+    def _rollout(self, kube: FakeKube, kind: str, ns: str, name: str) -> None:
+        before = len(self.rollouts)
+        super()._rollout(kube, kind, ns, name)
+        if len(self.rollouts) == before:
+            return
+        if name == "dragonfly":
+            self.running["dragonfly#previous"] = kube.secret_value(
+                "dragonfly", "dragonfly-password-secret", PREV) or ""
+        for consumer in CONSUMERS:
+            if self.running.get(consumer) not in self.accepted():
+                self.cut_off.append(f"{consumer} after {ns}/{name} rolled")
+
+    def _readyz(self, target: ReadyzTarget) -> int:
+        name = target.service
+        if name in CONSUMERS and self.running.get(name) not in self.accepted():
+            return 503
+        token = self.running.get(f"{name}#token")
+        if token is not None and not self.cc.valid_token(name, token):
+            return 503
+        return 200
+
+
+def _overlap_chain(tmp_path: Path, *, strategy: Strategy = "overlap",
+                   previous_key: str | None = PREV) -> Any:
+    chain = make_chain(tmp_path)
+    cred = dataclasses.replace(
+        chain.credentials["dragonfly"], strategy=strategy,
+        overlap=OverlapConfig(previous_key) if previous_key else None)
+    return dataclasses.replace(chain, credentials={"dragonfly": cred})
+
+
+@pytest.fixture(name="ow")
+def overlap_world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[OverlapWorld]:
+    w = OverlapWorld(_overlap_chain(tmp_path))
+    w.setup()
+    monkeypatch.setattr(api, "load_chain", lambda options, **_kw: w.chain)
+    monkeypatch.setattr(api, "adapter_factory", lambda chain, options, env: w.adapters)
+    yield w
+    w.kube.close()
+
+
+def _run(tmp_path: Path, obs: RecordingObserver | None = None, **kw: Any) -> Any:
+    return api.run(options(tmp_path, **kw), "dragonfly", obs or RecordingObserver(),
+                   CancelToken())
+
+
+def _assert_finished_on(ow: OverlapWorld, value: str) -> None:
+    """Backend, Secret, provider and every consumer on ``value`` and on nothing else."""
+    assert ow.vault.current(PATH, "password") == value
+    assert ow.vault.current(PATH, PREV) == value
+    assert ow.kube.secret_value("dragonfly", "dragonfly-password-secret", PREV) == value
+    assert ow.accepted() == {value}
+    for name in CONSUMERS:
+        assert ow.running[name] == value
+        assert ow.cc.docs[(name, "bootstrap")][-1]["dragonfly"]["password"] == value
+
+
+def test_overlap_order_and_nobody_is_cut_off(ow: OverlapWorld, tmp_path: Path) -> None:
+    report = _run(tmp_path)
+    assert report.status == "succeeded", report.message
+    assert [s.kind for s in report.steps] == [*PHASE_1, *PHASE_2, *["token.revoke"] * 3]
+    assert ow.cut_off == []
+    new = ow.vault.current(PATH, "password")
+    assert new != OLD
+    # phase 1 kept the old value valid; phase 2 made a version where it is valid nowhere
+    phase1 = ow.vault.versions[PATH][-2]
+    assert phase1["password"] == new and phase1[PREV] == OLD
+    _assert_finished_on(ow, new)
+    assert ow.rollouts.count("dragonfly/dragonfly") == 2
+    retire = next(s for s in report.steps if s.kind == "backend.retire")
+    assert "v3 → v4" in retire.detail
+    assert new not in json.dumps(journal_lines(tmp_path, report.run_id))
+
+
+def test_the_same_world_with_restart_cuts_consumers_off(ow: OverlapWorld,
+                                                        tmp_path: Path) -> None:
+    report = _run(tmp_path, strategy="restart")
+    assert report.status == "succeeded", report.message
+    assert "backend.retire" not in [s.kind for s in report.steps]
+    assert ow.cut_off  # the provider dropped the old value before the consumers moved
+    # a hard cut-over leaves no stale previous value valid either
+    _assert_finished_on(ow, ow.vault.current(PATH, "password"))
+
+
+def test_plan_lists_phase_two_with_its_own_subjects(ow: OverlapWorld, tmp_path: Path) -> None:
+    plan = api.plan(options(tmp_path), "dragonfly")
+    assert plan.ok and plan.strategy == "overlap"
+    kinds = [s.kind for s in plan.steps]
+    assert kinds[kinds.index("backend.retire"):] == [*PHASE_2, *["token.revoke"] * 3]
+    subjects = [(s.kind, s.subject) for s in plan.steps]
+    assert len(set(subjects)) == len(subjects)  # phase 2 never shares a key with phase 1
+    assert any(c.check == "externalsecret.previous-key" and c.ok for c in plan.preflight)
+    assert ow.vault.writes == 0
+
+
+def test_preflight_refuses_when_the_secret_would_not_carry_the_previous_key(
+    ow: OverlapWorld, tmp_path: Path
+) -> None:
+    es = ow.kube.raw("ExternalSecret", "dragonfly", "dragonfly-password")
+    es["spec"]["data"] = es["spec"]["data"][:1]
+    with pytest.raises(PreflightFailed) as exc:
+        _run(tmp_path)
+    assert exc.value.exit_code == 3
+    assert "externalsecret.previous-key" in exc.value.message
+    assert ow.vault.writes == 0
+
+
+def test_preflight_refuses_overlap_without_previous_key(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    w = OverlapWorld(_overlap_chain(tmp_path, strategy="restart", previous_key=None))
+    w.setup()
+    monkeypatch.setattr(api, "load_chain", lambda options, **_kw: w.chain)
+    monkeypatch.setattr(api, "adapter_factory", lambda chain, options, env: w.adapters)
+    try:
+        with pytest.raises(PreflightFailed) as exc:
+            _run(tmp_path, strategy="overlap")
+        assert exc.value.exit_code == 3
+        assert "overlap.previousKey" in exc.value.message
+        assert w.vault.writes == 0
+    finally:
+        w.kube.close()
+
+
+def test_resume_after_a_phase_two_failure_rolls_the_provider_again(
+    ow: OverlapWorld, tmp_path: Path
+) -> None:
+    obs = RecordingObserver()
+    # phase 2's provider rollout never completes; phase 1's did
+    obs.on_start["backend.retire"] = lambda step: ow.stuck.add("dragonfly")
+    report = _run(tmp_path, obs, timeout=0.4)
+    assert report.status == "failed" and report.exit_code == 12
+    failed = [s for s in report.steps if s.status == "failed"]
+    assert [(s.kind, s.index) for s in failed] == [("provider.wait", len(PHASE_1) + 3)]
+    assert "overlap not retired yet" not in report.message  # the backend retired it
+    assert ow.vault.writes == 2
+    ow.kick("dragonfly", "dragonfly")
+    resumed = api.resume(options(tmp_path), report.run_id, RecordingObserver(), CancelToken())
+    assert resumed.status == "succeeded", resumed.message
+    assert ow.vault.writes == 2  # neither the value nor the retirement is written twice
+    restart2 = [s for s in resumed.steps if s.kind == "provider.restart"][1]
+    assert "generation" in restart2.detail
+    assert ow.cut_off == []
+    _assert_finished_on(ow, ow.vault.current(PATH, "password"))
+
+
+def test_crash_after_the_retire_write_is_observed_not_rewritten(
+    ow: OverlapWorld, tmp_path: Path
+) -> None:
+    obs = RecordingObserver()
+    # set_custom_metadata: phase 1 calls it twice; the retire's second call fails after the
+    # write landed — the process "dies" before the journal says done
+    obs.on_start["backend.retire"] = lambda step: ow.vault.faults.arm(
+        "set_custom_metadata", TemporaryError("vault", "metadata", "unavailable"), skip=1)
+    report = _run(tmp_path, obs)
+    assert report.exit_code == 10
+    assert ow.vault.writes == 2
+    resumed = api.resume(options(tmp_path), report.run_id, RecordingObserver(), CancelToken())
+    assert resumed.status == "succeeded", resumed.message
+    assert ow.vault.writes == 2
+    retire = next(s for s in resumed.steps if s.kind == "backend.retire")
+    assert "not written again" in retire.detail
+    _assert_finished_on(ow, ow.vault.current(PATH, "password"))
+
+
+def test_rollback_of_an_overlap_run_is_an_overlap_too(ow: OverlapWorld,
+                                                      tmp_path: Path) -> None:
+    report = _run(tmp_path)
+    assert report.status == "succeeded", report.message
+    new = ow.vault.current(PATH, "password")
+    ow.cut_off.clear()
+    rb = api.rollback(options(tmp_path), report.run_id, RecordingObserver(), CancelToken())
+    assert rb.status == "succeeded", rb.message
+    kinds = [s.kind for s in rb.steps]
+    assert kinds[-4:] == PHASE_2
+    # the restore kept the replaced value valid while the consumers moved back
+    restored = ow.vault.versions[PATH][-2]
+    assert restored["password"] == OLD and restored[PREV] == new
+    assert ow.cut_off == []
+    _assert_finished_on(ow, OLD)
+    assert api.show(options(tmp_path), report.run_id).status == "rolled-back"
