@@ -7,6 +7,13 @@ exact resume and rollback commands.  Cancellation (SIGINT/SIGTERM through the Ca
 is checked between steps and inside every wait; the interrupted step is journaled as such
 and the run ends ``interrupted`` (exit 130), resumable.
 
+A TemporaryError (connection refused, 5xx, 429, a 409 on a stale read) does not fail a step:
+the handler runs again, with back-off, until the step's deadline — through the same
+``wait_for`` as every other wait.  That is safe because every handler is idempotent by
+construction: it first looks at what earlier attempts recorded (``StepIO.prior``, the same
+record resume uses) and observes what is already done.  A handler's own WaitTimeout is final:
+its wait already used the deadline.
+
 Consecutive ``consumer.restart`` / ``consumer.wait`` / ``readyz.check`` steps run with
 bounded parallelism (``max_parallel`` threads); the journal is thread-safe and each step
 still has its own start/done records.
@@ -28,10 +35,11 @@ from rotate.core.errors import (
     RotateError,
     StageFailed,
 )
+from rotate.core.waiting import WaitTimeout, wait_for
 from rotate.engine import journal as journal_mod
 from rotate.engine.lock import Lease
 from rotate.engine.model import Observer, PlannedStep, RunReport, StepRecord
-from rotate.engine.steps import HANDLERS, Context, StepIO
+from rotate.engine.steps import HANDLERS, Context, Result, StepIO
 
 PARALLEL_KINDS = frozenset({"consumer.restart", "consumer.wait", "readyz.check"})
 
@@ -48,6 +56,14 @@ def _safe_message(exc: BaseException) -> str:
         return exc.message
     # Our own bug: the type is enough to find it; its text could hold anything.
     return f"internal error ({type(exc).__name__})"
+
+
+class _Final(Exception):
+    """Carries a handler's WaitTimeout through ``wait_for`` (which would retry it)."""
+
+    def __init__(self, error: WaitTimeout) -> None:
+        super().__init__()
+        self.error = error
 
 
 class Executor:
@@ -76,7 +92,7 @@ class Executor:
         started = time.monotonic()
         io = StepIO(step, journal, dict(self.prior.get(step.index, {})))
         try:
-            data, detail = HANDLERS[step.kind](ctx, io)
+            data, detail = self._attempts(step, io)
         except Interrupted as exc:
             seconds = round(time.monotonic() - started, 3)
             journal.append("step.interrupted", step=step,
@@ -95,6 +111,22 @@ class Executor:
         ctx.done[(step.kind, step.subject)] = data
         journal.append("step.done", step=step, data={**data, "detail": detail, "seconds": seconds})
         self._finished(step, "done", detail, seconds)
+
+    def _attempts(self, step: PlannedStep, io: StepIO) -> Result:
+        """Run the step's handler, again after a TemporaryError, until the step deadline."""
+        handler = HANDLERS[step.kind]
+
+        def attempt() -> Result:
+            try:
+                return handler(self.ctx, io)
+            except WaitTimeout as exc:
+                raise _Final(exc) from None
+
+        try:
+            return wait_for(attempt, deadline=self.ctx.deadline(),
+                            what=f"{step.kind} {step.target}", cancel=self.ctx.cancel)
+        except _Final as final:
+            raise final.error from None
 
     def _finished(self, step: PlannedStep, status: Any, detail: str, seconds: float) -> None:
         record = StepRecord(step.index, step.stage, step.kind, step.target, status,

@@ -121,8 +121,8 @@ def test_rollback_restores_every_link(world: World, tmp_path: Path) -> None:
 def test_rollback_of_a_run_that_wrote_nothing(world: World, tmp_path: Path) -> None:
     from rotate.core.errors import TemporaryError
 
-    world.vault.faults.arm("write", TemporaryError("vault", "write", "unavailable"))
-    report = run(tmp_path)
+    world.vault.faults.arm("write", TemporaryError("vault", "write", "unavailable"), times=-1)
+    report = run(tmp_path, timeout=0.4)
     assert report.exit_code == 10
     rb = api.rollback(options(tmp_path), report.run_id, RecordingObserver(), CancelToken())
     assert rb.status == "succeeded" and rb.steps == ()

@@ -20,7 +20,7 @@ import pytest
 
 from rotate.chain.model import OverlapConfig, Strategy
 from rotate.clients.seams import ReadyzTarget
-from rotate.core.errors import PreflightFailed, TemporaryError
+from rotate.core.errors import PermanentError, PreflightFailed
 from rotate.core.secret import Secret
 from rotate.core.waiting import CancelToken
 from rotate.engine import api
@@ -215,7 +215,7 @@ def test_crash_after_the_retire_write_is_observed_not_rewritten(
     # set_custom_metadata: phase 1 calls it twice; the retire's second call fails after the
     # write landed — the process "dies" before the journal says done
     obs.on_start["backend.retire"] = lambda step: ow.vault.faults.arm(
-        "set_custom_metadata", TemporaryError("vault", "metadata", "unavailable"), skip=1)
+        "set_custom_metadata", PermanentError("vault", "metadata", "refused"), skip=1)
     report = _run(tmp_path, obs)
     assert report.exit_code == 10
     assert ow.vault.writes == 2
