@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e.labtools import SHOP, Lab, scan
+from tests.e2e.labtools import SHOP, Lab, scan, wait_until
 
 pytestmark = pytest.mark.lab
 
@@ -101,18 +101,14 @@ def test_overlap_rotation_drops_no_request(lab: Lab) -> None:
 
     with Load(lab) as load:
         # the load is flowing before the rotation starts
-        deadline = time.monotonic() + 10
-        while load.ok < 5 and not load.failures and time.monotonic() < deadline:
-            time.sleep(0.05)  # polling a counter against a deadline
+        wait_until(lambda: load.ok >= 5 or load.failures or None, 10, "load to flow")
         assert load.ok >= 5, load.failures
         counted = load.ok
         result = lab.rotate("dragonfly-acl", "--confirm", "--strategy", "overlap", "-o", "json",
                             timeout=60)
         # and still flows after it: the new search pod and Dragonfly's second roll are used
         settled = load.ok
-        deadline = time.monotonic() + 10
-        while load.ok < settled + 5 and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_until(lambda: load.ok >= settled + 5 or None, 10, "load after the rotation")
     assert result.code == 0, result.output
     assert load.failures == [], load.failures
     assert load.ok > counted + 5
@@ -141,3 +137,27 @@ def test_overlap_rotation_drops_no_request(lab: Lab) -> None:
         s: r for s, r in revisions.items() if s not in ("dragonfly", "search")}
     journal = json.dumps(lab.journal_events(report["run_id"]))
     assert scan([("journal", journal), ("output", result.output)], [old, new]) == []
+
+
+def test_rollback_of_the_overlap_run_drops_no_request_either(lab: Lab) -> None:
+    runs = json.loads(lab.rotate("runs", "-o", "json").stdout)["runs"]
+    run_id = next(r["run_id"] for r in runs
+                  if r["credential"] == "dragonfly-acl" and r["status"] == "succeeded")
+    rotated = acl_passwords(lab)["password"]
+    original = lab.bao("GET", ACL_PATH + "?version=1").json()["data"]["data"]["password"]
+    dragonfly = lab.status()["parts"]["dragonfly"]["addr"]
+
+    with Load(lab) as load:
+        wait_until(lambda: load.ok >= 5 or load.failures or None, 10, "load to flow")
+        result = lab.rotate("rollback", run_id, "--confirm", timeout=60)
+        settled = load.ok
+        wait_until(lambda: load.ok >= settled + 5 or None, 10, "load after the rollback")
+    assert result.code == 0, result.output
+    assert load.failures == [], load.failures
+
+    after = acl_passwords(lab)
+    assert after["password"] == original and after["password_previous"] == original
+    assert acl_auth(dragonfly, "search", original)
+    assert not acl_auth(dragonfly, "search", rotated)
+    assert lab.bootstrap("search")["value"]["cache"]["password"] == original
+    assert {svc: lab.readyz(svc) for svc in SHOP} == dict.fromkeys(SHOP, 200)
