@@ -74,6 +74,10 @@ KINDS: dict[str, KindInfo] = {
     "ExternalSecret": KindInfo("external-secrets.io", "v1", "externalsecrets", True),
     "SecretStore": KindInfo("external-secrets.io", "v1", "secretstores", True),
     "ClusterSecretStore": KindInfo("external-secrets.io", "v1", "clustersecretstores", False),
+    # Vault Secrets Operator: read only, to find its rolloutRestartTargets (a second reloader)
+    "VaultStaticSecret": KindInfo("secrets.hashicorp.com", "v1beta1", "vaultstaticsecrets", True),
+    "VaultDynamicSecret": KindInfo("secrets.hashicorp.com", "v1beta1", "vaultdynamicsecrets",
+                                   True),
 }
 
 _PATCH_CONTENT = {

@@ -195,12 +195,32 @@ def preflight(
     ondelete: list[str] = []
     grace = chain.defaults.reloader_grace
 
+    vso_seen: dict[str, list[dict[str, Any]]] = {}
+
+    def vso_objects(namespace: str) -> list[dict[str, Any]]:
+        """VSO objects in ``namespace``; none when VSO is not installed (404)."""
+        if namespace not in vso_seen:
+            found: list[dict[str, Any]] = []
+            for kind in rollout.VSO_KINDS:
+                try:
+                    found += kube.list(kind, namespace)
+                except NotFoundError:
+                    pass
+                except ClientError as exc:
+                    col.add(f"vso.visible {namespace}", False,
+                            f"cannot list {kind} in {namespace} ({exc.reason}): a Vault "
+                            "Secrets Operator rolloutRestartTargets would go unnoticed",
+                            fatal=False)
+            vso_seen[namespace] = found
+        return vso_seen[namespace]
+
     def workload(ref: ObjectRef, role: str) -> Callable[[], str]:
         def check() -> str:
             obj = kube.get(ref.kind, ref.namespace, ref.name)
+            vso = rollout.vso_watches(vso_objects(ref.namespace), ref.kind, ref.name)
             found_traps.extend(traps.workload_traps(obj, ref, role=role, secret_name=sec.name,
-                                                    grace=grace))
-            other = rollout.reloader_watches(obj, sec.name)
+                                                    grace=grace, rolled_by=vso))
+            other = rollout.reloader_watches(obj, sec.name) or vso
             if other and role == "provider":
                 reloader[str(ref)] = other
             if rollout.update_strategy(obj) == "OnDelete":

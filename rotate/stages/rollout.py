@@ -17,7 +17,7 @@ would) and waits for each to come back Ready on the new revision.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -234,6 +234,21 @@ def reloader_watches(obj: Mapping[str, Any], secret_name: str) -> str | None:
         return f"Reloader ({RELOADER_SEARCH})"
     if ann.get(WAVE) == "true":
         return f"Wave ({WAVE})"
+    return None
+
+
+#: Vault Secrets Operator kinds whose ``spec.rolloutRestartTargets`` roll workloads
+VSO_KINDS = ("VaultStaticSecret", "VaultDynamicSecret")
+
+
+def vso_watches(vso_objects: Iterable[Mapping[str, Any]], kind: str, name: str) -> str | None:
+    """The VSO object that lists workload ``kind``/``name`` in its rolloutRestartTargets."""
+    for o in vso_objects:
+        for target in (o.get("spec") or {}).get("rolloutRestartTargets") or []:
+            if target.get("kind") == kind and target.get("name") == name:
+                meta = o.get("metadata") or {}
+                return (f"Vault Secrets Operator ({o.get('kind')} {meta.get('namespace')}/"
+                        f"{meta.get('name')} rolloutRestartTargets)")
     return None
 
 

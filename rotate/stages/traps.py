@@ -45,9 +45,11 @@ def external_secret_traps(es: Mapping[str, Any], ref: ObjectRef) -> list[Trap]:
 
 
 def workload_traps(
-    obj: Mapping[str, Any], ref: ObjectRef, *, role: str, secret_name: str, grace: float
+    obj: Mapping[str, Any], ref: ObjectRef, *, role: str, secret_name: str, grace: float,
+    rolled_by: str | None = None,
 ) -> list[Trap]:
-    """``role`` is "provider" or "consumer"; ``secret_name`` the credential's target Secret."""
+    """``role`` is "provider" or "consumer"; ``secret_name`` the credential's target Secret;
+    ``rolled_by`` another reloader found outside the object (Vault Secrets Operator)."""
     traps: list[Trap] = []
     spec = obj.get("spec") or {}
     meta = obj.get("metadata") or {}
@@ -67,7 +69,7 @@ def workload_traps(
                           f"owned by {owner.get('kind')}/{owner.get('name')}: "
                           "the operator will revert the restart patch",
                           "refuse; rotate through the operator instead", True))
-    other = reloader_watches(obj, secret_name)
+    other = reloader_watches(obj, secret_name) or rolled_by
     if other is not None:
         if role == "provider":
             traps.append(Trap(

@@ -127,6 +127,13 @@ class Lab:
             raise AssertionError(f"kubectl {' '.join(args)} failed: {proc.stderr}")
         return proc.stdout
 
+    def kubectl_apply(self, manifest: dict[str, Any]) -> str:
+        proc = subprocess.run(["kubectl", "apply", "-f", "-"], env=self.process_env, text=True,
+                              input=json.dumps(manifest), capture_output=True, timeout=30)
+        if proc.returncode != 0:
+            raise AssertionError(f"kubectl apply failed: {proc.stderr}")
+        return proc.stdout
+
     def kjson(self, *args: str) -> Any:
         return json.loads(self.kubectl(*args, "-o", "json"))
 

@@ -67,12 +67,24 @@ def _reloader_on_consumer(lab: Lab) -> Callable[[], None]:
                          {"metadata": {"annotations": {key: None}}})
 
 
+def _vso_on_consumer(lab: Lab) -> Callable[[], None]:
+    manifest = {
+        "apiVersion": "secrets.hashicorp.com/v1beta1", "kind": "VaultStaticSecret",
+        "metadata": {"namespace": "shop", "name": "order-creds"},
+        "spec": {"mount": "secret", "type": "kv-v2", "path": "shop/order",
+                 "destination": {"name": "order-creds", "create": True},
+                 "rolloutRestartTargets": [{"kind": "Deployment", "name": "order"}]}}
+    lab.kubectl_apply(manifest)
+    return lambda: lab.kubectl("delete", "vaultstaticsecret", "-n", "shop", "order-creds")
+
+
 CASES: list[tuple[str, Callable[[Lab], Callable[[], None]], tuple[str, ...]]] = [
     ("refresh-created-once", _created_once, ("dragonfly/dragonfly-password", "Periodic")),
     ("refresh-interval-zero", _interval_zero, ("refreshInterval",)),
     ("paused-deployment", _paused_provider, ("deployment/dragonfly/dragonfly", "unpause")),
     ("operator-owned", _operator_owned, ("ConfigMap/dragonfly-operator",)),
     ("other-reloader", _reloader_on_consumer, ("deployment/shop/order",)),
+    ("other-reloader", _vso_on_consumer, ("deployment/shop/order", "Vault Secrets Operator")),
 ]
 
 
@@ -83,7 +95,8 @@ def trap_lab(lab: Lab) -> Iterator[Lab]:
     assert snapshot(lab)[0] == before[0], "a trapped run must not write to OpenBao"
 
 
-@pytest.mark.parametrize(("trap", "arm", "words"), CASES, ids=[c[0] for c in CASES])
+@pytest.mark.parametrize(("trap", "arm", "words"), CASES,
+                         ids=[c[1].__name__.strip("_") for c in CASES])
 def test_preflight_catches_the_trap_and_changes_nothing(
     trap_lab: Lab, trap: str, arm: Callable[[Lab], Callable[[], None]], words: tuple[str, ...]
 ) -> None:

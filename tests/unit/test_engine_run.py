@@ -176,3 +176,28 @@ def test_interrupt_during_parallel_consumer_waits(world: World, tmp_path: Path) 
         world.kick(name)
     resumed = api.resume(options(tmp_path), report.run_id, RecordingObserver(), CancelToken())
     assert resumed.status == "succeeded", resumed.message
+
+
+def _vso_targets(world: World, kind: str, name: str, namespace: str) -> None:
+    world.kube.put({"kind": "VaultStaticSecret",
+                    "metadata": {"namespace": namespace, "name": "app-creds"},
+                    "spec": {"rolloutRestartTargets": [{"kind": kind, "name": name}]}})
+
+
+def test_vault_secrets_operator_on_the_provider_is_waited_for(
+    world: World, tmp_path: Path
+) -> None:
+    _vso_targets(world, "Deployment", "dragonfly", "dragonfly")
+    plan = api.plan(options(tmp_path), "dragonfly")
+    assert plan.ok
+    trap = next(t for t in plan.traps if t.target == "deployment/dragonfly/dragonfly")
+    assert trap.name == "other-reloader" and not trap.blocking
+    assert "Vault Secrets Operator (VaultStaticSecret dragonfly/app-creds" in trap.problem
+
+
+def test_vault_secrets_operator_on_a_consumer_is_refused(world: World, tmp_path: Path) -> None:
+    _vso_targets(world, "Deployment", "order", "shop")
+    plan = api.plan(options(tmp_path), "dragonfly")
+    assert not plan.ok
+    trap = next(t for t in plan.traps if t.target == "deployment/shop/order")
+    assert trap.blocking and "Vault Secrets Operator" in trap.problem
