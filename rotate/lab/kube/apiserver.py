@@ -3,7 +3,8 @@
 Faithful enough that unmodified kubectl and the official Python client work: discovery,
 CRUD at namespaced and all-namespaces paths, status/scale subresources, the three patch
 types, ``watch=true`` streams (chunked, one JSON event per line), selectors, Status errors,
-SelfSubjectAccessReview, and the service proxy.
+SelfSubjectAccessReview, TokenRequest/TokenReview (service-account JWTs, see
+:mod:`rotate.lab.kube.tokens`), and the service proxy.
 
 Why these choices:
 
@@ -42,6 +43,7 @@ from rotate.lab.kube.proxy import ProxyResolver, forward
 from rotate.lab.kube.rest import Route
 from rotate.lab.kube.store import Store, Watch
 from rotate.lab.kube.tls import TlsMaterial
+from rotate.lab.kube.tokens import TokenIssuer
 
 __all__ = ["ApiServer", "Identity"]
 
@@ -80,13 +82,17 @@ class ApiServer:
     ``proxy(namespace, service, port)`` returns ``(pod_ip, target_port)`` of a Ready endpoint
     (``port`` is the name or number from the URL, "" when absent); it raises
     :class:`ApiError` (503) or returns None when there is none.  ``logs(namespace, pod,
-    container)`` serves ``pods/log`` (``kubectl logs``) when given.
+    container)`` serves ``pods/log`` (``kubectl logs``) when given.  ``tokens`` signs and
+    reviews service-account JWTs (a fresh in-memory key when not given).  Service-account
+    JWTs are not bearer identities of this server: only ``identities`` are.
     """
 
     def __init__(self, store: Store, *, host: str = "127.0.0.1", port: int = 0,
                  tls: TlsMaterial, identities: dict[str, Identity],
-                 proxy: ProxyResolver | None = None, logs: LogReader | None = None) -> None:
+                 proxy: ProxyResolver | None = None, logs: LogReader | None = None,
+                 tokens: TokenIssuer | None = None) -> None:
         self.store = store
+        self.tokens = tokens or TokenIssuer()
         self.logs = logs
         self.identities = dict(identities)
         self.proxy = proxy
@@ -302,15 +308,25 @@ class _Handler(BaseHTTPRequestHandler):
         req = rest.Request(self.command, route, query, self._raw,
                            (self.headers.get("Content-Type") or "").split(";")[0].strip(),
                            self.headers.get("Accept") or "")
-        if route.kind.virtual:
+        if route.kind.virtual or route.sub == "token":
             body = rest.parse_body(self._raw, req.content_type)
             if not isinstance(body, dict):
                 raise bad_request("the request body must be a JSON object")
-            self._json(201, access_review(identity, body))
+            self._json(201, self._virtual(identity, route, body))
         elif verb == "watch":
             self._watch(route, query)
         else:
             self._json(*rest.serve(self.server.api.store, verb, req))
+
+    def _virtual(self, identity: Identity, route: Route, body: dict[str, Any]) -> Any:
+        """The create-only answers that store nothing."""
+        tokens, store = self.server.api.tokens, self.server.api.store
+        if route.sub == "token":
+            assert route.namespace is not None and route.name is not None
+            return tokens.token_request(store, route.namespace, route.name, body)
+        if route.kind.kind == "TokenReview":
+            return tokens.review(store, body)
+        return access_review(identity, body)
 
     def _watch(self, route: Route, query: dict[str, str]) -> None:
         api = self.server.api

@@ -74,6 +74,9 @@ def resource_list(group: str, version: str) -> dict[str, Any] | None:
                         "version": "v1", "kind": "Scale"})
         if k.kind == "Pod":
             out.append({"name": "pods/log", **sub, "verbs": ["get"]})
+        if k.kind == "ServiceAccount":
+            out.append({"name": "serviceaccounts/token", **sub, "group": "authentication.k8s.io",
+                        "version": "v1", "kind": "TokenRequest", "verbs": ["create"]})
         if k.kind == "Service":
             out.append({"name": "services/proxy", **sub, "kind": "ServiceProxyOptions",
                         "verbs": ["create", "delete", "get", "patch", "update"]})

@@ -1,6 +1,6 @@
 """Just enough of Kubernetes' protobuf wire format to read the request bodies kubectl sends.
 
-kubectl's typed commands (``auth can-i``, ``create secret|configmap|namespace``) POST
+kubectl's typed commands (``auth can-i``, ``create secret|configmap|namespace|token``) POST
 ``application/vnd.kubernetes.protobuf`` bodies, and client-go does not fall back to JSON on
 415 (that fallback exists only for CBOR).  Responses are always JSON, which those clients
 accept (``Accept: application/vnd.kubernetes.protobuf,application/json``).
@@ -43,8 +43,17 @@ _TABLES: dict[str, _Table] = {
                            4: ("version", "str"), 5: ("resource", "str"),
                            6: ("subresource", "str"), 7: ("name", "str")},
     "NonResourceAttributes": {1: ("path", "str"), 2: ("verb", "str")},
+    # ``kubectl create token`` (serviceaccounts/token); status (3) is empty on a request
+    "TokenRequest": {1: ("metadata", "ObjectMeta"), 2: ("spec", "TokenRequestSpec")},
+    "TokenRequestSpec": {1: ("audiences", "list:str"), 3: ("boundObjectRef", "BoundObjectRef"),
+                         4: ("expirationSeconds", "int")},
+    "BoundObjectRef": {1: ("kind", "str"), 2: ("apiVersion", "str"), 3: ("name", "str"),
+                       4: ("uid", "str")},
+    "TokenReview": {1: ("metadata", "ObjectMeta"), 2: ("spec", "TokenReviewSpec")},
+    "TokenReviewSpec": {1: ("token", "str"), 2: ("audiences", "list:str")},
 }
-KINDS = ("Secret", "ConfigMap", "Namespace", "SelfSubjectAccessReview")
+KINDS = ("Secret", "ConfigMap", "Namespace", "SelfSubjectAccessReview", "TokenRequest",
+         "TokenReview")
 
 
 def _varint(buf: bytes, i: int) -> tuple[int, int]:

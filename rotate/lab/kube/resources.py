@@ -10,7 +10,7 @@ Invariants:
 - ``versions[0]`` is the preferred (storage) version; objects are stored with that
   ``apiVersion``.  Other versions are served as aliases (ESO's ``v1beta1``): same objects, only
   ``apiVersion`` rewritten on the way out — enough for the fields the lab uses.
-- ``virtual`` kinds (SelfSubjectAccessReview) are create-only and never stored.
+- ``virtual`` kinds (SelfSubjectAccessReview, TokenReview) are create-only and never stored.
 """
 
 from __future__ import annotations
@@ -85,6 +85,8 @@ KINDS: tuple[Kind, ...] = (
     Kind("Lease", "coordination.k8s.io", ("v1",), "leases", "lease", True),
     Kind("SelfSubjectAccessReview", "authorization.k8s.io", ("v1",), "selfsubjectaccessreviews",
          "selfsubjectaccessreview", False, verbs=("create",), virtual=True),
+    Kind("TokenReview", "authentication.k8s.io", ("v1",), "tokenreviews", "tokenreview", False,
+         verbs=("create",), virtual=True),
     Kind("SecretStore", "external-secrets.io", _ESO_VERSIONS, "secretstores", "secretstore",
          True, ("ss",), ("external-secrets",), status=True, generation=True),
     Kind("ClusterSecretStore", "external-secrets.io", _ESO_VERSIONS, "clustersecretstores",
@@ -92,6 +94,10 @@ KINDS: tuple[Kind, ...] = (
          generation=True),
     Kind("ExternalSecret", "external-secrets.io", _ESO_VERSIONS, "externalsecrets",
          "externalsecret", True, ("es",), ("external-secrets",), status=True, generation=True),
+    # Vault Secrets Operator's kind, served (no controller) so that its rolloutRestartTargets —
+    # a second reloader preflight must notice — can be shown in the lab.
+    Kind("VaultStaticSecret", "secrets.hashicorp.com", ("v1beta1",), "vaultstaticsecrets",
+         "vaultstaticsecret", True, ("vss",), status=True, generation=True),
 )
 
 _BY_NAME: dict[str, Kind] = {}

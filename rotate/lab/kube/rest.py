@@ -29,7 +29,7 @@ PATCH_TYPES = {
 }
 _VERB_BY_METHOD = {"GET": "get", "HEAD": "get", "POST": "create", "PUT": "update",
                    "PATCH": "patch", "DELETE": "delete"}
-_SUBRESOURCES = ("status", "scale", "proxy", "log")
+_SUBRESOURCES = ("status", "scale", "proxy", "log", "token")
 
 
 @dataclass(frozen=True)
@@ -106,9 +106,14 @@ def verb_of(method: str, route: Route, query: dict[str, str]) -> str:
         verb = _VERB_BY_METHOD.get(method, "")
     if route.sub is None and (not verb or verb not in k.verbs):
         raise method_not_allowed()
-    served = {"status": k.status, "scale": k.scale, "log": k.kind == "Pod", None: True}
+    served = {"status": k.status, "scale": k.scale, "log": k.kind == "Pod",
+              "token": k.kind == "ServiceAccount", None: True}
     if not served.get(route.sub, False):
         raise not_found_path()
+    if route.sub == "token":  # TokenRequest: create-only
+        if verb != "create":
+            raise method_not_allowed()
+        return verb
     if route.sub is not None and verb not in ("get", "update", "patch"):
         raise method_not_allowed()
     return verb
