@@ -103,6 +103,7 @@ def lab_objects(cfg: Obj, manifests: list[Obj]) -> list[Obj]:
 
 def build_controllers(ctx: LabContext, reloader: bool) -> tuple[list[Part], Any]:
     """The controllers, in start order, and the ServiceController (the proxy's resolver)."""
+    from rotate.lab.kube.controllers.daemonset import DaemonSetController
     from rotate.lab.kube.controllers.deployment import DeploymentController
     from rotate.lab.kube.controllers.eso import ExternalSecretController
     from rotate.lab.kube.controllers.replicaset import ReplicaSetController
@@ -111,7 +112,8 @@ def build_controllers(ctx: LabContext, reloader: bool) -> tuple[list[Part], Any]
 
     services = ServiceController(ctx)
     parts: list[Part] = [services, ExternalSecretController(ctx), DeploymentController(ctx),
-                         ReplicaSetController(ctx), StatefulSetController(ctx)]
+                         ReplicaSetController(ctx), StatefulSetController(ctx),
+                         DaemonSetController(ctx)]
     if reloader:
         from rotate.lab.kube.controllers.reloader import ReloaderController
 

@@ -52,6 +52,13 @@ def apply_defaults(kind: Kind, obj: dict[str, Any]) -> None:
         strategy.setdefault("type", "RollingUpdate")
         if strategy["type"] == "RollingUpdate":
             strategy.setdefault("rollingUpdate", {}).setdefault("partition", 0)
+    if kind.kind == "DaemonSet":  # kubectl's rollout status refuses a DaemonSet without it
+        strategy = spec.setdefault("updateStrategy", {})
+        strategy.setdefault("type", "RollingUpdate")
+        if strategy["type"] == "RollingUpdate":
+            ru = strategy.setdefault("rollingUpdate", {})
+            ru.setdefault("maxUnavailable", 1)
+            ru.setdefault("maxSurge", 0)
     if kind.kind == "Service":
         spec.setdefault("type", "ClusterIP")
         spec.setdefault("sessionAffinity", "None")
