@@ -14,6 +14,7 @@ from rotate.chain.model import Chain, Credential, Service
 from rotate.core.durations import format_duration
 from rotate.core.refs import ObjectRef
 from rotate.engine.model import Plan, PlannedStep, PreflightResult
+from rotate.stages.rollout import ONDELETE_ACTION
 
 STAGE_BY_KIND = {
     "preflight": 0, "backend.write": 1, "backend.retire": 1, "sync.trigger": 2, "sync.wait": 2,
@@ -114,8 +115,7 @@ def build_plan(
         steps.add("provider.restart", key, detail, key)
     for ref in credential.providers:
         key = str(ref)
-        detail = ("delete pods in reverse ordinal order, each Ready on the new revision"
-                  if key in observed.ondelete else "rollout status")
+        detail = (ONDELETE_ACTION[ref.kind] if key in observed.ondelete else "rollout status")
         steps.add("provider.wait", key, detail, key)
     services = [chain.services[name] for name in observed.consumers]
     if services:
@@ -132,7 +132,7 @@ def build_plan(
                       f"mint a machine token for {svc.name}, deliver it", svc.name)
         for svc in services:
             ref = workload_ref(svc)
-            detail = ("delete pods in reverse ordinal order" if str(ref) in observed.ondelete
+            detail = (ONDELETE_ACTION[ref.kind] if str(ref) in observed.ondelete
                       else "set restartedAt on the pod template")
             steps.add("consumer.restart", str(ref), detail, svc.name)
         for svc in services:

@@ -256,7 +256,7 @@ def _wait(ctx: Context, ref: ObjectRef, kind: str, subject: str) -> Result:
     kube = ctx.adapters.kube
     gen = int(ctx.done.get((kind, subject), {}).get("generation") or 0)
     obj = kube.get(ref.kind, ref.namespace, ref.name)
-    if ref.kind == "StatefulSet" and rollout.update_strategy(obj) == "OnDelete":
+    if ref.kind in rollout.ONDELETE_ACTION and rollout.update_strategy(obj) == "OnDelete":
         rollout.roll_ondelete(kube, ref, gen, deadline=ctx.deadline(), cancel=ctx.cancel)
     message = rollout.wait_rollout(kube, ref, gen, deadline=ctx.deadline(), cancel=ctx.cancel)
     return {"generation": gen}, message

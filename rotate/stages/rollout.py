@@ -174,7 +174,78 @@ def _pod_ready(pod: Mapping[str, Any]) -> bool:
     return False
 
 
+ONDELETE_ACTION = {
+    "StatefulSet": "delete pods in reverse ordinal order, each Ready on the new revision",
+    "DaemonSet": "delete its pods one at a time, each replacement Ready on the new template",
+}
+
+
 def roll_ondelete(
+    kube: Kube, ref: ObjectRef, min_generation: int, *, deadline: Deadline,
+    cancel: CancelToken | None = None,
+) -> str:
+    """Roll an ``updateStrategy: OnDelete`` workload, where a template patch rolls nothing."""
+    if ref.kind == "DaemonSet":
+        return _roll_ondelete_daemonset(kube, ref, min_generation, deadline=deadline,
+                                        cancel=cancel)
+    return _roll_ondelete_statefulset(kube, ref, min_generation, deadline=deadline,
+                                      cancel=cancel)
+
+
+#: the DaemonSet controller labels each pod with the template generation it was made from
+#: (kept in this annotation on the DaemonSet; metadata.generation where it is absent)
+DS_TEMPLATE_GENERATION = "deprecated.daemonset.template.generation"
+
+
+def _roll_ondelete_daemonset(
+    kube: Kube, ref: ObjectRef, min_generation: int, *, deadline: Deadline,
+    cancel: CancelToken | None = None,
+) -> str:
+    """Delete the DaemonSet's pods made from an older template, one at a time, each after the
+    previous replacement is Ready; pods already current are left alone (idempotent)."""
+
+    def target() -> tuple[str, str] | None:
+        obj = kube.get(ref.kind, ref.namespace, ref.name)
+        status = obj.get("status") or {}
+        if int(status.get("observedGeneration") or 0) < max(generation(obj), min_generation):
+            return None
+        want = meta_annotations(obj).get(DS_TEMPLATE_GENERATION) or str(generation(obj))
+        return want, str(_meta(obj).get("uid") or "")
+
+    def owned(uid: str) -> list[dict[str, Any]]:
+        return [p for p in kube.list("Pod", ref.namespace)
+                if any(o.get("uid") == uid for o in _meta(p).get("ownerReferences") or [])
+                and not _meta(p).get("deletionTimestamp")]
+
+    def current(pod: Mapping[str, Any], want: str) -> bool:
+        return (_meta(pod).get("labels") or {}).get("pod-template-generation") == want
+
+    replaced = 0
+    with WatchPause(kube, "Pod", ref.namespace) as pause:
+        want, uid = wait_for(target, deadline=deadline, what=f"{ref} to observe the template",
+                             cancel=cancel, pause=pause)
+        while True:
+            old = [p for p in owned(uid) if not current(p, want)]
+            if not old:
+                break
+            name = str(_meta(old[0]).get("name"))
+            with contextlib.suppress(NotFoundError):
+                kube.delete("Pod", ref.namespace, name)
+            replaced += 1
+
+            def back(gone: str = name) -> bool | None:
+                pods = owned(uid)
+                if any(_meta(p).get("name") == gone for p in pods):
+                    return None
+                fresh = [p for p in pods if current(p, want)]
+                return True if fresh and all(_pod_ready(p) for p in fresh) else None
+
+            wait_for(back, deadline=deadline, what=f"a Ready pod of {ref} replacing {name}",
+                     cancel=cancel, pause=pause)
+    return f"{ref}: {replaced} pod(s) replaced one at a time"
+
+
+def _roll_ondelete_statefulset(
     kube: Kube, ref: ObjectRef, min_generation: int, *, deadline: Deadline,
     cancel: CancelToken | None = None,
 ) -> str:
@@ -187,7 +258,8 @@ def roll_ondelete(
         if int(status.get("observedGeneration") or 0) < max(generation(obj), min_generation):
             return None
         rev = str(status.get("updateRevision") or "")
-        return (rev, int((obj.get("spec") or {}).get("replicas") or 1)) if rev else None
+        replicas = (obj.get("spec") or {}).get("replicas")
+        return (rev, 1 if replicas is None else int(replicas)) if rev else None
 
     with WatchPause(kube, "Pod", ref.namespace) as pause:
         rev, replicas = wait_for(revision, deadline=deadline, what=f"{ref} update revision",

@@ -16,7 +16,7 @@ from typing import Any
 from rotate.core.durations import format_duration, parse_duration
 from rotate.core.findings import Trap
 from rotate.core.refs import ObjectRef
-from rotate.stages.rollout import reloader_watches, update_strategy
+from rotate.stages.rollout import ONDELETE_ACTION, reloader_watches, update_strategy
 
 
 def external_secret_traps(es: Mapping[str, Any], ref: ObjectRef) -> list[Trap]:
@@ -58,10 +58,10 @@ def workload_traps(
         traps.append(Trap("paused-deployment", target,
                           "the Deployment is paused: a restart patch never rolls it",
                           "refuse; unpause it or remove spec.paused", True))
-    if ref.kind == "StatefulSet" and update_strategy(obj) == "OnDelete":
-        traps.append(Trap("statefulset-ondelete", target,
+    if ref.kind in ONDELETE_ACTION and update_strategy(obj) == "OnDelete":
+        traps.append(Trap(f"{ref.kind.lower()}-ondelete", target,
                           "updateStrategy OnDelete: a template patch rolls nothing",
-                          "delete pods in reverse ordinal order, waiting for each", False))
+                          ONDELETE_ACTION[ref.kind], False))
     owners = meta.get("ownerReferences") or []
     if owners:
         owner = owners[0]

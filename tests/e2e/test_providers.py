@@ -29,7 +29,7 @@ from tests.e2e.labtools import Lab, redis_auth, wait_until
 pytestmark = pytest.mark.lab
 
 NS = "dragonfly"
-STS, DS = "kv-sts", "kv-ds"
+STS, DS, DSO = "kv-sts", "kv-ds", "kv-dso"  # DSO: a DaemonSet with OnDelete
 
 
 def _credential(name: str, kind: str) -> str:
@@ -44,13 +44,15 @@ def _credential(name: str, kind: str) -> str:
 """
 
 
+CREDENTIALS = (_credential(STS, "StatefulSet") + _credential(DS, "DaemonSet")
+               + _credential(DSO, "DaemonSet"))
 CHAIN = f"""apiVersion: rotate/v1
 kind: Chain
 backend: {{kvMount: secret, auth: {{method: token}}}}
 cluster: {{lockNamespace: rotate-system}}
 configCenter: {{urlEnv: CONFIG_CENTER_URL, tokenEnv: CONFIG_CENTER_TOKEN}}
 defaults: {{timeout: 30s, maxParallel: 3, reloaderGrace: 2s}}
-credentials:{_credential(STS, "StatefulSet")}{_credential(DS, "DaemonSet")}"""
+credentials:{CREDENTIALS}"""
 
 
 def _external_secret(name: str) -> str:
@@ -97,7 +99,13 @@ apiVersion: apps/v1
 kind: DaemonSet
 metadata: {{name: {DS}, namespace: {NS}}}
 spec:
-{_pod_template(DS)}"""
+{_pod_template(DS)}---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {{name: {DSO}, namespace: {NS}}}
+spec:
+  updateStrategy: {{type: OnDelete}}
+{_pod_template(DSO)}"""
 
 
 @dataclass(frozen=True)
@@ -133,12 +141,12 @@ def all_accept(lab: Lab, app: str, count: int, password: str) -> list[dict[str, 
 @pytest.fixture(scope="module")
 def providers(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Providers:
     tmp = tmp_path_factory.mktemp("providers")
-    initial = {name: secrets.token_hex(16) for name in (STS, DS)}
+    initial = {name: secrets.token_hex(16) for name in (STS, DS, DSO)}
     for name, value in initial.items():
         lab.bao("POST", f"secret/data/test/{name}", json={"data": {"password": value}}
                 ).raise_for_status()
     manifests = tmp / "external-secrets.yaml"
-    manifests.write_text("---\n".join(_external_secret(n) for n in (STS, DS)))
+    manifests.write_text("---\n".join(_external_secret(n) for n in (STS, DS, DSO)))
     lab.kubectl("apply", "-f", str(manifests))
     def synced() -> bool | None:  # the Secrets exist before the pods read them
         return True if all(lab.secret_value(NS, f"{n}-secret", "password") == v
@@ -150,6 +158,7 @@ def providers(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Providers:
     lab.kubectl("apply", "-f", str(workloads))
     wait_until(lambda: all_accept(lab, STS, 2, initial[STS]), 20, "StatefulSet pods ready")
     wait_until(lambda: all_accept(lab, DS, 1, initial[DS]), 20, "DaemonSet pod ready")
+    wait_until(lambda: all_accept(lab, DSO, 1, initial[DSO]), 20, "OnDelete DaemonSet ready")
     chain = tmp / "rotate.yaml"
     chain.write_text(CHAIN)
     return Providers(chain)
@@ -247,3 +256,18 @@ def test_ondelete_statefulset_and_daemonset_providers_rotate(
     assert len(ds_deleted) == 1 and ds_created == {ds_pod["metadata"]["uid"]}, events
     ds = lab.kjson("get", "daemonset", "-n", NS, DS)
     assert ds["status"]["updatedNumberScheduled"] == ds["status"]["numberAvailable"] == 1
+
+
+def test_ondelete_daemonset_provider_is_rolled_by_deleting_its_pod(
+        lab: Lab, providers: Providers) -> None:
+    plan = lab.rotate(DSO, "--chain", str(providers.chain))
+    assert plan.code == 0, plan.output
+    assert "daemonset-ondelete" in plan.output and "one at a time" in plan.output
+    [before] = pods(lab, DSO)
+    old = kv_password(lab, DSO)
+    res = lab.rotate(DSO, "--confirm", "--chain", str(providers.chain), timeout=60)
+    assert res.code == 0, res.output
+    new = kv_password(lab, DSO)
+    [after] = wait_until(lambda: all_accept(lab, DSO, 1, new), 10, "the new DaemonSet pod")
+    assert after["metadata"]["uid"] != before["metadata"]["uid"]
+    assert not redis_auth(after["status"]["podIP"], 6379, old)
