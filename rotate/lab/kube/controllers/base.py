@@ -199,3 +199,25 @@ class Controller:
         self._failures.pop(key, None)
         if again is not None:
             self.enqueue(key, again)
+
+
+class OwnerController(Controller):
+    """A controller of ``kinds[0]`` objects that also wakes on their children (``kinds[1:]``).
+
+    A child's event re-queues the owner its controller ``ownerReference`` names — how a
+    Deployment hears of its ReplicaSets and a ReplicaSet, StatefulSet or DaemonSet of its
+    pods; a periodic resync re-queues every owner (children alone are never keys).
+    """
+
+    def keys_for(self, event_type: str, kind: str, obj: dict[str, Any]) -> list[Key]:
+        owner = self.kinds[0]
+        if kind == owner:
+            return [key_of(kind, obj)]
+        ref = controller_ref(obj)
+        if ref is not None and ref.get("kind") == owner:
+            return [(owner, str(obj["metadata"].get("namespace") or ""), str(ref.get("name")))]
+        return []
+
+    def resync_keys(self) -> list[Key]:
+        items, _ = self.ctx.store.list(self.kinds[0])
+        return [key_of(self.kinds[0], o) for o in items]

@@ -29,7 +29,10 @@ import copy
 from datetime import UTC, datetime
 from typing import Any
 
-from rotate.lab.kube.controllers.base import Controller, Key, controller_ref, key_of
+from rotate.lab.kube.controllers.base import (
+    Key,
+    OwnerController,
+)
 from rotate.lab.kube.controllers.deployment import template_hash
 from rotate.lab.kube.controllers.replicaset import (
     available_in,
@@ -55,22 +58,9 @@ def _created(pod: Obj) -> str:
     return str((pod.get("metadata") or {}).get("creationTimestamp") or "")
 
 
-class DaemonSetController(Controller):
+class DaemonSetController(OwnerController):
     name = "daemonset"
     kinds = ("DaemonSet", "Pod")
-
-    def keys_for(self, event_type: str, kind: str, obj: Obj) -> list[Key]:
-        if kind == "DaemonSet":
-            return [key_of(kind, obj)]
-        ref = controller_ref(obj)
-        if ref is not None and ref.get("kind") == "DaemonSet":
-            return [("DaemonSet", str(obj["metadata"].get("namespace") or ""),
-                     str(ref.get("name")))]
-        return []
-
-    def resync_keys(self) -> list[Key]:
-        items, _ = self.ctx.store.list("DaemonSet")
-        return [key_of("DaemonSet", o) for o in items]
 
     # -- revisions ------------------------------------------------------------------------
 

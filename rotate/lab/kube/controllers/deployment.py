@@ -38,7 +38,10 @@ import math
 from datetime import UTC, datetime
 from typing import Any
 
-from rotate.lab.kube.controllers.base import Controller, Key, controller_ref, key_of
+from rotate.lab.kube.controllers.base import (
+    Key,
+    OwnerController,
+)
 from rotate.lab.kube.controllers.replicaset import owned_by, owner_reference, parse_time
 from rotate.lab.kube.store import ApiError, now_rfc3339
 
@@ -129,22 +132,9 @@ def _set_condition(status: Obj, ctype: str, value: str, reason: str, message: st
     status["conditions"] = sorted(conds, key=lambda c: order.get(str(c.get("type")), 9))
 
 
-class DeploymentController(Controller):
+class DeploymentController(OwnerController):
     name = "deployment"
     kinds = ("Deployment", "ReplicaSet")
-
-    def keys_for(self, event_type: str, kind: str, obj: Obj) -> list[Key]:
-        if kind == "Deployment":
-            return [key_of(kind, obj)]
-        ref = controller_ref(obj)
-        if ref is not None and ref.get("kind") == "Deployment":
-            return [("Deployment", str(obj["metadata"].get("namespace") or ""),
-                     str(ref.get("name")))]
-        return []
-
-    def resync_keys(self) -> list[Key]:
-        items, _ = self.ctx.store.list("Deployment")
-        return [key_of("Deployment", o) for o in items]
 
     # -- store helpers -------------------------------------------------------------------
 

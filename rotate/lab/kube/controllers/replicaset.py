@@ -18,7 +18,11 @@ import copy
 from datetime import UTC, datetime
 from typing import Any
 
-from rotate.lab.kube.controllers.base import Controller, Key, controller_ref, key_of
+from rotate.lab.kube.controllers.base import (
+    Key,
+    OwnerController,
+    controller_ref,
+)
 from rotate.lab.kube.store import ApiError
 
 Obj = dict[str, Any]
@@ -110,22 +114,9 @@ def _deletion_rank(pod: Obj) -> tuple[int, int, str]:
     return (running, ready, inverted)
 
 
-class ReplicaSetController(Controller):
+class ReplicaSetController(OwnerController):
     name = "replicaset"
     kinds = ("ReplicaSet", "Pod")
-
-    def keys_for(self, event_type: str, kind: str, obj: Obj) -> list[Key]:
-        if kind == "ReplicaSet":
-            return [key_of(kind, obj)]
-        ref = controller_ref(obj)
-        if ref is not None and ref.get("kind") == "ReplicaSet":
-            return [("ReplicaSet", str(obj["metadata"].get("namespace") or ""),
-                     str(ref.get("name")))]
-        return []
-
-    def resync_keys(self) -> list[Key]:
-        items, _ = self.ctx.store.list("ReplicaSet")
-        return [key_of("ReplicaSet", o) for o in items]
 
     def owned_pods(self, rs: Obj) -> list[Obj]:
         pods, _ = self.ctx.store.list("Pod", rs["metadata"]["namespace"])

@@ -23,7 +23,10 @@ import re
 from datetime import UTC, datetime
 from typing import Any
 
-from rotate.lab.kube.controllers.base import Controller, Key, controller_ref, key_of
+from rotate.lab.kube.controllers.base import (
+    Key,
+    OwnerController,
+)
 from rotate.lab.kube.controllers.deployment import template_hash
 from rotate.lab.kube.controllers.replicaset import (
     available_in,
@@ -50,22 +53,9 @@ def _running_and_ready(pod: Obj) -> bool:
     return (pod.get("status") or {}).get("phase") == "Running" and pod_is_ready(pod)
 
 
-class StatefulSetController(Controller):
+class StatefulSetController(OwnerController):
     name = "statefulset"
     kinds = ("StatefulSet", "Pod")
-
-    def keys_for(self, event_type: str, kind: str, obj: Obj) -> list[Key]:
-        if kind == "StatefulSet":
-            return [key_of(kind, obj)]
-        ref = controller_ref(obj)
-        if ref is not None and ref.get("kind") == "StatefulSet":
-            return [("StatefulSet", str(obj["metadata"].get("namespace") or ""),
-                     str(ref.get("name")))]
-        return []
-
-    def resync_keys(self) -> list[Key]:
-        items, _ = self.ctx.store.list("StatefulSet")
-        return [key_of("StatefulSet", o) for o in items]
 
     # -- revisions ------------------------------------------------------------------------
 
