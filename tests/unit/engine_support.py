@@ -36,12 +36,17 @@ class RecordingObserver:
         self.events.append(("note", text, ""))
 
 
+def wire(monkeypatch: pytest.MonkeyPatch, w: World) -> None:
+    """Point the engine facade at a fake world: its chain and its adapters."""
+    monkeypatch.setattr(api, "load_chain", lambda options, **_kw: w.chain)
+    monkeypatch.setattr(api, "adapter_factory", lambda chain, options, env: w.adapters)
+
+
 @pytest.fixture(name="world")
 def world_fixture(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
     w = World(make_chain(tmp_path))
     w.setup()
-    monkeypatch.setattr(api, "load_chain", lambda options, **_kw: w.chain)
-    monkeypatch.setattr(api, "adapter_factory", lambda chain, options, env: w.adapters)
+    wire(monkeypatch, w)
     yield w
     w.kube.close()
 

@@ -25,7 +25,7 @@ from rotate.core.secret import Secret
 from rotate.core.waiting import CancelToken
 from rotate.engine import api
 from tests.fakes import CONSUMERS, FakeKube, World, make_chain
-from tests.unit.engine_support import RecordingObserver, journal_lines, options
+from tests.unit.engine_support import RecordingObserver, journal_lines, options, wire
 
 PATH = "infra/dragonfly"
 PREV = "password_previous"
@@ -98,8 +98,7 @@ def _overlap_chain(tmp_path: Path, *, strategy: Strategy = "overlap",
 def overlap_world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[OverlapWorld]:
     w = OverlapWorld(_overlap_chain(tmp_path))
     w.setup()
-    monkeypatch.setattr(api, "load_chain", lambda options, **_kw: w.chain)
-    monkeypatch.setattr(api, "adapter_factory", lambda chain, options, env: w.adapters)
+    wire(monkeypatch, w)
     yield w
     w.kube.close()
 
@@ -174,8 +173,7 @@ def test_preflight_refuses_overlap_without_previous_key(tmp_path: Path,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     w = OverlapWorld(_overlap_chain(tmp_path, strategy="restart", previous_key=None))
     w.setup()
-    monkeypatch.setattr(api, "load_chain", lambda options, **_kw: w.chain)
-    monkeypatch.setattr(api, "adapter_factory", lambda chain, options, env: w.adapters)
+    wire(monkeypatch, w)
     try:
         with pytest.raises(PreflightFailed) as exc:
             _run(tmp_path, strategy="overlap")

@@ -14,6 +14,7 @@ from tests.unit.engine_support import (  # noqa: F401 - fixture
     journal_lines,
     options,
     run,
+    wire,
     world_fixture,
 )
 
@@ -149,8 +150,7 @@ def test_credential_without_consumers_stops_after_the_provider(
 
     w = World(make_chain(tmp_path, consumers=()))
     w.setup()
-    monkeypatch.setattr(api, "load_chain", lambda options: w.chain)
-    monkeypatch.setattr(api, "adapter_factory", lambda chain, options, env: w.adapters)
+    wire(monkeypatch, w)
     try:
         report = run(tmp_path)
     finally:
