@@ -26,7 +26,6 @@
 from __future__ import annotations
 
 import copy
-from datetime import UTC, datetime
 from typing import Any
 
 from rotate.lab.kube.controllers.base import (
@@ -35,7 +34,7 @@ from rotate.lab.kube.controllers.base import (
 )
 from rotate.lab.kube.controllers.deployment import template_hash
 from rotate.lab.kube.controllers.replicaset import (
-    available_in,
+    count_available,
     owned_by,
     owner_reference,
     pod_from_template,
@@ -146,18 +145,7 @@ class DaemonSetController(OwnerController):
 
     def _sync_status(self, ds: Obj, pods: list[Obj], update_hash: str) -> float | None:
         min_ready = int(ds["spec"].get("minReadySeconds") or 0)
-        now = datetime.now(UTC).timestamp()
-        ready = available = 0
-        wake: float | None = None
-        for pod in pods:
-            left = available_in(pod, min_ready, now)
-            if left is None:
-                continue
-            ready += 1
-            if left <= 0:
-                available += 1
-            else:
-                wake = left if wake is None else min(wake, left)
+        ready, available, wake = count_available(pods, min_ready)
         desired = 1
         status: Obj = {
             "observedGeneration": ds["metadata"].get("generation", 1),

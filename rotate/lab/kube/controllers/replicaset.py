@@ -15,6 +15,7 @@ go with it: the store cascades deletion through ``ownerReferences``.
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -70,6 +71,24 @@ def available_in(pod: Obj, min_ready_seconds: int, now: float) -> float | None:
     if since is None:
         return 0.0
     return max(0.0, since + min_ready_seconds - now)
+
+
+def count_available(pods: Iterable[Obj], min_ready_seconds: int) -> tuple[int, int, float | None]:
+    """(ready, available, seconds until the next pod becomes available or None): the counts
+    every workload status reports, and when to look again."""
+    now = datetime.now(UTC).timestamp()
+    ready = available = 0
+    wake: float | None = None
+    for pod in pods:
+        left = available_in(pod, min_ready_seconds, now)
+        if left is None:
+            continue
+        ready += 1
+        if left <= 0:
+            available += 1
+        else:
+            wake = left if wake is None else min(wake, left)
+    return ready, available, wake
 
 
 def owned_by(obj: Obj, owner: Obj) -> bool:
@@ -153,19 +172,8 @@ class ReplicaSetController(OwnerController):
     def _sync_status(self, rs: Obj, active: list[Obj]) -> float | None:
         spec = rs.get("spec") or {}
         min_ready = int(spec.get("minReadySeconds") or 0)
-        now = datetime.now(UTC).timestamp()
         selector_labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
-        ready = available = 0
-        wake: float | None = None
-        for pod in active:
-            left = available_in(pod, min_ready, now)
-            if left is None:
-                continue
-            ready += 1
-            if left <= 0:
-                available += 1
-            else:
-                wake = left if wake is None else min(wake, left)
+        ready, available, wake = count_available(active, min_ready)
         fully = sum(1 for p in active
                     if all((p["metadata"].get("labels") or {}).get(k) == v
                            for k, v in selector_labels.items()))

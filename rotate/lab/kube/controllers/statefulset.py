@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import copy
 import re
-from datetime import UTC, datetime
 from typing import Any
 
 from rotate.lab.kube.controllers.base import (
@@ -29,7 +28,7 @@ from rotate.lab.kube.controllers.base import (
 )
 from rotate.lab.kube.controllers.deployment import template_hash
 from rotate.lab.kube.controllers.replicaset import (
-    available_in,
+    count_available,
     owned_by,
     owner_reference,
     pod_from_template,
@@ -181,18 +180,7 @@ class StatefulSetController(OwnerController):
     def _sync_status(self, sts: Obj, pods: dict[int, Obj], rolling: bool, update_rev: str,
                      current_rev: str) -> float | None:
         min_ready = int(sts["spec"].get("minReadySeconds") or 0)
-        now = datetime.now(UTC).timestamp()
-        ready = available = 0
-        wake: float | None = None
-        for pod in pods.values():
-            left = available_in(pod, min_ready, now)
-            if left is None:
-                continue
-            ready += 1
-            if left <= 0:
-                available += 1
-            else:
-                wake = left if wake is None else min(wake, left)
+        ready, available, wake = count_available(pods.values(), min_ready)
         status: Obj = {
             "observedGeneration": sts["metadata"].get("generation", 1),
             "replicas": len(pods),
