@@ -19,7 +19,6 @@ from typing import Any, TypeVar
 
 import httpx
 
-ROOT = Path(__file__).resolve().parents[2]
 ROTATE = str(Path(sys.executable).parent / "rotate")
 SHOP = (
     "user",
@@ -201,12 +200,12 @@ class Lab:
 
     # -- the lab
     def status(self) -> dict[str, Any]:
-        from rotate.lab import control
+        from rotate_lab import control
 
         return dict(control.status(self.dir))
 
     def fault(self, kind: str, target: str | None = None, clear: bool = False) -> None:
-        from rotate.lab import control
+        from rotate_lab import control
 
         control.fault(self.dir, kind, target, clear)
 

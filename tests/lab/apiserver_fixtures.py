@@ -20,11 +20,10 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-
-from rotate.lab.kube import kubeconfig, tls
-from rotate.lab.kube.apiserver import ApiServer
-from rotate.lab.kube.auth import Identity
-from rotate.lab.kube.store import Store
+from rotate_lab.kube import kubeconfig, tls
+from rotate_lab.kube.apiserver import ApiServer
+from rotate_lab.kube.auth import Identity
+from rotate_lab.kube.store import Store
 
 ADMIN_TOKEN = "admin-token-for-tests"
 RESTRICTED_TOKEN = "restricted-token-for-tests"

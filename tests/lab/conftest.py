@@ -75,7 +75,7 @@ class LabHandle:
         return user_env(self.env)
 
     def down(self) -> list[str]:
-        from rotate.lab import control
+        from rotate_lab import control
 
         return control.down(self.dir)
 
@@ -137,7 +137,7 @@ def _require_tools() -> None:
 
 
 def start_lab(lab_dir: Path, *, reloader: bool = False) -> LabHandle:
-    from rotate.lab import control
+    from rotate_lab import control
 
     _require_tools()
     try:
@@ -156,7 +156,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabHandle]:
         handle = start_lab(lab_dir)
         yield handle
     finally:
-        from rotate.lab import control
+        from rotate_lab import control
 
         control.down(lab_dir)
 
@@ -178,7 +178,7 @@ def fresh_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[...
         return start_lab(lab_dir, reloader=reloader)
 
     yield make
-    from rotate.lab import control
+    from rotate_lab import control
 
     for lab_dir in started:
         control.down(lab_dir)

@@ -13,7 +13,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.paths import shop_schema
+
 ADMIN = "admin-token-for-tests-0123456789"
 PASSWORD = "Sup3rSecretPassw0rd-xyz"
 
@@ -45,10 +46,10 @@ def _start(tmp: Path) -> Server:
     port_file.unlink(missing_ok=True)
     log = (tmp / "cc.log").open("ab")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "rotate.lab.services.configcenter", "--db", str(tmp / "cc.db"),
+        [sys.executable, "-m", "rotate_lab.services.configcenter", "--db", str(tmp / "cc.db"),
          "--host", "127.0.0.1", "--port", "0", "--admin-token-file", str(tmp / "admin-token"),
          "--faults-file", str(tmp / "faults.json"), "--port-file", str(port_file)],
-        cwd=ROOT, stdout=log, stderr=log,
+        cwd=tmp, stdout=log, stderr=log,
     )
     log.close()
 
@@ -81,7 +82,7 @@ def server(tmp_path: Path) -> Iterator[Server]:
 
 
 def _schema() -> dict[str, object]:
-    return json.loads((ROOT / "schemas" / "cart.schema.json").read_text())  # type: ignore[no-any-return]
+    return shop_schema("cart")
 
 
 def _doc(password: str = PASSWORD) -> dict[str, object]:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 import pytest
+from rotate_lab.kube.controllers.daemonset import NODE_NAME, DaemonSetController
 
-from rotate.lab.kube.controllers.daemonset import NODE_NAME, DaemonSetController
 from tests.lab.workload_fixtures import (
     DRAGONFLY_IMAGE,
     PASSWORD,

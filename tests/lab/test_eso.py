@@ -16,16 +16,15 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-
-from rotate.lab import openbao
-from rotate.lab.context import Faults, LabContext, Network, Profile, Resolver
-from rotate.lab.kube.controllers.eso import ExternalSecretController
-from rotate.lab.kube.controllers.reloader import (
+from rotate_lab import openbao
+from rotate_lab.context import Faults, LabContext, Network, Profile, Resolver
+from rotate_lab.kube.controllers.eso import ExternalSecretController
+from rotate_lab.kube.controllers.reloader import (
     LAST_RELOADED_FROM,
     ReloaderController,
     data_hash,
 )
-from rotate.lab.kube.store import ApiError, Store
+from rotate_lab.kube.store import ApiError, Store
 
 pytestmark = pytest.mark.bao
 

@@ -9,9 +9,9 @@ import time
 from pathlib import Path
 
 import pytest
+from rotate_lab.containers import ConfigError, container_env, expand, launch_for, redis_config
+from rotate_lab.kube.store import Store
 
-from rotate.lab.containers import ConfigError, container_env, expand, launch_for, redis_config
-from rotate.lab.kube.store import Store
 from tests.lab.workload_fixtures import (
     DRAGONFLY_IMAGE,
     PASSWORD,

@@ -19,9 +19,9 @@ from typing import Any
 
 import httpx
 import pytest
+from rotate_lab import control, processes
 
 from rotate.core.errors import UsageError
-from rotate.lab import control, processes
 from tests.lab.conftest import LabHandle, eventually, read_env_file
 
 pytestmark = pytest.mark.lab

@@ -22,15 +22,14 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-
-from rotate.lab.context import Faults, LabContext, Network, Profile, Resolver
-from rotate.lab.kube.controllers.base import Controller
-from rotate.lab.kube.controllers.deployment import DeploymentController
-from rotate.lab.kube.controllers.replicaset import ReplicaSetController
-from rotate.lab.kube.controllers.services import ServiceController
-from rotate.lab.kube.controllers.statefulset import StatefulSetController
-from rotate.lab.kube.store import ApiError, Store
-from rotate.lab.kubelet import Kubelet
+from rotate_lab.context import Faults, LabContext, Network, Profile, Resolver
+from rotate_lab.kube.controllers.base import Controller
+from rotate_lab.kube.controllers.deployment import DeploymentController
+from rotate_lab.kube.controllers.replicaset import ReplicaSetController
+from rotate_lab.kube.controllers.services import ServiceController
+from rotate_lab.kube.controllers.statefulset import StatefulSetController
+from rotate_lab.kube.store import ApiError, Store
+from rotate_lab.kubelet import Kubelet
 
 T = TypeVar("T")
 Obj = dict[str, Any]
@@ -137,7 +136,7 @@ class MiniCluster:
 
 
 def start_cluster(tmp: Path) -> MiniCluster:
-    from rotate.lab.control import choose_octet
+    from rotate_lab.control import choose_octet
 
     octet = choose_octet()  # other labs may run on this machine: take a free 127.N/16
     tmp.mkdir(parents=True, exist_ok=True)
@@ -266,9 +265,9 @@ class ThreadedServer:
 @pytest.fixture
 def kubectl(cluster: MiniCluster, tmp_path: Path) -> Iterator[Callable[..., str]]:
     """Real kubectl against the lab API server over this cluster's store."""
-    from rotate.lab.kube import kubeconfig, tls
-    from rotate.lab.kube.apiserver import ApiServer
-    from rotate.lab.kube.auth import Identity
+    from rotate_lab.kube import kubeconfig, tls
+    from rotate_lab.kube.apiserver import ApiServer
+    from rotate_lab.kube.auth import Identity
 
     material = tls.generate()
     server = ApiServer(cluster.store, tls=material, identities={

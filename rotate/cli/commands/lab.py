@@ -1,126 +1,62 @@
-"""``rotate lab up | down | status | fault`` — the local lab (lab.md).
+"""``rotate lab …`` — the gate to the lab, a separate distribution (``rotate-lab``).
 
-Only this module reaches ``rotate.lab``, and only inside the command functions (through the
-CliState seam), so the product's start-up never pays for the lab.
-
-Output: progress of ``up`` and the list of stopped processes of ``down`` are notes on
-stderr; the result (the lab's parts, or the faults now active) is the only output, on
-stdout — or one JSON document with ``-o json``.
+The lab plugs in through the entry point ``rotate.plugins:lab`` (a Typer app).  The product
+never imports the lab by name: this gate looks the entry point up only when ``rotate lab``
+is parsed, so ``rotate --help`` and every other command pay nothing for it.  Without the
+lab installed, ``rotate lab …`` is a usage error (exit 2) that says how to get it.
 """
 
 from __future__ import annotations
 
-from enum import StrEnum
-from pathlib import Path
-from typing import Annotated, Any
+from importlib.metadata import entry_points
+from typing import Any
 
 import typer
+from typer.core import TyperGroup
 
-from rotate.cli.console import Console, console_for
-from rotate.cli.options import Output, OutputOpt
-from rotate.cli.render import aligned
-from rotate.cli.state import state_of
+from rotate.core.errors import UsageError
 
-DEFAULT_DIR = Path(".rotate-lab")
+PLUGIN_GROUP = "rotate.plugins"
+LAB_PLUGIN = "lab"
+LAB_MISSING = "`rotate lab` needs the lab, which is not installed (distribution rotate-lab)"
+LAB_INSTALL_HINT = ("from a checkout of rotate: make install (or: pip install -e ./lab); "
+                    "the product alone never needs it")
+
+
+def load_plugin(name: str) -> Any | None:
+    """The click command behind entry point ``rotate.plugins:NAME``, or None if absent."""
+    found = entry_points(group=PLUGIN_GROUP, name=name)
+    if not found:
+        return None
+    target = next(iter(found)).load()
+    return typer.main.get_command(target) if isinstance(target, typer.Typer) else target
+
+
+class LabGate(TyperGroup):
+    """A group whose commands are the lab plugin's, loaded on first use."""
+
+    _plugin: Any | None = None
+
+    def _lab(self) -> Any:
+        if self._plugin is None:
+            self._plugin = load_plugin(LAB_PLUGIN)
+        if self._plugin is None:
+            raise UsageError(LAB_MISSING, hint=LAB_INSTALL_HINT)
+        return self._plugin
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        self._lab()
+        return super().parse_args(ctx, args)
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return list(self._lab().list_commands(ctx))
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        return self._lab().get_command(ctx, cmd_name)
+
 
 lab_app = typer.Typer(
-    name="lab", help="The local lab: Kubernetes API, OpenBao, Config Center, the shop.",
+    name="lab", cls=LabGate,
+    help="The local lab: Kubernetes API, OpenBao, Config Center, the shop.",
     no_args_is_help=True, rich_markup_mode=None, add_completion=False,
     pretty_exceptions_enable=False)
-
-LabDir = Annotated[Path, typer.Option("--dir", metavar="DIR", help="Lab directory.")]
-
-
-class Profile(StrEnum):
-    fast = "fast"
-    realistic = "realistic"
-
-
-def _status_rows(status: dict[str, Any]) -> list[tuple[str, str, str]]:
-    rows: list[tuple[str, str, str]] = []
-    for name, part in (status.get("parts") or {}).items():
-        part = part or {}
-        where = part.get("addr") or part.get("server") or part.get("url") or "-"
-        healthy = part.get("healthy")
-        health = "-" if healthy is None else ("healthy" if healthy else "DOWN")
-        rows.append((name, str(where), health))
-    return rows
-
-
-def show_status(console: Console, status: dict[str, Any]) -> None:
-    if console.json_mode:
-        console.json(status)
-        return
-    running = status.get("running")
-    lines = [f"lab in {status.get('dir')}"
-             + ("" if running is None else (": running" if running else ": not running"))]
-    lines += aligned(_status_rows(status))
-    faults = status.get("faults") or {}
-    if faults:
-        lines.append("faults: " + ", ".join(
-            k if v is True else f"{k} {','.join(map(str, v))}" for k, v in faults.items()))
-    if status.get("env_file"):
-        lines.append(f"env: . {status['env_file']}")
-    console.lines(lines)
-
-
-@lab_app.command("up")
-def up(
-    ctx: typer.Context,
-    dir: LabDir = DEFAULT_DIR,
-    profile: Annotated[Profile, typer.Option("--profile", help="fast (tests) or realistic "
-                                             "(delays like a real cluster).")] = Profile.fast,
-    reloader: Annotated[bool, typer.Option("--reloader",
-                                           help="Also run the Reloader controller.")] = False,
-    output: OutputOpt = Output.text,
-) -> None:
-    """Start everything in the background; return when every workload is Ready."""
-    console = console_for(ctx, output)
-    result = state_of(ctx).lab().up(dir, profile.value, reloader, on_progress=console.note)
-    status = result if isinstance(result, dict) else {"dir": str(dir)}
-    show_status(console, status)
-    if not console.json_mode:
-        console.lines([f"next: . {Path(status.get('env_file') or dir / 'env')} "
-                       "&& rotate dragonfly"])
-
-
-@lab_app.command("down")
-def down(ctx: typer.Context, dir: LabDir = DEFAULT_DIR) -> None:
-    """Stop every process the lab started, and only those."""
-    console = console_for(ctx, Output.text)
-    console.lines(state_of(ctx).lab().down(dir))
-
-
-@lab_app.command("status")
-def status(ctx: typer.Context, dir: LabDir = DEFAULT_DIR,
-           output: OutputOpt = Output.text) -> None:
-    """Every part with its address and health."""
-    console = console_for(ctx, output)
-    show_status(console, state_of(ctx).lab().status(dir))
-
-
-@lab_app.command("fault")
-def fault(
-    ctx: typer.Context,
-    kind: Annotated[str | None, typer.Argument(
-        metavar="KIND", show_default=False,
-        help="eso-stall, eso-error, bao-down, config-center-5xx, crashloop, readyz-fail, "
-             "provider-crashloop.")] = None,
-    target: Annotated[str | None, typer.Argument(
-        metavar="[TARGET]", show_default=False,
-        help="The service, for crashloop and readyz-fail.")] = None,
-    clear: Annotated[bool, typer.Option("--clear", help="Switch KIND (or every fault) "
-                                        "off.")] = False,
-    dir: LabDir = DEFAULT_DIR,
-    output: OutputOpt = Output.text,
-) -> None:
-    """Switch a lab fault on (or off with --clear)."""
-    console = console_for(ctx, output)
-    active = state_of(ctx).lab().fault(dir, kind, target, clear)
-    if console.json_mode:
-        console.json({"faults": active})
-        return
-    faults = active if isinstance(active, dict) else {}
-    console.lines(["faults: " + (", ".join(
-        k if v is True else f"{k} {','.join(map(str, v))}" for k, v in faults.items())
-        or "none")])
