@@ -37,4 +37,4 @@ lab-down:
 	-$(BIN)/rotate lab down --dir "$(LAB_DIR)"
 
 clean: lab-down
-	rm -rf $(VENV) $(LAB_DIR) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(LAB_DIR) .pytest_cache .mypy_cache .ruff_cache build dist *.egg-info lab/*.egg-info lab/build

@@ -1,5 +1,8 @@
-"""The lab: the whole rotation chain on one machine (see ../shared/spec/lab.md).
+"""The lab: the whole rotation chain on one machine; distribution ``rotate-lab``.
 
-A separate world. The product (``rotate.engine``, ``rotate.stages``, ``rotate.clients``) never
-imports anything from here; only ``rotate.cli.commands.lab`` does, lazily.
+See docs/design.md, "The lab".
+
+A separate world.  The product never imports anything from here; ``rotate lab …`` loads
+:mod:`rotate_lab.cli` through the entry point ``rotate.plugins:lab`` (see lab/pyproject.toml).
+The lab depends on the product (it reuses the CLI's console and the core errors).
 """

@@ -1,7 +1,7 @@
 """``rotate lab up | down | status | fault`` — the local lab (lab.md).
 
 The Typer app that the entry point ``rotate.plugins:lab`` names; the product's gate
-(``rotate/cli/commands/lab.py``) loads it only when ``rotate lab`` is parsed.  The commands
+(``rotate/cli/commands/plugins.py``) loads it only when ``rotate lab`` is parsed.  The commands
 reach :mod:`rotate_lab.control` through :func:`lab_control`, so tests can hand them a fake
 through ``CliState.extra["lab"]`` without patching a module.
 

@@ -9,7 +9,7 @@ The default state imports ``rotate.engine.api`` lazily, inside the factory, so t
 ``rotate --help`` pays nothing for the engine and its adapters.
 
 Invariant: every engine call goes through ``CliState.engine()``.  The product never reaches
-the lab (a separate distribution, plugged in by ``rotate/cli/commands/lab.py``).
+the lab (a separate distribution, plugged in by ``rotate/cli/commands/plugins.py``).
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ ALLOWED: dict[str, set[str]] = {
 #: third-party/system libraries only the client adapters may import
 ADAPTER_ONLY = {"hvac", "kubernetes", "httpx", "requests", "urllib3", "subprocess"}
 #: product modules that may import the lab (rotate_lab, a separate distribution): none.
-#: `rotate lab ...` reaches it through the entry point rotate.plugins:lab (cli/commands/lab.py).
+#: `rotate lab ...` reaches it through the entry point rotate.plugins:lab (cli/commands/plugins.py).
 LAB_GATES: set[str] = set()
 
 

@@ -1,4 +1,5 @@
-"""``rotate lab …`` — the gate to the lab, a separate distribution (``rotate-lab``).
+"""Commands that plugins provide: ``rotate lab …``, the gate to the lab, a separate
+distribution (``rotate-lab``).
 
 The lab plugs in through the entry point ``rotate.plugins:lab`` (a Typer app).  The product
 never imports the lab by name: this gate looks the entry point up only when ``rotate lab``
