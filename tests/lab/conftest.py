@@ -26,22 +26,6 @@ import pytest
 T = TypeVar("T")
 
 
-def eventually(check: Callable[[], T | None], timeout: float, what: str) -> T:
-    """Poll ``check`` until it returns non-None; fail the test at the deadline."""
-    deadline = time.monotonic() + timeout
-    last: object = None
-    while True:
-        try:
-            value = check()
-        except Exception as exc:  # shown on timeout
-            value, last = None, exc
-        if value is not None:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}; last: {last!r}")
-        time.sleep(0.05)
-
-
 def read_env_file(path: Path) -> dict[str, str]:
     env: dict[str, str] = {}
     for line in path.read_text().splitlines():

@@ -13,13 +13,13 @@ from tests.lab.workload_fixtures import (
     MiniCluster,
     Obj,
     cluster,
-    eventually,
     kubectl,
     namespace,
     resp,
     restart_patch,
     secret,
 )
+from tests.polling import eventually
 
 __all__ = ["cluster", "kubectl"]  # fixtures, imported for pytest
 

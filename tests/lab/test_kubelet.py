@@ -20,13 +20,13 @@ from tests.lab.workload_fixtures import (
     cluster,
     dragonfly_container,
     dragonfly_objects,
-    eventually,
     namespace,
     pid_alive,
     resp,
     restart_patch,
     secret,
 )
+from tests.polling import eventually
 
 __all__ = ["cluster"]  # the fixture, imported for pytest
 

@@ -30,7 +30,6 @@ from tests.lab.workload_fixtures import (
     cluster,
     deployment,
     dragonfly_objects,
-    eventually,
     kubectl,
     namespace,
     resp,
@@ -38,6 +37,7 @@ from tests.lab.workload_fixtures import (
     secret,
     service,
 )
+from tests.polling import eventually
 
 __all__ = ["cluster", "kubectl"]  # fixtures, imported for pytest
 

@@ -15,13 +15,13 @@ from tests.lab.workload_fixtures import (
     Obj,
     cluster,
     dragonfly_objects,
-    eventually,
     kubectl,
     namespace,
     resp,
     restart_patch,
     rollout_complete,
 )
+from tests.polling import eventually
 
 __all__ = ["cluster", "kubectl"]  # fixtures, imported for pytest
 

@@ -14,7 +14,6 @@ import base64
 import os
 import subprocess
 import threading
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import ThreadingHTTPServer
@@ -31,28 +30,14 @@ from rotate_lab.kube.controllers.statefulset import StatefulSetController
 from rotate_lab.kube.store import ApiError, Store
 from rotate_lab.kubelet import Kubelet
 
+from tests.polling import eventually
+
 T = TypeVar("T")
 Obj = dict[str, Any]
 
 PASSWORD = "Zx9pLq2VwR7mKd4TfH8sJc3N"  # test value; looked for in argv and logs
 DRAGONFLY_IMAGE = "docker.dragonflydb.io/dragonflydb/dragonfly:v1.21.2"
 SHOP_IMAGE = "registry.example/shop-service:1.0"
-
-
-def eventually(check: Callable[[], T | None], timeout: float, what: str) -> T:
-    """Poll ``check`` until it returns non-None (exceptions count as "not yet")."""
-    deadline = time.monotonic() + timeout
-    last: object = None
-    while True:
-        try:
-            value = check()
-        except (ApiError, OSError, KeyError, ValueError, AssertionError) as exc:
-            value, last = None, exc
-        if value is not None:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}; last: {last!r}")
-        time.sleep(0.05)
 
 
 def pid_alive(pid: int) -> bool:
