@@ -85,13 +85,6 @@ class TokenIssuer:
             serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
         return _b64(hashlib.sha256(der).digest())
 
-    def public_key_pem(self) -> bytes:
-        """For a verifier configured with keys instead of TokenReview (``pem_keys``)."""
-        from cryptography.hazmat.primitives import serialization
-
-        return self._private_key().public_key().public_bytes(
-            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
-
     # ------------------------------------------------------------------ issuing
 
     def sign(self, claims: dict[str, Any]) -> str:

@@ -45,12 +45,6 @@ def key_of(kind: str, obj: dict[str, Any]) -> Key:
     return (kind, str(meta.get("namespace") or ""), str(meta.get("name") or ""))
 
 
-def owner_refs(obj: dict[str, Any], kind: str) -> list[dict[str, Any]]:
-    """The object's ownerReferences of ``kind``."""
-    refs = (obj.get("metadata") or {}).get("ownerReferences") or []
-    return [r for r in refs if isinstance(r, dict) and r.get("kind") == kind]
-
-
 def controller_ref(obj: dict[str, Any]) -> dict[str, Any] | None:
     for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
         if isinstance(ref, dict) and ref.get("controller"):
