@@ -8,7 +8,7 @@ export NO_COLOR ?=
 
 .PHONY: install demo test lint typecheck bench clean lab-down
 
-$(BIN)/rotate: pyproject.toml
+$(BIN)/rotate: pyproject.toml lab/pyproject.toml
 	@command -v redis-server >/dev/null 2>&1 || { \
 	  echo "redis-server is missing: installing it with apt-get (it plays Dragonfly in the lab)"; \
 	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
@@ -17,7 +17,7 @@ $(BIN)/rotate: pyproject.toml
 	@command -v kubectl >/dev/null 2>&1 || echo "note: kubectl not found; the kubectl fidelity tests will be skipped"
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[lab,dev]'
+	$(BIN)/pip install -q -e '.[dev]' -e ./lab
 	@touch $(BIN)/rotate
 
 install: $(BIN)/rotate
@@ -26,7 +26,7 @@ demo: install
 	@bash examples/demo.sh "$(LAB_DIR)"
 
 test: install
-	$(BIN)/ruff check rotate tests bench
+	$(BIN)/ruff check rotate lab tests bench
 	$(BIN)/mypy
 	$(BIN)/pytest -q
 
@@ -37,4 +37,4 @@ lab-down:
 	-$(BIN)/rotate lab down --dir "$(LAB_DIR)"
 
 clean: lab-down
-	rm -rf $(VENV) $(LAB_DIR) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(LAB_DIR) .pytest_cache .mypy_cache .ruff_cache build dist *.egg-info lab/*.egg-info lab/build

@@ -14,10 +14,10 @@ import functools
 import json
 import re
 from collections.abc import Mapping
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import rotate
 from rotate.chain.model import (
     AuthConfig,
     BackendConfig,
@@ -47,15 +47,12 @@ from rotate.core.refs import ObjectRef
 SCHEMA_NAME = "chain.schema.json"
 
 
-def schema_path() -> Path:
-    """``schemas/chain.schema.json`` at the repository root (a checkout or an editable
-    install: both have ``rotate/`` and ``schemas/`` side by side)."""
-    return Path(rotate.__file__).resolve().parent.parent / "schemas" / SCHEMA_NAME
-
-
 @functools.lru_cache(maxsize=1)
 def chain_schema() -> dict[str, Any]:
-    data: dict[str, Any] = json.loads(schema_path().read_text(encoding="utf-8"))
+    """``rotate/chain/chain.schema.json``, package data of ``rotate``: read through
+    importlib.resources so that a wheel install finds it as a checkout does."""
+    text = (resources.files("rotate.chain") / SCHEMA_NAME).read_text(encoding="utf-8")
+    data: dict[str, Any] = json.loads(text)
     return data
 
 

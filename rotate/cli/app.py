@@ -31,7 +31,7 @@ from typer._click.exceptions import UsageError as ClickUsageError
 from typer.core import TyperCommand, TyperGroup
 
 from rotate.cli.commands import doctor, list_cmd, resume, rollback, rotate_cmd, runs, show
-from rotate.cli.commands.lab import lab_app
+from rotate.cli.commands.plugins import lab_app
 from rotate.cli.console import CONSOLE_KEY, Console
 from rotate.core.errors import EXIT_INTERNAL, EXIT_USAGE, RotateError
 

@@ -1,4 +1,5 @@
-"""What one CLI invocation is wired to: the engine facade, the lab control, the clock.
+"""What one CLI invocation is wired to: the engine facade, the clock (and ``extra``: what a
+plugin such as the lab reads, e.g. a test's fake lab control).
 
 Why a seam: the golden tests drive the real CLI (parsing, rendering, exit codes, signal
 handling) against a fake engine. Patching ``rotate.engine.api`` is not allowed, so the
@@ -7,8 +8,8 @@ commands never import the engine by name at call sites; they ask :func:`state_of
 The default state imports ``rotate.engine.api`` lazily, inside the factory, so that
 ``rotate --help`` pays nothing for the engine and its adapters.
 
-Invariant: every engine call goes through ``CliState.engine()``; every lab call through
-``CliState.lab()``.
+Invariant: every engine call goes through ``CliState.engine()``.  The product never reaches
+the lab (a separate distribution, plugged in by ``rotate/cli/commands/plugins.py``).
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ import importlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 if TYPE_CHECKING:
@@ -61,26 +61,8 @@ class Engine(Protocol):
     def doctor(self, options: Any) -> Sequence[Check]: ...
 
 
-class LabControl(Protocol):
-    """``rotate.lab.control`` as ``rotate lab`` uses it (lab.md)."""
-
-    def up(
-        self, dir: Path, profile: str, reloader: bool, *, on_progress: Callable[[str], None],
-    ) -> Any: ...
-
-    def down(self, dir: Path) -> list[str]: ...
-
-    def status(self, dir: Path) -> dict[str, Any]: ...
-
-    def fault(self, dir: Path, kind: str | None, target: str | None, clear: bool) -> Any: ...
-
-
 def _real_engine() -> Engine:
     return cast(Engine, importlib.import_module("rotate.engine.api"))
-
-
-def _real_lab() -> LabControl:
-    return cast(LabControl, importlib.import_module("rotate.lab.control"))
 
 
 def _utc_now() -> datetime:
@@ -90,7 +72,6 @@ def _utc_now() -> datetime:
 @dataclass(frozen=True)
 class CliState:
     engine: Callable[[], Engine] = _real_engine
-    lab: Callable[[], LabControl] = _real_lab
     clock: Callable[[], datetime] = _utc_now
     extra: dict[str, Any] = field(default_factory=dict)
 

@@ -1,15 +1,15 @@
-"""HttpConfigCenter against the real reference server (rotate.lab.services.configcenter),
+"""HttpConfigCenter against the real reference server (rotate_lab.services.configcenter),
 run as its own process on 127.0.0.1 and stopped by pid."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from rotate_lab.context import Faults
 
 from rotate.clients.configcenter import HttpConfigCenter
 from rotate.core.errors import (
@@ -22,9 +22,8 @@ from rotate.core.errors import (
 )
 from rotate.core.secret import Secret
 from rotate.core.waiting import Deadline, wait_for
-from rotate.lab.context import Faults
+from tests.paths import shop_schema
 
-ROOT = Path(__file__).resolve().parents[2]
 ADMIN = "admin-token-for-adapter-tests-0123456789"
 PASSWORD_1 = "First-Dragonfly-Password-0123456789"
 PASSWORD_2 = "Second-Dragonfly-Password-9876543210"
@@ -37,11 +36,11 @@ class Server:
         port_file = tmp / "cc.port"
         with (tmp / "cc.log").open("ab") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "rotate.lab.services.configcenter",
+                [sys.executable, "-m", "rotate_lab.services.configcenter",
                  "--db", str(tmp / "cc.db"), "--host", "127.0.0.1", "--port", "0",
                  "--admin-token-file", str(tmp / "admin-token"),
                  "--faults-file", str(tmp / "faults.json"), "--port-file", str(port_file)],
-                cwd=ROOT, stdout=log, stderr=log)
+                cwd=tmp, stdout=log, stderr=log)
 
         def port() -> str | None:
             if self.proc.poll() is not None:
@@ -75,7 +74,7 @@ def server(tmp_path: Path) -> Iterator[Server]:
 @pytest.fixture
 def cc(server: Server) -> Iterator[HttpConfigCenter]:
     client = HttpConfigCenter(server.url, Secret(ADMIN), timeout=5)
-    client.put_schema("cart", json.loads((ROOT / "schemas" / "cart.schema.json").read_text()))
+    client.put_schema("cart", shop_schema("cart"))
     yield client
     client.close()
 

@@ -17,6 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from rotate_lab.kube import kubeconfig, tls
+from rotate_lab.kube import store as store_mod
+from rotate_lab.kube.apiserver import ApiServer, Identity
+from rotate_lab.kube.store import Store
 
 from rotate.clients.kube import KubeClient
 from rotate.core.errors import (
@@ -29,10 +33,6 @@ from rotate.core.errors import (
     UsageError,
 )
 from rotate.core.secret import Secret
-from rotate.lab.kube import kubeconfig, tls
-from rotate.lab.kube import store as store_mod
-from rotate.lab.kube.apiserver import ApiServer, Identity
-from rotate.lab.kube.store import Store
 
 PASSWORD = "Kube-Secret-Value-" + secrets.token_hex(8)
 

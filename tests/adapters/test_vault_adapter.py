@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -32,7 +33,7 @@ from rotate.core.waiting import Deadline, wait_for
 
 pytestmark = pytest.mark.bao
 
-BAO = Path(__file__).resolve().parents[2] / ".venv" / "bin" / "bao"
+BAO = Path(sys.executable).parent / "bao"
 ROOT_TOKEN = "dev-root-" + uuid.uuid4().hex
 VALUE_1 = "first-password-value-0123456789"
 VALUE_2 = "second-password-value-9876543210"

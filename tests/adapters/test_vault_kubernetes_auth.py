@@ -24,15 +24,15 @@ from typing import Any
 
 import httpx
 import pytest
+from rotate_lab.kube import kubeconfig, tls
+from rotate_lab.kube.apiserver import ApiServer, Identity
+from rotate_lab.kube.store import Store
+from rotate_lab.kube.tokens import TokenIssuer
 
 from rotate.chain.model import AuthConfig, BackendConfig
 from rotate.clients.vault import HvacVault, KubernetesAuth, vault_from_env
 from rotate.core.errors import ClientError, ForbiddenError
 from rotate.core.secret import Secret
-from rotate.lab.kube import kubeconfig, tls
-from rotate.lab.kube.apiserver import ApiServer, Identity
-from rotate.lab.kube.store import Store
-from rotate.lab.kube.tokens import TokenIssuer
 from tests.adapters.test_vault_adapter import Bao, start_bao, stop_bao
 
 pytestmark = pytest.mark.bao

@@ -19,7 +19,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
         pytest.fail(
             "the lab needs redis-server and kubectl (make install puts redis-server in place)"
         )
-    from rotate.lab import control
+    from rotate_lab import control
 
     lab_dir: Path = tmp_path_factory.mktemp("lab")
     try:

@@ -11,15 +11,13 @@ import shlex
 import socket
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
 
-ROOT = Path(__file__).resolve().parents[2]
 ROTATE = str(Path(sys.executable).parent / "rotate")
 SHOP = (
     "user",
@@ -36,26 +34,6 @@ SHOP = (
 CONSUMERS = ("cart", "order", "user")
 
 T = TypeVar("T")
-
-
-def wait_until(check: Callable[[], T | None], timeout: float, what: str) -> T:
-    """Poll ``check`` with back-off until it returns non-None; fail the test at the deadline."""
-    deadline = time.monotonic() + timeout
-    delay = 0.05
-    last: Any = None
-    while True:
-        try:
-            value = check()
-        except Exception as exc:
-            value, last = None, exc
-        if value is not None:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(
-                f"timed out after {timeout}s waiting for {what}; last error: {last!r}"
-            )
-        time.sleep(delay)
-        delay = min(delay * 1.5, 0.5)
 
 
 def read_env_file(path: Path) -> dict[str, str]:
@@ -201,12 +179,12 @@ class Lab:
 
     # -- the lab
     def status(self) -> dict[str, Any]:
-        from rotate.lab import control
+        from rotate_lab import control
 
         return dict(control.status(self.dir))
 
     def fault(self, kind: str, target: str | None = None, clear: bool = False) -> None:
-        from rotate.lab import control
+        from rotate_lab import control
 
         control.fault(self.dir, kind, target, clear)
 

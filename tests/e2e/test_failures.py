@@ -12,7 +12,8 @@ import signal
 
 import pytest
 
-from tests.e2e.labtools import CONSUMERS, SHOP, Lab, wait_until
+from tests.e2e.labtools import CONSUMERS, SHOP, Lab
+from tests.polling import eventually
 
 pytestmark = pytest.mark.lab
 
@@ -36,8 +37,8 @@ def resume_keeps_the_value(lab: Lab, run_id: str, version: int, value: str) -> N
 
 def wait_at_sync_wait(lab: Lab, known: set[str]) -> str:
     """The id of the run just started (not in ``known``), once it waits on a stalled ESO."""
-    run_id = wait_until(lambda: newest_run(lab, known), 30, "the run's journal")
-    wait_until(lambda: "sync.wait" in started_steps(lab, run_id) or None, 30,
+    run_id = eventually(lambda: newest_run(lab, known), 30, "the run's journal")
+    eventually(lambda: "sync.wait" in started_steps(lab, run_id) or None, 30,
                "the run to reach sync.wait")
     return run_id
 

@@ -20,7 +20,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e.labtools import SHOP, Lab, scan, wait_until
+from tests.e2e.labtools import SHOP, Lab, scan
+from tests.polling import eventually
 
 pytestmark = pytest.mark.lab
 
@@ -101,14 +102,14 @@ def test_overlap_rotation_drops_no_request(lab: Lab) -> None:
 
     with Load(lab) as load:
         # the load is flowing before the rotation starts
-        wait_until(lambda: load.ok >= 5 or load.failures or None, 10, "load to flow")
+        eventually(lambda: load.ok >= 5 or load.failures or None, 10, "load to flow")
         assert load.ok >= 5, load.failures
         counted = load.ok
         result = lab.rotate("dragonfly-acl", "--confirm", "--strategy", "overlap", "-o", "json",
                             timeout=60)
         # and still flows after it: the new search pod and Dragonfly's second roll are used
         settled = load.ok
-        wait_until(lambda: load.ok >= settled + 5 or None, 10, "load after the rotation")
+        eventually(lambda: load.ok >= settled + 5 or None, 10, "load after the rotation")
     assert result.code == 0, result.output
     assert load.failures == [], load.failures
     assert load.ok > counted + 5
@@ -148,10 +149,10 @@ def test_rollback_of_the_overlap_run_drops_no_request_either(lab: Lab) -> None:
     dragonfly = lab.status()["parts"]["dragonfly"]["addr"]
 
     with Load(lab) as load:
-        wait_until(lambda: load.ok >= 5 or load.failures or None, 10, "load to flow")
+        eventually(lambda: load.ok >= 5 or load.failures or None, 10, "load to flow")
         result = lab.rotate("rollback", run_id, "--confirm", timeout=60)
         settled = load.ok
-        wait_until(lambda: load.ok >= settled + 5 or None, 10, "load after the rollback")
+        eventually(lambda: load.ok >= settled + 5 or None, 10, "load after the rollback")
     assert result.code == 0, result.output
     assert load.failures == [], load.failures
 

@@ -24,7 +24,8 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.labtools import Lab, redis_auth, wait_until
+from tests.e2e.labtools import Lab, redis_auth
+from tests.polling import eventually
 
 pytestmark = pytest.mark.lab
 
@@ -152,13 +153,13 @@ def providers(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Providers:
         return True if all(lab.secret_value(NS, f"{n}-secret", "password") == v
                            for n, v in initial.items()) else None
 
-    wait_until(synced, 10, "the ExternalSecrets' target Secrets")
+    eventually(synced, 10, "the ExternalSecrets' target Secrets")
     workloads = tmp / "workloads.yaml"
     workloads.write_text(WORKLOADS)
     lab.kubectl("apply", "-f", str(workloads))
-    wait_until(lambda: all_accept(lab, STS, 2, initial[STS]), 20, "StatefulSet pods ready")
-    wait_until(lambda: all_accept(lab, DS, 1, initial[DS]), 20, "DaemonSet pod ready")
-    wait_until(lambda: all_accept(lab, DSO, 1, initial[DSO]), 20, "OnDelete DaemonSet ready")
+    eventually(lambda: all_accept(lab, STS, 2, initial[STS]), 20, "StatefulSet pods ready")
+    eventually(lambda: all_accept(lab, DS, 1, initial[DS]), 20, "DaemonSet pod ready")
+    eventually(lambda: all_accept(lab, DSO, 1, initial[DSO]), 20, "OnDelete DaemonSet ready")
     chain = tmp / "rotate.yaml"
     chain.write_text(CHAIN)
     return Providers(chain)
@@ -224,7 +225,7 @@ def test_ondelete_statefulset_and_daemonset_providers_rotate(
     old = {name: kv_password(lab, name) for name in (STS, DS)}
     # The watch is live once it reports a change made after it started.
     lab.kubectl("annotate", "pod", "-n", NS, f"{STS}-0", "e2e.rotate.dev/watch=live")
-    wait_until(lambda: watch.seen("e2e.rotate.dev/watch"), 10, "the pod watch to be live")
+    eventually(lambda: watch.seen("e2e.rotate.dev/watch"), 10, "the pod watch to be live")
 
     for name in (STS, DS):
         res = lab.rotate(name, "--confirm", "--chain", str(providers.chain), timeout=60)
@@ -232,8 +233,8 @@ def test_ondelete_statefulset_and_daemonset_providers_rotate(
     new = {name: kv_password(lab, name) for name in (STS, DS)}
     assert new[STS] != old[STS] and new[DS] != old[DS]
 
-    sts_pods = wait_until(lambda: all_accept(lab, STS, 2, new[STS]), 10, "sts on new password")
-    ds_pods = wait_until(lambda: all_accept(lab, DS, 1, new[DS]), 10, "ds on new password")
+    sts_pods = eventually(lambda: all_accept(lab, STS, 2, new[STS]), 10, "sts on new password")
+    ds_pods = eventually(lambda: all_accept(lab, DS, 1, new[DS]), 10, "ds on new password")
     for p in sts_pods + ds_pods:
         assert not redis_auth(p["status"]["podIP"], 6379, old[p["metadata"]["labels"]["app"]])
     events = watch.stop()
@@ -268,6 +269,6 @@ def test_ondelete_daemonset_provider_is_rolled_by_deleting_its_pod(
     res = lab.rotate(DSO, "--confirm", "--chain", str(providers.chain), timeout=60)
     assert res.code == 0, res.output
     new = kv_password(lab, DSO)
-    [after] = wait_until(lambda: all_accept(lab, DSO, 1, new), 10, "the new DaemonSet pod")
+    [after] = eventually(lambda: all_accept(lab, DSO, 1, new), 10, "the new DaemonSet pod")
     assert after["metadata"]["uid"] != before["metadata"]["uid"]
     assert not redis_auth(after["status"]["podIP"], 6379, old)

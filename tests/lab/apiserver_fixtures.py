@@ -12,19 +12,17 @@ import http.client
 import json
 import ssl
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-
-from rotate.lab.kube import kubeconfig, tls
-from rotate.lab.kube.apiserver import ApiServer
-from rotate.lab.kube.auth import Identity
-from rotate.lab.kube.store import Store
+from rotate_lab.kube import kubeconfig, tls
+from rotate_lab.kube.apiserver import ApiServer
+from rotate_lab.kube.auth import Identity
+from rotate_lab.kube.store import Store
 
 ADMIN_TOKEN = "admin-token-for-tests"
 RESTRICTED_TOKEN = "restricted-token-for-tests"
@@ -79,17 +77,6 @@ class ApiLab:
             return resp.status, json.loads(data or b"null")
         except ValueError:
             return resp.status, {"text": data.decode(errors="replace")}
-
-
-def eventually(check: Callable[[], T | None], timeout: float, what: str) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value is not None:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.02)
 
 
 @pytest.fixture(scope="module")

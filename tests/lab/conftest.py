@@ -26,22 +26,6 @@ import pytest
 T = TypeVar("T")
 
 
-def eventually(check: Callable[[], T | None], timeout: float, what: str) -> T:
-    """Poll ``check`` until it returns non-None; fail the test at the deadline."""
-    deadline = time.monotonic() + timeout
-    last: object = None
-    while True:
-        try:
-            value = check()
-        except Exception as exc:  # shown on timeout
-            value, last = None, exc
-        if value is not None:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}; last: {last!r}")
-        time.sleep(0.05)
-
-
 def read_env_file(path: Path) -> dict[str, str]:
     env: dict[str, str] = {}
     for line in path.read_text().splitlines():
@@ -75,7 +59,7 @@ class LabHandle:
         return user_env(self.env)
 
     def down(self) -> list[str]:
-        from rotate.lab import control
+        from rotate_lab import control
 
         return control.down(self.dir)
 
@@ -137,7 +121,7 @@ def _require_tools() -> None:
 
 
 def start_lab(lab_dir: Path, *, reloader: bool = False) -> LabHandle:
-    from rotate.lab import control
+    from rotate_lab import control
 
     _require_tools()
     try:
@@ -156,7 +140,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabHandle]:
         handle = start_lab(lab_dir)
         yield handle
     finally:
-        from rotate.lab import control
+        from rotate_lab import control
 
         control.down(lab_dir)
 
@@ -178,7 +162,7 @@ def fresh_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[...
         return start_lab(lab_dir, reloader=reloader)
 
     yield make
-    from rotate.lab import control
+    from rotate_lab import control
 
     for lab_dir in started:
         control.down(lab_dir)

@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 from kubernetes import client, config, watch
+from rotate_lab.kube import kubeconfig, tls
+from rotate_lab.kube.apiserver import ApiServer
+from rotate_lab.kube.auth import Identity
+from rotate_lab.kube.store import Store
 
-from rotate.lab.kube import kubeconfig, tls
-from rotate.lab.kube.apiserver import ApiServer
-from rotate.lab.kube.auth import Identity
-from rotate.lab.kube.store import Store
 from tests.lab.apiserver_fixtures import (
     ADMIN_TOKEN,
     RESTRICTED_TOKEN,

@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from tests.lab.apiserver_fixtures import ApiLab, apiserver, deployment, eventually
+from tests.lab.apiserver_fixtures import ApiLab, apiserver, deployment
+from tests.polling import eventually
 
 __all__ = ["apiserver"]  # the fixture, re-exported so pytest finds it
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,7 +12,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.paths import shop_schema
+from tests.polling import eventually
+
 ADMIN = "admin-token-for-tests-0123456789"
 PASSWORD = "Sup3rSecretPassw0rd-xyz"
 
@@ -29,26 +30,16 @@ class Server:
                             timeout=5)
 
 
-def _deadline_loop(check, timeout: float = 10.0):  # type: ignore[no-untyped-def]
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        result = check()
-        if result:
-            return result
-        time.sleep(0.02)
-    raise AssertionError("condition not met before deadline")
-
-
 def _start(tmp: Path) -> Server:
     (tmp / "admin-token").write_text(ADMIN + "\n")
     port_file = tmp / "cc.port"
     port_file.unlink(missing_ok=True)
     log = (tmp / "cc.log").open("ab")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "rotate.lab.services.configcenter", "--db", str(tmp / "cc.db"),
+        [sys.executable, "-m", "rotate_lab.services.configcenter", "--db", str(tmp / "cc.db"),
          "--host", "127.0.0.1", "--port", "0", "--admin-token-file", str(tmp / "admin-token"),
          "--faults-file", str(tmp / "faults.json"), "--port-file", str(port_file)],
-        cwd=ROOT, stdout=log, stderr=log,
+        cwd=tmp, stdout=log, stderr=log,
     )
     log.close()
 
@@ -57,7 +48,7 @@ def _start(tmp: Path) -> Server:
             raise AssertionError("config center exited: " + (tmp / "cc.log").read_text())
         return port_file.read_text().strip() if port_file.exists() else None
 
-    port = _deadline_loop(ready)
+    port = eventually(ready, 10, "the Config Center to write its port file")
     return Server(proc, f"http://127.0.0.1:{port}", tmp)
 
 
@@ -81,7 +72,7 @@ def server(tmp_path: Path) -> Iterator[Server]:
 
 
 def _schema() -> dict[str, object]:
-    return json.loads((ROOT / "schemas" / "cart.schema.json").read_text())  # type: ignore[no-any-return]
+    return shop_schema("cart")
 
 
 def _doc(password: str = PASSWORD) -> dict[str, object]:
@@ -244,9 +235,9 @@ def test_5xx_fault_blocks_writes_until_cleared(server: Server) -> None:
         # reads still answer
         assert c.get("/v1/services/cart/keys/bootstrap").json()["version"] == 1
         faults.write_text(json.dumps({}))
-        r = _deadline_loop(lambda: (lambda x: x if x.status_code == 200 else None)(
+        r = eventually(lambda: (lambda x: x if x.status_code == 200 else None)(
             c.put("/v1/services/cart/keys/bootstrap", json={"value": _doc()},
-                  headers={"If-Match": '"1"'})), timeout=5)
+                  headers={"If-Match": '"1"'})), 5, "writes to succeed once the fault is off")
         assert r.json() == {"version": 2}
 
 

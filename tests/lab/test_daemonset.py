@@ -5,21 +5,21 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 import pytest
+from rotate_lab.kube.controllers.daemonset import NODE_NAME, DaemonSetController
 
-from rotate.lab.kube.controllers.daemonset import NODE_NAME, DaemonSetController
 from tests.lab.workload_fixtures import (
     DRAGONFLY_IMAGE,
     PASSWORD,
     MiniCluster,
     Obj,
     cluster,
-    eventually,
     kubectl,
     namespace,
     resp,
     restart_patch,
     secret,
 )
+from tests.polling import eventually
 
 __all__ = ["cluster", "kubectl"]  # fixtures, imported for pytest
 

@@ -11,46 +11,28 @@ import base64
 import itertools
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-
-from rotate.lab import openbao
-from rotate.lab.context import Faults, LabContext, Network, Profile, Resolver
-from rotate.lab.kube.controllers.eso import ExternalSecretController
-from rotate.lab.kube.controllers.reloader import (
+from rotate_lab import openbao
+from rotate_lab.context import Faults, LabContext, Network, Profile, Resolver
+from rotate_lab.kube.controllers.eso import ExternalSecretController
+from rotate_lab.kube.controllers.reloader import (
     LAST_RELOADED_FROM,
     ReloaderController,
     data_hash,
 )
-from rotate.lab.kube.store import ApiError, Store
+from rotate_lab.kube.store import ApiError, Store
+
+from tests.polling import eventually, holds
 
 pytestmark = pytest.mark.bao
 
 T = TypeVar("T")
 NS = "dragonfly"
 _names = itertools.count()
-
-
-def eventually(check: Callable[[], T | None], timeout: float, what: str) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value is not None and value is not False:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.02)
-
-
-def holds(check: Callable[[], bool], seconds: float, what: str) -> None:
-    """``check`` stays true for ``seconds`` (used only to prove something does NOT happen)."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        assert check(), what
-        time.sleep(0.02)
 
 
 @pytest.fixture(scope="module")

@@ -9,9 +9,9 @@ import time
 from pathlib import Path
 
 import pytest
+from rotate_lab.containers import ConfigError, container_env, expand, launch_for, redis_config
+from rotate_lab.kube.store import Store
 
-from rotate.lab.containers import ConfigError, container_env, expand, launch_for, redis_config
-from rotate.lab.kube.store import Store
 from tests.lab.workload_fixtures import (
     DRAGONFLY_IMAGE,
     PASSWORD,
@@ -20,13 +20,13 @@ from tests.lab.workload_fixtures import (
     cluster,
     dragonfly_container,
     dragonfly_objects,
-    eventually,
     namespace,
     pid_alive,
     resp,
     restart_patch,
     secret,
 )
+from tests.polling import eventually
 
 __all__ = ["cluster"]  # the fixture, imported for pytest
 

@@ -19,10 +19,11 @@ from typing import Any
 
 import httpx
 import pytest
+from rotate_lab import control, processes
 
 from rotate.core.errors import UsageError
-from rotate.lab import control, processes
-from tests.lab.conftest import LabHandle, eventually, read_env_file
+from tests.lab.conftest import LabHandle, read_env_file
+from tests.polling import eventually, holds
 
 pytestmark = pytest.mark.lab
 
@@ -136,10 +137,7 @@ def test_fault_eso_stall(lab: LabHandle) -> None:
     try:
         lab.set_bao_password("Stalled" + "y" * 33)
         lab.force_sync()
-        deadline = time.monotonic() + 1.5
-        while time.monotonic() < deadline:  # an observation window, not a synchronisation
-            assert lab.secret_password() == original
-            time.sleep(0.1)
+        holds(lambda: lab.secret_password() == original, 1.5, "the Secret to keep its value")
         assert control.status(lab.dir)["faults"] == {"eso-stall": True}
     finally:
         control.fault(lab.dir, "eso-stall", clear=True)
@@ -235,10 +233,7 @@ def test_reloader_rolls_dragonfly_exactly_once(fresh_lab: Callable[..., LabHandl
     done = lab.kubectl("rollout", "status", "deployment/dragonfly", "-n", "dragonfly",
                        "--timeout=30s", check=False, timeout=45)
     assert done.returncode == 0, done.stderr
-    deadline = time.monotonic() + 1.5
-    while time.monotonic() < deadline:  # observation window: no second roll
-        assert lab.revision("dragonfly", "dragonfly") == before + 1
-        time.sleep(0.1)
+    holds(lambda: lab.revision("dragonfly", "dragonfly") == before + 1, 1.5, "no second roll")
 
 
 def test_down_leaves_no_process(fresh_lab: Callable[..., LabHandle]) -> None:

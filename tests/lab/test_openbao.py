@@ -9,8 +9,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-
-from rotate.lab import openbao, processes
+from rotate_lab import openbao, processes
 
 pytestmark = pytest.mark.bao
 

@@ -6,8 +6,8 @@ import shutil
 from collections.abc import Callable
 
 import pytest
+from rotate_lab.kube.controllers.deployment import REVISION, REVISION_HISTORY
 
-from rotate.lab.kube.controllers.deployment import REVISION, REVISION_HISTORY
 from tests.lab.workload_fixtures import (
     DRAGONFLY_IMAGE,
     PASSWORD,
@@ -15,13 +15,13 @@ from tests.lab.workload_fixtures import (
     Obj,
     cluster,
     dragonfly_objects,
-    eventually,
     kubectl,
     namespace,
     resp,
     restart_patch,
     rollout_complete,
 )
+from tests.polling import eventually
 
 __all__ = ["cluster", "kubectl"]  # fixtures, imported for pytest
 

@@ -14,7 +14,6 @@ import base64
 import os
 import subprocess
 import threading
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import ThreadingHTTPServer
@@ -22,15 +21,16 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+from rotate_lab.context import Faults, LabContext, Network, Profile, Resolver
+from rotate_lab.kube.controllers.base import Controller
+from rotate_lab.kube.controllers.deployment import DeploymentController
+from rotate_lab.kube.controllers.replicaset import ReplicaSetController
+from rotate_lab.kube.controllers.services import ServiceController
+from rotate_lab.kube.controllers.statefulset import StatefulSetController
+from rotate_lab.kube.store import ApiError, Store
+from rotate_lab.kubelet import Kubelet
 
-from rotate.lab.context import Faults, LabContext, Network, Profile, Resolver
-from rotate.lab.kube.controllers.base import Controller
-from rotate.lab.kube.controllers.deployment import DeploymentController
-from rotate.lab.kube.controllers.replicaset import ReplicaSetController
-from rotate.lab.kube.controllers.services import ServiceController
-from rotate.lab.kube.controllers.statefulset import StatefulSetController
-from rotate.lab.kube.store import ApiError, Store
-from rotate.lab.kubelet import Kubelet
+from tests.polling import eventually
 
 T = TypeVar("T")
 Obj = dict[str, Any]
@@ -38,22 +38,6 @@ Obj = dict[str, Any]
 PASSWORD = "Zx9pLq2VwR7mKd4TfH8sJc3N"  # test value; looked for in argv and logs
 DRAGONFLY_IMAGE = "docker.dragonflydb.io/dragonflydb/dragonfly:v1.21.2"
 SHOP_IMAGE = "registry.example/shop-service:1.0"
-
-
-def eventually(check: Callable[[], T | None], timeout: float, what: str) -> T:
-    """Poll ``check`` until it returns non-None (exceptions count as "not yet")."""
-    deadline = time.monotonic() + timeout
-    last: object = None
-    while True:
-        try:
-            value = check()
-        except (ApiError, OSError, KeyError, ValueError, AssertionError) as exc:
-            value, last = None, exc
-        if value is not None:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}; last: {last!r}")
-        time.sleep(0.05)
 
 
 def pid_alive(pid: int) -> bool:
@@ -137,7 +121,7 @@ class MiniCluster:
 
 
 def start_cluster(tmp: Path) -> MiniCluster:
-    from rotate.lab.control import choose_octet
+    from rotate_lab.control import choose_octet
 
     octet = choose_octet()  # other labs may run on this machine: take a free 127.N/16
     tmp.mkdir(parents=True, exist_ok=True)
@@ -266,9 +250,9 @@ class ThreadedServer:
 @pytest.fixture
 def kubectl(cluster: MiniCluster, tmp_path: Path) -> Iterator[Callable[..., str]]:
     """Real kubectl against the lab API server over this cluster's store."""
-    from rotate.lab.kube import kubeconfig, tls
-    from rotate.lab.kube.apiserver import ApiServer
-    from rotate.lab.kube.auth import Identity
+    from rotate_lab.kube import kubeconfig, tls
+    from rotate_lab.kube.apiserver import ApiServer
+    from rotate_lab.kube.auth import Identity
 
     material = tls.generate()
     server = ApiServer(cluster.store, tls=material, identities={

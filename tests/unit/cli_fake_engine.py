@@ -254,7 +254,7 @@ def invoke(args: list[str], engine: Any = None, *, lab: Any = None, input: str |
     from rotate.cli.state import CliState
 
     engine = engine if engine is not None else FakeEngine()
-    state = CliState(engine=lambda: engine, lab=lambda: lab, clock=lambda: FIXED_NOW)
+    state = CliState(engine=lambda: engine, clock=lambda: FIXED_NOW, extra={"lab": lambda: lab})
     return CliRunner().invoke(app, args, input=input, env={**BASE_ENV, **(env or {})},
                               obj=state, catch_exceptions=False)
 

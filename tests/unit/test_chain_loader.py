@@ -29,9 +29,9 @@ from rotate.chain.model import (
 from rotate.core.errors import ChainFileError, UsageError
 from rotate.core.refs import ObjectRef
 from rotate.core.secret import Secret
+from tests.paths import EXAMPLE_CHAIN
 
-REPO = Path(__file__).resolve().parents[2]
-EXAMPLE = REPO / "examples" / "ecommerce" / "rotate.yaml"
+EXAMPLE = EXAMPLE_CHAIN
 
 MINIMAL = """\
 apiVersion: rotate/v1

@@ -13,9 +13,9 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from rotate.cli.app import app
+from tests.paths import EXAMPLE_CHAIN
 
-ROOT = Path(__file__).resolve().parents[2]
-CHAIN = ROOT / "examples" / "ecommerce" / "rotate.yaml"
+CHAIN = EXAMPLE_CHAIN
 ENV = {"NO_COLOR": "1", "COLUMNS": "100", "ROTATE_CHAIN": None, "ROTATE_STATE_DIR": None,
        "KUBECONFIG": None, "BAO_ADDR": None, "VAULT_ADDR": None}
 

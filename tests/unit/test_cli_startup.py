@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.paths import EXAMPLE_CHAIN
+
 HEAVY = ("kubernetes", "hvac", "jsonschema", "httpx", "ruamel")
 
 CHILD = """
@@ -28,7 +29,7 @@ sys.stderr.write("\\n" + json.dumps({"code": code, "modules": roots}) + "\\n")
 """
 
 
-def _modules_after(*args: str, cwd: Path = ROOT) -> tuple[int, set[str]]:
+def _modules_after(*args: str, cwd: Path) -> tuple[int, set[str]]:
     done = subprocess.run([sys.executable, "-c", CHILD, *args], cwd=cwd, capture_output=True,
                           text=True, timeout=60, env={"NO_COLOR": "1", "COLUMNS": "100",
                                                       "PATH": "/usr/bin:/bin",
@@ -38,28 +39,28 @@ def _modules_after(*args: str, cwd: Path = ROOT) -> tuple[int, set[str]]:
 
 
 @pytest.mark.parametrize("args", [["--help"], ["dragonfly", "--help"], ["lab", "--help"]])
-def test_help_imports_nothing_heavy(args: list[str]) -> None:
-    code, modules = _modules_after(*args)
+def test_help_imports_nothing_heavy(args: list[str], tmp_path: Path) -> None:
+    code, modules = _modules_after(*args, cwd=tmp_path)
     assert code == 0
     assert modules.isdisjoint(HEAVY), sorted(modules & set(HEAVY))
     # rich loads only when the Console first prints; help is plain click formatting
     assert "rich" not in modules
 
 
-def test_help_does_not_import_engine_or_lab() -> None:
+def test_help_does_not_import_engine_or_lab(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-c", "import sys\nfrom rotate.cli.app import main\n"
          "try: main(['--help'])\nexcept SystemExit: pass\n"
          "print(sorted(m for m in sys.modules if m.startswith(('rotate.engine.api', "
-         "'rotate.lab.control', 'rotate.chain.loader'))))"],
-        cwd=ROOT, capture_output=True, text=True, timeout=60, check=True)
+         "'rotate_lab.control', 'rotate.chain.loader'))))"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=60, check=True)
     assert done.stdout.strip().splitlines()[-1] == "[]"
 
 
 def _list_modules(tmp_path: Path) -> set[str]:
     pytest.importorskip("rotate.engine.api", reason="the engine facade has not landed")
     code, modules = _modules_after(
-        "list", "--chain", str(ROOT / "examples" / "ecommerce" / "rotate.yaml"),
+        "list", "--chain", str(EXAMPLE_CHAIN),
         "--state-dir", str(tmp_path), cwd=tmp_path)
     assert code == 0
     return modules

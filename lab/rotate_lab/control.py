@@ -1,0 +1,399 @@
+"""``rotate lab up | down | status | fault`` — the lab's lifecycle, on loopback only.
+
+``up`` starts three detached processes (``bao server``, the Config Center, the cluster
+process), records their pids in ``DIR/pids.json`` and returns once every Deployment is
+rollout-complete and the ExternalSecret is Ready.  ``down`` stops exactly the recorded pids
+(and the pods the kubelet recorded), nothing found by name.
+
+Invariants:
+
+- Secrets (tokens, the Dragonfly password) never travel in argv: they are written to files
+  of mode 0600 under ``DIR/secrets/`` and to ``DIR/cluster.json`` (0600), which the cluster
+  process reads.  ``DIR/env`` (0600) holds tokens too: the lab is a sandbox and that file is
+  what makes ``. DIR/env && rotate dragonfly --confirm`` work.
+- ``up`` is idempotent: a running lab is reported, not restarted.  A failed ``up`` stops
+  what it started and raises :class:`LabFailed` with the failing part's log tail.
+- The lab owns a ``127.N.0.0/16`` (pods ``127.N.1.x``, ClusterIPs ``127.N.2.x``) with ``N``
+  chosen so that no socket listens in it yet: two labs on one machine never share addresses.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import ssl
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from rotate.core.errors import RotateError, UsageError
+from rotate_lab import processes
+from rotate_lab.context import FAULT_KINDS, Faults, Profile, choose_octet
+from rotate_lab.labdir import PARTS, LabDir, running
+
+SHOP = ("user", "product", "inventory", "cart", "order", "payment", "shipping", "review",
+        "search", "notification")
+DRAGONFLY_HOST = "dragonfly.dragonfly.svc.cluster.local"
+BAO_SECRET_PATH = "infra/dragonfly"
+TARGETED_FAULTS = ("crashloop", "readyz-fail")
+UP_DEADLINE = {"fast": 60.0, "realistic": 180.0}
+
+Progress = Callable[[str], None]
+__all__ = ["LabDir", "LabFailed", "choose_octet", "down", "fault", "status", "up"]
+
+
+class LabFailed(RotateError):
+    """``up`` failed; the message names the part and carries its log tail (no secrets:
+    no lab part logs one).  ``part`` names ``DIR/logs/<part>.log``."""
+
+    def __init__(self, message: str, *, part: str | None = None,
+                 hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.part = part
+
+
+# --- up -------------------------------------------------------------------------------------
+
+
+def up(dir: str | Path, profile: str = "fast", reloader: bool = False, *,
+       on_progress: Progress | None = None) -> dict[str, Any]:
+    """Start the lab in ``dir``; return :func:`status` plus ``elapsed_seconds``.
+
+    Two ``up`` on one directory at once serialise on ``DIR/.up.lock``: the second one then
+    finds the lab running and reports it.
+    """
+    import fcntl
+
+    try:
+        Profile.named(profile)
+    except ValueError:
+        raise UsageError(f"unknown lab profile {profile!r} (fast, realistic)") from None
+    d = LabDir(Path(dir).expanduser().resolve())
+    d.root.mkdir(parents=True, exist_ok=True)
+    with open(d / ".up.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _up_locked(d, profile, reloader, on_progress or (lambda _msg: None))
+
+
+def _up_locked(d: LabDir, profile: str, reloader: bool, say: Progress) -> dict[str, Any]:
+    from rotate_lab import launch  # heavy imports only when starting
+
+    live, recs = running(d)
+    if live and len(live) == len(recs) == len(PARTS):
+        meta = d.meta()
+        say(f"a lab is already running in {d.root} (profile {meta.get('profile')}, reloader "
+            f"{'on' if meta.get('reloader') else 'off'}); `rotate lab down` first to change it")
+        return {**status(d.root), "already_running": True}
+    if recs:
+        say("stopping the remains of an earlier lab")
+        down(d.root)
+    started = time.monotonic()
+    for sub in (d.logs, d / "state"):
+        sub.mkdir(parents=True, exist_ok=True)
+    d.secrets.mkdir(mode=0o700, exist_ok=True)
+    os.chmod(d.secrets, 0o700)
+    processes.write_json(d / "faults.json", {})
+    try:
+        launch.start_all(d, profile, reloader, say)
+        wait_ready(d, deadline=time.monotonic() + UP_DEADLINE[profile], say=say)
+    except BaseException as exc:
+        part: str | None = getattr(exc, "part", None) or _guess_failed_part(d)
+        detail = str(getattr(exc, "message", "") or type(exc).__name__)
+        log_path = d.log(part) if part else None
+        tail = log_tail(log_path) if log_path else ""
+        down(d.root)
+        if not isinstance(exc, Exception):  # Ctrl-C: stopped what we started; re-raise
+            raise
+        raise LabFailed(
+            f"lab up failed{f' ({part})' if part else ''}: {detail}"
+            + (f"\n--- last lines of {log_path} ---\n{tail}" if tail else ""),
+            part=part, hint=f"logs: {d.logs}") from None
+    elapsed = time.monotonic() - started
+    say(f"lab up in {elapsed:.1f}s — . {d / 'env'}")
+    return {**status(d.root), "already_running": False, "elapsed_seconds": round(elapsed, 2)}
+
+
+def _guess_failed_part(d: LabDir) -> str | None:
+    for rec in d.recorded():
+        if not processes.ours(rec):
+            return rec.part
+    return None
+
+
+def log_tail(path: Path, lines: int = 20) -> str:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
+
+
+# --- readiness ------------------------------------------------------------------------------
+
+
+def api_client(d: LabDir, timeout: float = 2.0) -> Any:
+    """An httpx client for the lab's API server (admin identity, the lab CA)."""
+    import httpx
+
+    meta = d.meta()
+    ctx = ssl.create_default_context(cafile=str(d / "tls" / "ca.crt"))
+    return httpx.Client(base_url=str(meta["api_server"]), verify=ctx, timeout=timeout,
+                        headers={"Authorization": f"Bearer {d.read_secret('admin-token')}"})
+
+
+def not_ready(d: LabDir) -> list[str]:
+    """What still keeps the lab from being Ready (empty list = Ready)."""
+    with api_client(d) as c:
+        deps = c.get("/apis/apps/v1/deployments")
+        deps.raise_for_status()
+        es = c.get("/apis/external-secrets.io/v1/namespaces/dragonfly/externalsecrets/"
+                   "dragonfly-password")
+    waiting = [f"deployment {ns}/{name}" for ns, name, ok in
+               (_rollout_complete(o) for o in deps.json().get("items", [])) if not ok]
+    if not deps.json().get("items"):
+        waiting.append("deployments (none yet)")
+    conds = (es.json().get("status") or {}).get("conditions") or [] if es.is_success else []
+    if not any(c.get("type") == "Ready" and c.get("status") == "True" for c in conds):
+        waiting.append("externalsecret dragonfly/dragonfly-password")
+    return waiting
+
+
+def _rollout_complete(dep: dict[str, Any]) -> tuple[str, str, bool]:
+    """kubectl rollout status's rule for a Deployment."""
+    md, spec, st = dep.get("metadata", {}), dep.get("spec", {}), dep.get("status") or {}
+    want = int(spec.get("replicas", 1))
+    ok = (int(st.get("observedGeneration", 0)) >= int(md.get("generation", 1))
+          and int(st.get("updatedReplicas", 0)) >= want
+          and int(st.get("replicas", 0)) <= int(st.get("updatedReplicas", 0))
+          and int(st.get("availableReplicas", 0)) >= want)
+    return md.get("namespace", ""), md.get("name", ""), ok
+
+
+def wait_ready(d: LabDir, *, deadline: float, say: Progress) -> None:
+    last: list[str] = ["api server"]
+    shown = ""
+    while time.monotonic() < deadline:
+        for rec in d.recorded():
+            if not processes.ours(rec):
+                raise LabFailed(f"{rec.part} exited during start-up", part=rec.part)
+        try:
+            last = not_ready(d)
+        except Exception:  # the API server may still be starting: not yet
+            last = ["api server"]
+        if not last:
+            return
+        msg = "waiting for " + ", ".join(last[:4]) + (" …" if len(last) > 4 else "")
+        if msg != shown:
+            say(msg)
+            shown = msg
+        time.sleep(0.1)
+    raise LabFailed("not Ready in time; still waiting for " + ", ".join(last)
+                    + _pod_log_tails(d, last), part="cluster")
+
+
+def _pod_log_tails(d: LabDir, waiting: list[str]) -> str:
+    """The newest pod log of each Deployment still waiting: usually where the reason is."""
+    out = []
+    for item in waiting:
+        kind, _, ref = item.partition(" ")
+        if kind != "deployment" or "/" not in ref:
+            continue
+        ns, name = ref.split("/", 1)
+        logs = sorted((d.logs / "pods").glob(f"{ns}_{name}-*.log"),
+                      key=lambda p: p.stat().st_mtime)
+        if logs:
+            out.append(f"\n--- last lines of {logs[-1]} ---\n{log_tail(logs[-1], 8)}")
+    return "".join(out)
+
+
+# --- down -----------------------------------------------------------------------------------
+
+
+def down(dir: str | Path) -> list[str]:
+    """Stop every process the lab in ``dir`` recorded, and only those.  Idempotent."""
+    d = LabDir(Path(dir).expanduser().resolve())
+    lines: list[str] = []
+    # All three at once: the cluster stops its pods itself (its SIGTERM handler waits for
+    # them), and nothing needs OpenBao or the Config Center while shutting down.
+    lines += processes.stop(d.recorded(), timeout=15.0)
+    # Pods outlive the cluster only if it was killed; they are still recorded.
+    leftovers = [p for p in d.pods() if processes.ours(p)]
+    if leftovers:
+        lines += processes.stop(leftovers, timeout=3.0)
+    for name in ("pids.json", "pods.json"):
+        (d / name).unlink(missing_ok=True)
+    if not lines:
+        lines.append(f"no lab running in {d.root}")
+    return lines
+
+
+# --- status ---------------------------------------------------------------------------------
+
+
+def status(dir: str | Path) -> dict[str, Any]:
+    """lab.md's status JSON, with a health probe per part (short timeouts)."""
+    import httpx
+
+    d = LabDir(Path(dir).expanduser().resolve())
+    meta = d.meta()
+    pids = {r.part: r for r in d.recorded()}
+
+    def pid_of(part: str) -> int | None:
+        rec = pids.get(part)
+        return rec.pid if rec is not None and processes.ours(rec) else None
+
+    def probe(url: str | None, **kw: Any) -> bool:
+        if not url:
+            return False
+        try:
+            return bool(httpx.get(url, timeout=1.0, **kw).status_code < 500)
+        except Exception:
+            return False
+
+    bao_addr = meta.get("openbao_addr")
+    cc_url = meta.get("config_center_url")
+    kube_ok = False
+    dragonfly: str | None = None
+    if pid_of("cluster") and meta.get("api_server"):
+        try:
+            with api_client(d, timeout=1.0) as c:
+                kube_ok = c.get("/readyz").status_code == 200
+                svc = c.get("/api/v1/namespaces/dragonfly/services/dragonfly")
+                if svc.is_success:
+                    dragonfly = f"{svc.json()['spec']['clusterIP']}:6379"
+        except Exception:
+            kube_ok = False
+    faults = processes.read_json(d / "faults.json")
+    running = bool(pids) and all(pid_of(p) for p in PARTS)
+    return {
+        "dir": str(d.root),
+        "env_file": str(d / "env"),
+        "running": running,
+        "profile": meta.get("profile"),
+        "reloader": bool(meta.get("reloader")),
+        "network": f"127.{meta['net_octet']}.0.0/16" if "net_octet" in meta else None,
+        "parts": {
+            "openbao": {"addr": bao_addr, "pid": pid_of("openbao"),
+                        "healthy": bool(pid_of("openbao")) and probe(
+                            f"{bao_addr}/v1/sys/health" if bao_addr else None)},
+            "kubernetes": {"server": meta.get("api_server"), "kubeconfig": str(d / "kubeconfig"),
+                           "pid": pid_of("cluster"), "healthy": kube_ok},
+            "config_center": {"url": cc_url, "pid": pid_of("config_center"),
+                              "healthy": bool(pid_of("config_center")) and probe(
+                                  f"{cc_url}/healthz" if cc_url else None)},
+            "dragonfly": {"addr": dragonfly, "healthy": bool(dragonfly) and _redis_answers(
+                str(dragonfly))},
+        },
+        "logs": str(d.logs),
+        "faults": faults if isinstance(faults, dict) else {},
+    }
+
+
+def _redis_answers(addr: str) -> bool:
+    """Any RESP reply to PING (``-NOAUTH`` included) means the server answers."""
+    host, _, port = addr.rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=1.0) as s:
+            s.sendall(b"PING\r\n")
+            return s.recv(64)[:1] in (b"+", b"-")
+    except OSError:
+        return False
+
+
+# --- fault ----------------------------------------------------------------------------------
+
+
+def fault(dir: str | Path, kind: str | None, target: str | None = None,
+          clear: bool = False) -> dict[str, Any]:
+    """Switch a lab fault on (or off with ``clear``); return the faults now active.
+
+    Every lab process re-reads ``DIR/faults.json``; ``bao-down`` alone acts here, by
+    SIGSTOP/SIGCONT of OpenBao's pid — a hung server, not a refused connection, which is the
+    harder case for a client (it must time out).
+    """
+    d = LabDir(Path(dir).expanduser().resolve())
+    if kind is not None and kind not in FAULT_KINDS:
+        raise UsageError(f"unknown fault {kind!r}; one of: {', '.join(FAULT_KINDS)}")
+    if not clear and kind is None:
+        raise UsageError("name a fault (or --clear)")
+    if not clear and kind in TARGETED_FAULTS and not target:
+        raise UsageError(f"fault {kind} needs a target: the Deployment (e.g. cart)")
+    if kind is not None and kind not in TARGETED_FAULTS and target:
+        raise UsageError(f"fault {kind} takes no target")
+    live, _ = running(d)
+    if not live:
+        raise UsageError(f"no lab running in {d.root}", hint=f"rotate lab up --dir {d.root}")
+    path = d / "faults.json"
+    current = processes.read_json(path)
+    faults: dict[str, Any] = current if isinstance(current, dict) else {}
+    if clear:
+        kinds = [kind] if kind is not None else list(faults)
+        for k in kinds:
+            if k in TARGETED_FAULTS and target:
+                rest = [t for t in faults.get(k) or [] if t != target]
+                faults[k] = rest
+            else:
+                faults.pop(k, None)
+            if not faults.get(k):
+                faults.pop(k, None)
+        if "bao-down" in kinds:
+            _signal_bao(d, signal.SIGCONT)
+    else:
+        assert kind is not None
+        if kind in TARGETED_FAULTS:
+            assert target is not None
+            faults[kind] = sorted({*(faults.get(kind) or []), target})
+        else:
+            faults[kind] = True
+        if kind == "bao-down":
+            _signal_bao(d, signal.SIGSTOP)
+    Faults.write(path, faults)
+    return faults
+
+
+def _signal_bao(d: LabDir, sig: int) -> None:
+    for rec in d.recorded():
+        if rec.part == "openbao" and processes.signal_pid(rec, sig):
+            return
+    if sig == signal.SIGSTOP:
+        raise LabFailed("OpenBao is not running; cannot stop it answering")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Bare entry point for when the CLI group is absent: ``python -m rotate_lab.control``."""
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m rotate_lab.control")
+    ap.add_argument("command", choices=("up", "down", "status", "fault"))
+    ap.add_argument("args", nargs="*")
+    ap.add_argument("--dir", default=".rotate-lab")
+    ap.add_argument("--profile", default="fast")
+    ap.add_argument("--reloader", action="store_true")
+    ap.add_argument("--clear", action="store_true")
+    ns = ap.parse_args(argv)
+    out: Any
+    try:
+        if ns.command == "up":
+            out = up(ns.dir, ns.profile, ns.reloader,
+                     on_progress=lambda m: print(m, file=sys.stderr))
+        elif ns.command == "down":
+            out = down(ns.dir)
+        elif ns.command == "status":
+            out = status(ns.dir)
+        else:
+            kind = ns.args[0] if ns.args else None
+            target = ns.args[1] if len(ns.args) > 1 else None
+            out = fault(ns.dir, kind, target, ns.clear)
+    except RotateError as exc:
+        print(f"error: {exc.message}", file=sys.stderr)
+        return exc.exit_code
+    print(json.dumps(out, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
