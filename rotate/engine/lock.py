@@ -29,7 +29,7 @@ from typing import Any
 
 from rotate.clients.seams import Kube
 from rotate.core.errors import ClientError, ConflictError, LockHeld, NotFoundError
-from rotate.stages.timestamps import parse_rfc3339, rfc3339, utcnow
+from rotate.core.timestamps import parse_rfc3339, rfc3339, utcnow
 
 HOST_ANNOTATION = "rotate.dev/host"
 PID_ANNOTATION = "rotate.dev/pid"
