@@ -48,7 +48,11 @@ class FakeConfigCenter:
         return VersionedDoc(len(vs), copy.deepcopy(vs[-1]))
 
     def get_version(self, service: str, key: str, version: int) -> VersionedDoc:
-        return VersionedDoc(version, copy.deepcopy(self.docs[(service, key)][version - 1]))
+        vs = self.docs.get((service, key)) or []
+        if not 1 <= version <= len(vs):
+            raise NotFoundError("config center", f"get {service}/{key} version {version}",
+                                "not found", status=404)
+        return VersionedDoc(version, copy.deepcopy(vs[version - 1]))
 
     def put_key(self, service: str, key: str, value: Mapping[str, Any], *,
                 if_match: int | None) -> int:
@@ -62,8 +66,8 @@ class FakeConfigCenter:
         return len(vs)
 
     def restore_version(self, service: str, key: str, version: int, *, if_match: int) -> int:
-        old = self.docs[(service, key)][version - 1]
-        return self.put_key(service, key, copy.deepcopy(old), if_match=if_match)
+        old = self.get_version(service, key, version).value
+        return self.put_key(service, key, old, if_match=if_match)
 
     def mint_token(self, service: str) -> MintedToken:
         self.faults.hit("mint_token")

@@ -63,7 +63,7 @@ class FakeKube:
     def _bump(self, key: Key, obj: dict[str, Any], event: str) -> dict[str, Any]:
         rv = next(self._rv)
         obj.setdefault("metadata", {})["resourceVersion"] = str(rv)
-        self.events.append((rv, event, key, copy.deepcopy(obj)))
+        self.events.append((rv, event, key, self._public(obj)))  # a watch never sees data
         self._lock.notify_all()
         return obj
 
@@ -113,9 +113,12 @@ class FakeKube:
 
     def list(self, kind: str, namespace: str | None, *, label_selector: str | None = None
              ) -> list[dict[str, Any]]:
+        wanted = dict(part.split("=", 1) for part in label_selector.split(",")
+                      ) if label_selector else {}
         with self._lock:
             return [self._public(o) for (k, ns, _), o in self.objects.items()
-                    if k == kind and (namespace is None or ns == namespace)]
+                    if k == kind and (namespace is None or ns == namespace)
+                    and wanted.items() <= ((o.get("metadata") or {}).get("labels") or {}).items()]
 
     def create(self, kind: str, namespace: str | None, body: Mapping[str, Any]) -> dict[str, Any]:
         self.faults.hit("create")
