@@ -66,10 +66,6 @@ class Deadline:
     def remaining(self) -> float:
         return max(0.0, self.at - time.monotonic())
 
-    @property
-    def expired(self) -> bool:
-        return time.monotonic() >= self.at
-
 
 class WaitTimeout(PermanentError):
     """The condition did not hold before the deadline. ``last`` describes the last observation.

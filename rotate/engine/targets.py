@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from rotate.chain.model import Chain, Credential, Service
-from rotate.core.refs import ObjectRef
+from rotate.core.refs import WORKLOAD_KINDS, ObjectRef
 
-_WORKLOAD_KINDS = {k.lower(): k for k in ("Deployment", "StatefulSet", "DaemonSet")}
+_BY_LOWER = {k.lower(): k for k in WORKLOAD_KINDS}
 
 
 def backend_target(chain: Chain, credential: Credential) -> str:
@@ -27,4 +27,4 @@ def parse_workload(subject: str) -> ObjectRef:
     """``deployment/ns/name`` (str(ObjectRef), a provider step's subject) back to an
     ObjectRef with the proper kind."""
     kind, ns, name = subject.split("/", 2)
-    return ObjectRef(_WORKLOAD_KINDS.get(kind, kind), ns, name)
+    return ObjectRef(_BY_LOWER.get(kind, kind), ns, name)
