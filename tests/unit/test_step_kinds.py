@@ -22,11 +22,12 @@ CLI_KINDS = {"backend.write", "backend.retire", "sync.trigger", "sync.wait",
              "provider.restart", "provider.wait", "config.harvest", "config.write",
              "token.mint", "consumer.restart", "consumer.wait", "readyz.check", "token.revoke"}
 DECLARED = ("name", "phase", "stage", "exit_code", "parallel", "result", "undo")
+_ABSENT = object()
 
 
 def missing_declarations(kind: type[StepKind[Any]]) -> list[str]:
     """What ``kind`` fails to declare, in words (empty: complete)."""
-    missing = [attr for attr in DECLARED if not hasattr(kind, attr)]
+    missing = [attr for attr in DECLARED if getattr(kind, attr, _ABSENT) is _ABSENT]
     missing += [f"method {m}" for m in sorted(getattr(kind, "__abstractmethods__", ()))]
     if missing:
         return missing
