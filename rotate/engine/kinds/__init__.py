@@ -6,6 +6,14 @@ declaring what ``base`` lists) and its place in :data:`ROTATION` — or in
 The plan builder walks :data:`ROTATION`, the rollback builder the ``undo`` of the kinds the
 original run planned, the executor looks each planned step up with :func:`kind_of`;
 nothing else knows a kind by its name.
+
+For example, a ``provider.apply`` kind (a provider changed through its own API, e.g. a Redis
+ACL): ``kinds/provider_apply.py`` with ``class ProviderApply(StepKind[Applied])`` — stage 3,
+exit code 12, ``plan`` yielding one step per provider the chain file says is applied live,
+``observe`` (does the provider already accept ``ensure_value(run)``?), ``act`` (set it),
+``prove`` (authenticate with it), ``undo = (ProviderApply,)`` (a rollback applies the
+restored value the same way) — placed in :data:`ROTATION` after ``ProviderWait``.  What
+preflight learns for its plan detail goes in a new field of ``PlanInput``.
 """
 
 from __future__ import annotations
