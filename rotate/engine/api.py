@@ -52,6 +52,9 @@ from rotate.engine.preflight import describe_failures, doctor_checks, preflight
 from rotate.engine.rollback import backend_written, build_rollback
 from rotate.engine.targets import backend_target
 
+#: the kind of the journal's record of preflight (step 0: not a step kind, never resumed)
+PREFLIGHT = "preflight"
+
 #: ``Engine.Options`` names the class inside the class body: this alias keeps it a type there
 _Options = Options
 
@@ -194,7 +197,7 @@ class Engine:
         _acquire(lease, options)
         try:
             candidate = _candidate(cred, new_value)
-            pre = PlannedStep(0, 0, "preflight", cred.name, "connectivity, permissions, traps")
+            pre = PlannedStep(0, 0, PREFLIGHT, cred.name, "connectivity, permissions, traps")
             observer.step_started(pre)
             began = time.monotonic()
             observed = preflight(chain, cred, adapters, strategy=strategy, candidate=candidate)
@@ -202,7 +205,7 @@ class Engine:
             the_plan = build_plan(chain, cred, strategy, observed)
             passed = sum(1 for c in the_plan.preflight if c.ok)
             observer.step_finished(pre, StepRecord(
-                0, 0, "preflight", cred.name, "done" if the_plan.ok else "failed",
+                0, 0, PREFLIGHT, cred.name, "done" if the_plan.ok else "failed",
                 seconds=preflight_seconds, detail=f"{passed}/{len(the_plan.preflight)} ok"))
             if not the_plan.ok:
                 exc = PreflightFailed(describe_failures(the_plan.preflight, the_plan.traps))
@@ -246,12 +249,13 @@ class Engine:
             try:
                 journal.append("run.resume", data={"holder": lease.holder})
                 run = Run(chain, cred, adapters, journal, cancel, timeout, parallel, state.start)
-                for st in state.steps:
-                    if st.status == "done" and st.step.kind != "preflight":
+                # the preflight record is not a step of the plan: it ran before the journal
+                planned = [st for st in state.steps if st.step.kind != PREFLIGHT]
+                for st in planned:
+                    if st.status == "done":
                         run.remember(st.step, kind_of(st.step).result.from_json(st.data))
-                prior = {st.step.index: st.data for st in state.steps if st.status != "done"}
-                remaining = [st.step for st in state.steps
-                             if st.status not in ("done", "skipped")]
+                prior = {st.step.index: st.data for st in planned if st.status != "done"}
+                remaining = [st.step for st in planned if st.status not in ("done", "skipped")]
                 again = kind_of(remaining[0]).resume_after if remaining else None
                 if again is not None:
                     # ESO may have missed the first trigger (it was down or stalled): trigger
