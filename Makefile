@@ -28,6 +28,7 @@ demo: install
 test: install
 	$(BIN)/ruff check rotate lab tests bench
 	$(BIN)/mypy
+	$(BIN)/lint-imports --no-logo
 	$(BIN)/pytest -q
 
 bench: install

@@ -43,6 +43,7 @@ from rotate.chain.problems import schema_problems, semantic_problems
 from rotate.core.durations import parse_duration
 from rotate.core.errors import ChainFileError, ChainFileProblem
 from rotate.core.refs import ObjectRef
+from rotate.core.strategy import Strategy
 
 SCHEMA_NAME = "chain.schema.json"
 
@@ -169,7 +170,7 @@ def _credential(name: str, raw: dict[str, Any]) -> Credential:
         external_secret=ObjectRef("ExternalSecret", es["namespace"], es["name"]),
         secret=SecretKeyRef(sec["namespace"], sec["name"], sec["key"]),
         providers=tuple(ObjectRef(p["kind"], p["namespace"], p["name"]) for p in raw["providers"]),
-        strategy=raw.get("strategy", "restart"),
+        strategy=Strategy(raw.get("strategy", "restart")),
         timeout=parse_duration(raw["timeout"]) if "timeout" in raw else None,
         overlap=OverlapConfig(overlap["previousKey"]) if overlap else None,
     )

@@ -20,6 +20,7 @@ from typing import Any, Literal
 from rotate.core.errors import UsageError
 from rotate.core.refs import ObjectRef
 from rotate.core.secret import Secret
+from rotate.core.strategy import Strategy
 
 API_VERSION = "rotate/v1"
 
@@ -32,7 +33,6 @@ DEFAULT_READYZ_PATH = "/readyz"
 DEFAULT_JWT_PATH = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 
 AuthMethod = Literal["token", "kubernetes", "approle"]
-Strategy = Literal["restart", "overlap"]
 EndpointPart = Literal["host", "port", "hostport"]
 
 #: A provider workload (Deployment/StatefulSet/DaemonSet) is a plain object reference.
@@ -136,7 +136,7 @@ class Credential:
     providers: tuple[ProviderRef, ...]
     generate: Generate | None = None
     value_from: Literal["stdin"] | None = None
-    strategy: Strategy = "restart"
+    strategy: Strategy = Strategy.restart
     timeout: float | None = None  # overrides Defaults.timeout for this credential
     overlap: OverlapConfig | None = None
     description: str = ""

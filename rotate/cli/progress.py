@@ -21,13 +21,10 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from rotate.cli.console import Console
+from rotate.core.timestamps import rfc3339
 
 if TYPE_CHECKING:
     from rotate.engine.model import PlannedStep, StepRecord
-
-
-def rfc3339(moment: datetime) -> str:
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class PlainProgress:
@@ -45,7 +42,7 @@ class PlainProgress:
         return f"[{count}] {step.kind} {step.target}"
 
     def _line(self, text: str) -> None:
-        self._console.note(f"{rfc3339(self._clock())}  {text}")
+        self._console.note(f"{rfc3339(self._clock(), micro=False)}  {text}")
 
     def set_total(self, total: int) -> None:
         """Optional hook: the engine may say how many steps the run has ("[2/14]")."""
@@ -123,7 +120,7 @@ class LiveProgress:
 
     def note(self, text: str) -> None:
         with self._lock:
-            self._live.console.print(f"{rfc3339(self._clock())}  {text}", markup=False,
+            self._live.console.print(f"{rfc3339(self._clock(), micro=False)}  {text}", markup=False,
                                      highlight=False)
 
     def close(self) -> None:

@@ -2,11 +2,12 @@
 plugin such as the lab reads, e.g. a test's fake lab control).
 
 Why a seam: the golden tests drive the real CLI (parsing, rendering, exit codes, signal
-handling) against a fake engine. Patching ``rotate.engine.api`` is not allowed, so the
-commands never import the engine by name at call sites; they ask :func:`state_of` for the
-:class:`CliState` that ``main()`` (or a test, through ``obj=``) put on the root context.
-The default state imports ``rotate.engine.api`` lazily, inside the factory, so that
-``rotate --help`` pays nothing for the engine and its adapters.
+handling) against a fake engine. Nothing is patched: the commands never import the engine
+by name at call sites; they ask :func:`state_of` for the :class:`CliState` that ``main()``
+(or a test, through ``obj=``) put on the root context.  The default state builds the real
+:class:`rotate.engine.api.Engine` — with the real adapters and chain loader of
+``rotate.engine.wiring`` — lazily, inside the factory, so that ``rotate --help`` pays
+nothing for the engine and its adapters.
 
 Invariant: every engine call goes through ``CliState.engine()``.  The product never reaches
 the lab (a separate distribution, plugged in by ``rotate/cli/commands/plugins.py``).
@@ -14,11 +15,10 @@ the lab (a separate distribution, plugged in by ``rotate/cli/commands/plugins.py
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from rotate.core.secret import Secret
@@ -27,13 +27,14 @@ if TYPE_CHECKING:
 
 
 class Engine(Protocol):
-    """The engine facade (``rotate.engine.api``), as the CLI uses it.
+    """The engine (``rotate.engine.api.Engine``), as the CLI uses it.
 
     ``Options`` is the engine's options class; the CLI builds it with keyword arguments only
     (docs/design.md "Engine ↔ CLI contract").
     """
 
-    Options: Callable[..., Any]
+    @property
+    def Options(self) -> Callable[..., Any]: ...
 
     def load_chain(self, options: Any) -> Any: ...
 
@@ -62,7 +63,10 @@ class Engine(Protocol):
 
 
 def _real_engine() -> Engine:
-    return cast(Engine, importlib.import_module("rotate.engine.api"))
+    from rotate.engine.api import Engine as RealEngine
+    from rotate.engine.wiring import RealAdapters, load_chain
+
+    return RealEngine(RealAdapters(), load_chain)
 
 
 def _utc_now() -> datetime:

@@ -7,8 +7,9 @@ Stages and the engine depend only on these Protocols.  Real adapters:
 * :class:`ConfigCenter` — ``rotate.clients.configcenter.HttpConfigCenter`` (httpx)
 * :class:`Readyz`       — ``rotate.clients.readyz`` (service proxy through Kube, or a URL via httpx)
 
-Unit tests above the seams use small hand-written fakes (``tests/fakes.py``); the adapters
-themselves are tested against real OpenBao and the lab.
+Unit tests above the seams use small hand-written fakes (``tests/fakes/``); one contract suite
+per seam (``tests/contracts/``) runs against the fake and the real adapter alike, so the
+fakes cannot drift from the adapters.
 
 Contract for every method: it raises only :class:`rotate.core.errors.ClientError`
 subclasses (TemporaryError for retryable conditions), and secret material crosses the seam
@@ -190,6 +191,9 @@ class ConfigCenter(Protocol):
         """Current version, or None when the key does not exist."""
 
     def get_key(self, service: str, key: str) -> VersionedDoc: ...
+
+    def get_version(self, service: str, key: str, version: int) -> VersionedDoc:
+        """An earlier ``version`` of the document (NotFoundError when there is none)."""
 
     def put_key(
         self, service: str, key: str, value: Mapping[str, Any], *, if_match: int | None

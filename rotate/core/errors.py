@@ -7,7 +7,7 @@
     ├── ChainFileError               2   invalid chain file: file, line, JSON path
     ├── PreflightFailed              3   nothing was changed
     ├── LockHeld                     4   another run holds the Lease
-    ├── StageFailed                  10..16 by stage; carries the run state and next commands
+    ├── StepFailed                   10..16: the failed step's kind says which (engine/kinds)
     ├── Interrupted                  130 SIGINT/SIGTERM; the run is resumable
     └── ClientError                  raised by client adapters (clients/*), never with library text
         ├── TemporaryError           worth retrying: connection refused, timeout, 5xx, 429
@@ -22,9 +22,12 @@ the whole response body (which for a Secret is its data).  Adapters catch librar
 at the edge and raise a ClientError built only from what the adapter itself knows: the system,
 the operation, the object, the status code.  Never ``str(exc)`` of a third-party exception.
 
-Why temporary vs permanent: the waiting primitive retries TemporaryError until the deadline and
-lets PermanentError through at once (the kopf distinction), so "OpenBao restarting" and
-"OpenBao says forbidden" are handled differently without each caller deciding.
+Why temporary vs permanent (kopf's model): the waiting primitive retries a TemporaryError until
+the deadline (after ``delay`` seconds when the error says how long, e.g. a 429's Retry-After),
+lets a PermanentError through at once, and treats anything else the same way as a permanent
+error (our own bug: retrying will not fix it).  So "OpenBao restarting" and "OpenBao says
+forbidden" are handled differently without each caller deciding.  A wait that used up its
+deadline is permanent: retrying it would only wait past the deadline.
 """
 
 from __future__ import annotations
@@ -38,24 +41,6 @@ EXIT_USAGE = 2
 EXIT_PREFLIGHT = 3
 EXIT_LOCKED = 4
 EXIT_INTERRUPTED = 130
-
-#: stage number (1..4 with sub-kinds) → exit code, per cli.md
-EXIT_BY_STEP_KIND: dict[str, int] = {
-    "backend.write": 10,
-    "backend.retire": 10,
-    "sync.trigger": 11,
-    "sync.wait": 11,
-    "provider.restart": 12,
-    "provider.wait": 12,
-    "config.harvest": 13,
-    "config.write": 13,
-    "token.mint": 14,
-    "token.revoke": 14,
-    "consumer.restart": 15,
-    "consumer.wait": 15,
-    "readyz.check": 16,
-}
-
 
 class RotateError(Exception):
     """Base class. ``message`` must be safe to print as is."""
@@ -101,13 +86,9 @@ class LockHeld(RotateError):
     exit_code = EXIT_LOCKED
 
 
-class StageFailed(RotateError):
-    """A step failed after the chain started changing. ``exit_code`` follows the step kind."""
-
-    def __init__(self, step_kind: str, message: str, *, hint: str | None = None) -> None:
-        super().__init__(message, hint=hint)
-        self.step_kind = step_kind
-        self.exit_code = EXIT_BY_STEP_KIND.get(step_kind, EXIT_INTERNAL)
+class StepFailed(RotateError):
+    """A step cannot do its work (not a client failure).  The run's exit code is the failed
+    step's kind's (10..16, see ``rotate.engine.kinds``): the executor sets it, not this class."""
 
 
 class Interrupted(RotateError):
@@ -138,7 +119,22 @@ class ClientError(RotateError):
 
 
 class TemporaryError(ClientError):
+    """Worth retrying; ``delay`` (seconds), when the system said how long to wait."""
+
     temporary = True
+
+    def __init__(
+        self,
+        system: str,
+        operation: str,
+        reason: str,
+        *,
+        status: int | None = None,
+        details: Sequence[tuple[str, str]] = (),
+        delay: float | None = None,
+    ) -> None:
+        super().__init__(system, operation, reason, status=status, details=details)
+        self.delay = delay
 
 
 class PermanentError(ClientError):

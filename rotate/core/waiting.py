@@ -13,7 +13,8 @@ events instead of polling, while the back-off still bounds how often ``check`` r
 watch is chatty or broken.
 
 A :class:`~rotate.core.errors.TemporaryError` raised by ``check`` counts as "not yet"
-(and is remembered as the last observation); any other exception ends the wait at once.
+(and is remembered as the last observation; its ``delay``, when given, is the next pause);
+any other exception — a PermanentError, WaitTimeout included, or a bug — ends the wait at once.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from rotate.core.errors import Interrupted, TemporaryError
+from rotate.core.errors import Interrupted, PermanentError, TemporaryError
 
 T = TypeVar("T")
 
@@ -65,13 +66,12 @@ class Deadline:
     def remaining(self) -> float:
         return max(0.0, self.at - time.monotonic())
 
-    @property
-    def expired(self) -> bool:
-        return time.monotonic() >= self.at
 
+class WaitTimeout(PermanentError):
+    """The condition did not hold before the deadline. ``last`` describes the last observation.
 
-class WaitTimeout(TemporaryError):
-    """The condition did not hold before the deadline. ``last`` describes the last observation."""
+    Permanent: the deadline is used up, so a caller retrying inside its own ``wait_for``
+    (the executor retries a step after a TemporaryError) lets it through at once."""
 
     def __init__(self, what: str, last: str) -> None:
         super().__init__("wait", what, f"timed out; last seen: {last}" if last else "timed out")
@@ -112,11 +112,13 @@ def wait_for(
     last = ""
     while True:
         token.check()
+        delay: float | None = None
         try:
             result = check()
         except TemporaryError as exc:
             result = None
             last = exc.message
+            delay = exc.delay
         else:
             if result is not None:
                 return result
@@ -125,7 +127,7 @@ def wait_for(
         remaining = deadline.remaining()
         if remaining <= 0:
             raise WaitTimeout(what, last)
-        interval = min(bo.next(), remaining)
+        interval = min(delay if delay is not None else bo.next(), remaining)
         if pause is not None:
             token.check()
             pause(interval)

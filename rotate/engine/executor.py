@@ -1,22 +1,22 @@
 """Runs a plan's steps in order, journaling every transition; derives the run report.
 
-Per step: ``step.start`` is journaled (flushed, fsynced) → the handler acts and proves →
-``step.done``.  A failure journals ``step.failed`` and ends the run with the step's stage
-exit code (cli.md) and one paragraph: what failed, what state the chain is in now, and the
-exact resume and rollback commands.  Cancellation (SIGINT/SIGTERM through the CancelToken)
-is checked between steps and inside every wait; the interrupted step is journaled as such
-and the run ends ``interrupted`` (exit 130), resumable.
+Per step: ``step.start`` is journaled (flushed, fsynced) → its kind (rotate.engine.kinds)
+observes, acts and proves → ``step.done``.  A failure journals ``step.failed`` and ends the
+run with the kind's exit code (cli.md) and one paragraph: what failed, what state the chain
+is in now, and the exact resume and rollback commands.  Cancellation (SIGINT/SIGTERM
+through the CancelToken) is checked between steps and inside every wait; the interrupted
+step is journaled as such and the run ends ``interrupted`` (exit 130), resumable.
 
 A TemporaryError (connection refused, 5xx, 429, a 409 on a stale read) does not fail a step:
-the handler runs again, with back-off, until the step's deadline — through the same
-``wait_for`` as every other wait.  That is safe because every handler is idempotent by
+the step is attempted again, with back-off, until the step's deadline — through the same
+``wait_for`` as every other wait.  That is safe because every kind is idempotent by
 construction: it first looks at what earlier attempts recorded (``StepIO.prior``, the same
-record resume uses) and observes what is already done.  A handler's own WaitTimeout is final:
-its wait already used the deadline.
+record resume uses) and observes what is already done.  A step's own WaitTimeout is a
+PermanentError: its wait already used the deadline, so it is not attempted again.
 
-Consecutive ``consumer.restart`` / ``consumer.wait`` / ``readyz.check`` steps run with
-bounded parallelism (``max_parallel`` threads); the journal is thread-safe and each step
-still has its own start/done records.
+Consecutive steps of a kind declared ``parallel`` (consumer rollouts and readyz checks) run
+with bounded parallelism (``max_parallel`` threads); the journal is thread-safe and each
+step still has its own start/done records.
 """
 
 from __future__ import annotations
@@ -27,21 +27,19 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from rotate.core.errors import (
-    EXIT_BY_STEP_KIND,
     EXIT_INTERNAL,
     EXIT_INTERRUPTED,
     EXIT_OK,
     Interrupted,
     RotateError,
-    StageFailed,
+    StepFailed,
 )
-from rotate.core.waiting import WaitTimeout, wait_for
+from rotate.core.waiting import wait_for
 from rotate.engine import journal as journal_mod
+from rotate.engine.kinds import kind_of
+from rotate.engine.kinds.base import Outcome, Run, StepData, StepIO
 from rotate.engine.lock import Lease
 from rotate.engine.model import Observer, PlannedStep, RunReport, StepRecord
-from rotate.engine.steps import HANDLERS, Context, Result, StepIO
-
-PARALLEL_KINDS = frozenset({"consumer.restart", "consumer.wait", "readyz.check"})
 
 
 class _StepError(Exception):
@@ -58,41 +56,32 @@ def _safe_message(exc: BaseException) -> str:
     return f"internal error ({type(exc).__name__})"
 
 
-class _Final(Exception):
-    """Carries a handler's WaitTimeout through ``wait_for`` (which would retry it)."""
-
-    def __init__(self, error: WaitTimeout) -> None:
-        super().__init__()
-        self.error = error
-
-
 class Executor:
     def __init__(
-        self, ctx: Context, observer: Observer, *, lease: Lease | None = None,
+        self, run: Run, observer: Observer, *, lease: Lease | None = None,
         prior: dict[int, dict[str, Any]] | None = None,
     ) -> None:
-        self.ctx = ctx
+        self.run = run
         self.observer = observer
         self.lease = lease
         self.prior = prior or {}
-        self.last_exception: BaseException | None = None  # for tests and debugging only
 
     # ------------------------------------------------------------------ one step
 
     def _run_step(self, step: PlannedStep) -> None:
-        ctx = self.ctx
-        journal = ctx.journal
-        ctx.cancel.check()
+        run = self.run
+        journal = run.journal
+        run.cancel.check()
         if self.lease is not None and self.lease.lost:
-            raise _StepError(step, StageFailed(
-                step.kind, f"lost the lock Lease {self.lease.namespace}/{self.lease.name} "
+            raise _StepError(step, StepFailed(
+                f"lost the lock Lease {self.lease.namespace}/{self.lease.name} "
                 "to someone else; stopped before this step"))
         journal.append("step.start", step=step, data={})
         self.observer.step_started(step)
         started = time.monotonic()
         io = StepIO(step, journal, dict(self.prior.get(step.index, {})))
         try:
-            data, detail = self._attempts(step, io)
+            outcome = self._attempts(step, io)
         except Interrupted as exc:
             seconds = round(time.monotonic() - started, 3)
             journal.append("step.interrupted", step=step,
@@ -103,30 +92,21 @@ class Executor:
         except Exception as exc:
             seconds = round(time.monotonic() - started, 3)
             message = _safe_message(exc)
-            self.last_exception = exc
             journal.append("step.failed", step=step, data={"detail": message, "seconds": seconds})
             self._finished(step, "failed", message, seconds)
             raise _StepError(step, exc) from None
         seconds = round(time.monotonic() - started, 3)
-        ctx.done[(step.kind, step.subject)] = data
-        journal.append("step.done", step=step, data={**data, "detail": detail, "seconds": seconds})
-        self._finished(step, "done", detail, seconds)
+        run.remember(step, outcome.data)
+        journal.append("step.done", step=step, data={**outcome.data.to_json(),
+                                                     "detail": outcome.detail,
+                                                     "seconds": seconds})
+        self._finished(step, "done", outcome.detail, seconds)
 
-    def _attempts(self, step: PlannedStep, io: StepIO) -> Result:
-        """Run the step's handler, again after a TemporaryError, until the step deadline."""
-        handler = HANDLERS[step.kind]
-
-        def attempt() -> Result:
-            try:
-                return handler(self.ctx, io)
-            except WaitTimeout as exc:
-                raise _Final(exc) from None
-
-        try:
-            return wait_for(attempt, deadline=self.ctx.deadline(),
-                            what=f"{step.kind} {step.target}", cancel=self.ctx.cancel)
-        except _Final as final:
-            raise final.error from None
+    def _attempts(self, step: PlannedStep, io: StepIO) -> Outcome[StepData]:
+        """Attempt the step, again after a TemporaryError, until the step deadline."""
+        kind = kind_of(step)()
+        return wait_for(lambda: kind.execute(self.run, io), deadline=self.run.deadline(),
+                        what=f"{step.kind} {step.target}", cancel=self.run.cancel)
 
     def _finished(self, step: PlannedStep, status: Any, detail: str, seconds: float) -> None:
         record = StepRecord(step.index, step.stage, step.kind, step.target, status,
@@ -134,12 +114,12 @@ class Executor:
         self.observer.step_finished(step, record)
 
     def _run_group(self, group: Sequence[PlannedStep]) -> None:
-        if len(group) == 1 or self.ctx.max_parallel <= 1:
+        if len(group) == 1 or self.run.max_parallel <= 1:
             for step in group:
                 self._run_step(step)
             return
         errors: list[_StepError] = []
-        with ThreadPoolExecutor(max_workers=self.ctx.max_parallel,
+        with ThreadPoolExecutor(max_workers=self.run.max_parallel,
                                 thread_name_prefix="rotate-step") as pool:
             futures = [pool.submit(self._run_step, s) for s in group]
             for fut in futures:
@@ -159,13 +139,13 @@ class Executor:
 
     def execute(self, steps: Sequence[PlannedStep]) -> None:
         """Run ``steps`` (already filtered to what is left to do); journal ``run.end``."""
-        ctx = self.ctx
+        run = self.run
         if steps:
             # Indexes are the plan's; on resume the first steps are already done.
             self.observer.set_total(steps[-1].index)
         groups: list[list[PlannedStep]] = []
         for step in steps:
-            if groups and step.kind in PARALLEL_KINDS and groups[-1][0].kind == step.kind:
+            if groups and kind_of(step).parallel and kind_of(groups[-1][0]) is kind_of(step):
                 groups[-1].append(step)
             else:
                 groups.append([step])
@@ -174,35 +154,36 @@ class Executor:
                 self._run_group(group)
         except _StepError as err:
             if isinstance(err.error, Interrupted):
-                ctx.journal.append("run.end", data={
+                run.journal.append("run.end", data={
                     "status": "interrupted", "exit_code": EXIT_INTERRUPTED,
                     "message": self._explain(err.step, "was interrupted")})
                 return
-            code = EXIT_BY_STEP_KIND.get(err.step.kind, EXIT_INTERNAL)
+            code = kind_of(err.step).exit_code
             if not isinstance(err.error, RotateError):
                 code = EXIT_INTERNAL
-            ctx.journal.append("run.end", data={
-                "status": "failed" if ctx.operation == "rotate" else "rollback-failed",
+            run.journal.append("run.end", data={
+                "status": "failed" if run.start.operation == "rotate" else "rollback-failed",
                 "exit_code": code,
                 "message": self._explain(err.step, f"failed: {_safe_message(err.error)}")})
             return
         except Interrupted:
-            ctx.journal.append("run.end", data={
+            run.journal.append("run.end", data={
                 "status": "interrupted", "exit_code": EXIT_INTERRUPTED,
                 "message": "interrupted between steps; the run is resumable: "
-                           + resume_command(ctx.run_id)})
+                           + resume_command(run.run_id)})
             return
-        ctx.journal.append("run.end", data={"status": "succeeded", "exit_code": EXIT_OK})
+        run.journal.append("run.end", data={"status": "succeeded", "exit_code": EXIT_OK})
 
     def _explain(self, step: PlannedStep, what: str) -> str:
-        state = journal_mod.load_file(self.ctx.journal.path, self.ctx.run_id)
+        run = self.run
+        state = journal_mod.load_file(run.journal.path, run.run_id)
         head = (f"Step {step.index} {step.kind} on {step.target} {what}. "
-                f"State now: {describe_state(self.ctx, state)}. ")
-        if self.ctx.operation == "rollback":
-            return head + (f"Resume the rollback with `{resume_command(self.ctx.run_id)}` "
+                f"State now: {describe_state(run, state)}. ")
+        if run.start.operation == "rollback":
+            return head + (f"Resume the rollback with `{resume_command(run.run_id)}` "
                            "(add the same --chain/--state-dir options as this run).")
-        return head + (f"Resume with `{resume_command(self.ctx.run_id)}` or roll back with "
-                       f"`{rollback_command(self.ctx.run_id)}` (add the same --chain/--state-dir "
+        return head + (f"Resume with `{resume_command(run.run_id)}` or roll back with "
+                       f"`{rollback_command(run.run_id)}` (add the same --chain/--state-dir "
                        "options as this run).")
 
 
@@ -214,11 +195,11 @@ def rollback_command(run_id: str) -> str:
     return f"rotate rollback {run_id} --confirm"
 
 
-def describe_state(ctx: Context, state: journal_mod.RunState) -> str:
+def describe_state(run: Run, state: journal_mod.RunState) -> str:
     """Plain words for where the chain stands, from the journal (what is proven done)."""
-    cred = ctx.credential
+    cred = run.credential
     parts: list[str] = []
-    path = f"{ctx.chain.backend.kv_mount}/{cred.backend.path}"
+    path = f"{run.chain.backend.kv_mount}/{cred.backend.path}"
     wrote = state.done("backend.write")
     if wrote:
         d = wrote[0].data
@@ -236,7 +217,7 @@ def describe_state(ctx: Context, state: journal_mod.RunState) -> str:
     for ref in cred.providers:
         parts.append(f"{ref} rolled" if str(ref) in rolled
                      else f"{ref} not rolled (may still run the old value)")
-    consumers = [str(c) for c in state.start.get("consumers", [])]
+    consumers = state.start.consumers
     if consumers:
         written = [s.step.subject for s in state.done("config.write")]
         if written:
@@ -274,8 +255,8 @@ def report_from(state: journal_mod.RunState) -> RunReport:
                                 st.started_at, st.finished_at, st.seconds,
                                 st.detail or st.step.detail))
     wrote = [s for s in state.steps if s.step.kind == "backend.write" and s.status == "done"]
-    backend: dict[str, Any] = {"path": state.start.get("backend_path", ""),
-                               "previous_version": state.start.get("current_version"),
+    backend: dict[str, Any] = {"path": state.start.backend_path,
+                               "previous_version": state.start.current_version,
                                "version": None}
     if wrote:
         backend["previous_version"] = wrote[0].data.get("previous_version")
@@ -285,9 +266,9 @@ def report_from(state: journal_mod.RunState) -> RunReport:
         EXIT_OK if status in ("succeeded", "rolled-back") else EXIT_INTERNAL)
     resumable = status in ("failed", "interrupted", "running", "rollback-failed")
     extra: dict[str, Any] = {"operation": state.operation, "strategy": state.strategy,
-                             "consumers": list(state.start.get("consumers", []))}
-    if state.start.get("of_run"):
-        extra["of_run"] = state.start["of_run"]
+                             "consumers": list(state.start.consumers)}
+    if state.start.of_run:
+        extra["of_run"] = state.start.of_run
     if state.rolled_back_by:
         extra["rolled_back_by"] = state.rolled_back_by
     return RunReport(

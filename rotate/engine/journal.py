@@ -30,8 +30,9 @@ from typing import Any
 
 from rotate.core.errors import UsageError
 from rotate.core.secret import Secret
-from rotate.engine.model import PlannedStep
-from rotate.stages.timestamps import rfc3339, utcnow
+from rotate.core.strategy import Strategy
+from rotate.core.timestamps import rfc3339, utcnow
+from rotate.engine.model import Operation, PlannedStep, RunStart
 
 JOURNAL_NAME = "journal.jsonl"
 
@@ -104,7 +105,6 @@ class StepState:
     finished_at: str | None = None
     seconds: float | None = None
     detail: str = ""
-    start_data: dict[str, Any] = field(default_factory=dict)  # first start of the step
     data: dict[str, Any] = field(default_factory=dict)  # merged start + done data
 
 
@@ -113,10 +113,7 @@ class RunState:
     """Everything a journal says about one run."""
 
     run_id: str
-    credential: str
-    operation: str  # "rotate" | "rollback"
-    strategy: str
-    start: dict[str, Any]
+    start: RunStart
     steps: list[StepState]
     started_at: str
     finished_at: str | None = None
@@ -124,28 +121,21 @@ class RunState:
     exit_code: int | None = None
     message: str = ""
     rolled_back_by: str | None = None
-    records: list[dict[str, Any]] = field(default_factory=list)
 
-    def step(self, index: int) -> StepState:
-        for s in self.steps:
-            if s.step.index == index:
-                return s
-        raise KeyError(index)
+    @property
+    def credential(self) -> str:
+        return self.start.credential
+
+    @property
+    def operation(self) -> Operation:
+        return self.start.operation
+
+    @property
+    def strategy(self) -> Strategy:
+        return self.start.strategy
 
     def done(self, kind: str) -> list[StepState]:
         return [s for s in self.steps if s.step.kind == kind and s.status == "done"]
-
-    def first_unfinished(self) -> StepState | None:
-        for s in self.steps:
-            if s.status not in ("done", "skipped"):
-                return s
-        return None
-
-
-def _planned(data: Mapping[str, Any]) -> PlannedStep:
-    return PlannedStep(int(data["index"]), int(data["stage"]), str(data["kind"]),
-                       str(data["target"]), str(data.get("detail", "")),
-                       str(data.get("subject", "")))
 
 
 def load(state_dir: Path, run_id: str) -> RunState:
@@ -169,13 +159,9 @@ def load_file(path: Path, run_id: str) -> RunState:
                 break  # a torn last line after a crash: everything before it stands
     if not records or records[0].get("event") != "run.start":
         raise UsageError(f"journal of run {run_id!r} has no run.start record")
-    start = records[0]["data"]
-    state = RunState(
-        run_id=run_id, credential=str(start.get("credential", "")),
-        operation=str(start.get("operation", "rotate")), strategy=str(start.get("strategy", "")),
-        start=start, steps=[StepState(_planned(s)) for s in start.get("steps", [])],
-        started_at=str(records[0]["ts"]), records=records,
-    )
+    start = RunStart.from_json(records[0]["data"])
+    state = RunState(run_id=run_id, start=start, steps=[StepState(s) for s in start.steps],
+                     started_at=str(records[0]["ts"]))
     by_index = {s.step.index: s for s in state.steps}
     for rec in records[1:]:
         event = rec.get("event", "")
@@ -204,8 +190,6 @@ def _apply_step(st: StepState, event: str, ts: str, data: Mapping[str, Any]) -> 
         st.data.update(data)
         return
     if event == "step.start":
-        if not st.start_data:
-            st.start_data = dict(data)
         st.data.update(data)
         st.status = "running"
         st.started_at = ts

@@ -29,7 +29,7 @@ from typing import Any
 
 from rotate.clients.seams import Kube
 from rotate.core.errors import ClientError, ConflictError, LockHeld, NotFoundError
-from rotate.stages.timestamps import parse_rfc3339, rfc3339, utcnow
+from rotate.core.timestamps import parse_rfc3339, rfc3339, utcnow
 
 HOST_ANNOTATION = "rotate.dev/host"
 PID_ANNOTATION = "rotate.dev/pid"
@@ -62,7 +62,6 @@ class Lease:
         self.lost = False
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._resource_version = ""
 
     # ------------------------------------------------------------------ acquire
 
@@ -87,11 +86,9 @@ class Lease:
         ``reclaim_run``: the run being resumed; its own dead holder is not a reason to wait.
         """
         try:
-            created = self.kube.create("Lease", self.namespace, self._body())
+            self.kube.create("Lease", self.namespace, self._body())
         except ConflictError:
             self._take_over_or_refuse(take_over, reclaim_run)
-        else:
-            self._resource_version = str((created.get("metadata") or {}).get("resourceVersion", ""))
         if renew:
             self._thread = threading.Thread(target=self._renew_loop, name=f"lease-{self.name}",
                                             daemon=True)
@@ -139,12 +136,11 @@ class Lease:
         body["metadata"]["resourceVersion"] = (current.get("metadata") or {}).get(
             "resourceVersion")
         try:
-            replaced = self.kube.replace("Lease", self.namespace, self.name, body)
+            self.kube.replace("Lease", self.namespace, self.name, body)
         except ConflictError:
             raise LockHeld(
                 f"Lease {self.namespace}/{self.name} changed while taking it over; "
                 "someone else took it") from None
-        self._resource_version = str((replaced.get("metadata") or {}).get("resourceVersion", ""))
 
     # ------------------------------------------------------------------ renew
 
@@ -159,9 +155,7 @@ class Lease:
             spec["renewTime"] = rfc3339(utcnow())
             body = dict(current)
             body["spec"] = spec
-            replaced = self.kube.replace("Lease", self.namespace, self.name, body)
-            self._resource_version = str(
-                (replaced.get("metadata") or {}).get("resourceVersion", ""))
+            self.kube.replace("Lease", self.namespace, self.name, body)
             return True
         except (NotFoundError, ConflictError):
             self.lost = True

@@ -1,4 +1,7 @@
-"""Frozen data the engine hands to the CLI: plans, checks, run reports.
+"""Frozen data of the engine: what the CLI hands it, what it hands back, what its journal holds.
+
+:class:`Options` (the CLI's choices) and :class:`Adapters` (the systems, built by an
+:class:`AdapterFactory`) are what an :class:`~rotate.engine.api.Engine` runs with.
 
 A :class:`Plan` is computed by a pure function from the chain file and what preflight
 observed; it holds names, versions and counts — never a secret value — so it can be
@@ -10,42 +13,109 @@ the source of truth, the report a view of it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any, Literal, Protocol
 
+from rotate.chain.model import Chain
+from rotate.clients.seams import ConfigCenter, Kube, Readyz, Vault
 from rotate.core.findings import Check, Trap
+from rotate.core.strategy import Strategy
 
-__all__ = ["Check", "Trap"]  # re-exported: the CLI and tests import them from here
+__all__ = ["Check", "Strategy", "Trap"]  # re-exported: the CLI and tests import them from here
 
 StepStatus = Literal["pending", "running", "done", "failed", "skipped"]
 RunStatus = Literal[
     "running", "succeeded", "failed", "interrupted", "rolled-back", "rollback-failed"
 ]
+Operation = Literal["rotate", "rollback"]
 
-STAGE_NAMES = {0: "preflight", 1: "backend", 2: "sync", 3: "provider", 4: "consumers"}
+#: Which form of its kind a planned step is (a step kind class is keyed by kind and phase):
+#: ``main`` — the ordinary step; ``restore`` — a rollback putting back what a run replaced;
+#: ``retire`` — the overlap strategy's phase 2, where the previous value becomes valid
+#: nowhere (same kinds as phase 1 on the same objects, so the phase keeps them apart).
+Phase = Literal["main", "restore", "retire"]
+PHASES: tuple[Phase, ...] = ("main", "restore", "retire")
+
+
+@dataclass(frozen=True)
+class Options:
+    """What the operator chose on the command line (docs/design.md "Engine ↔ CLI")."""
+
+    chain_file: Path
+    state_dir: Path
+    strategy: Strategy | None = None
+    max_parallel: int | None = None
+    timeout: float | None = None
+    context: str | None = None
+    kubeconfig: str | None = None
+    value_stdin: bool = False
+    take_over_lock: bool = False
+
+
+@dataclass(frozen=True)
+class Adapters:
+    """The systems one run drives, behind their seams (rotate.clients.seams)."""
+
+    vault: Vault
+    kube: Kube
+    config_center: ConfigCenter
+    readyz: Readyz
+
+
+class AdapterFactory(Protocol):
+    """Builds each adapter on its own, so ``doctor`` can report one that cannot be built
+    (a missing variable, say) and still check the others."""
+
+    def vault(self, chain: Chain, environ: Mapping[str, str]) -> Vault: ...
+
+    def kube(self, chain: Chain, options: Options, environ: Mapping[str, str]) -> Kube: ...
+
+    def config_center(self, chain: Chain, environ: Mapping[str, str]) -> ConfigCenter: ...
+
+    def readyz(self, kube: Kube) -> Readyz: ...
+
+
+class ChainLoader(Protocol):
+    """Reads and validates a chain file (``rotate.chain.loader.load_chain``)."""
+
+    def __call__(self, path: Path, *, schema_check: bool = True) -> Chain: ...
 
 
 @dataclass(frozen=True)
 class PlannedStep:
     index: int
     stage: int  # 1..4 (0 for preflight)
-    kind: str  # cli.md step kinds
+    kind: str  # cli.md step kinds: the name of its step kind
     target: str
     detail: str = ""
     #: what the executor acts on: a service name for per-consumer steps, a workload
     #: ObjectRef string ("deployment/ns/name") for provider steps, "" otherwise
     subject: str = ""
+    phase: Phase = "main"
 
     def to_json(self) -> dict[str, Any]:
-        return {"index": self.index, "stage": self.stage, "kind": self.kind,
-                "target": self.target, "detail": self.detail, "subject": self.subject}
+        out: dict[str, Any] = {"index": self.index, "stage": self.stage, "kind": self.kind,
+                               "target": self.target, "detail": self.detail,
+                               "subject": self.subject}
+        if self.phase != "main":  # the plan JSON of a plain rotation stays as it was
+            out["phase"] = self.phase
+        return out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> PlannedStep:
+        phase = str(data.get("phase", "main"))
+        return cls(int(data["index"]), int(data["stage"]), str(data["kind"]),
+                   str(data["target"]), str(data.get("detail", "")),
+                   str(data.get("subject", "")),
+                   phase if phase in PHASES else "main")
 
 
 @dataclass(frozen=True)
 class Plan:
     credential: str
-    strategy: str
+    strategy: Strategy
     consumers: tuple[str, ...]
     providers: tuple[str, ...]
     backend_path: str  # "secret/infra/dragonfly#password"
@@ -123,7 +193,7 @@ class RunSummary:
     started_at: str
     status: RunStatus
     failed_step: str | None
-    operation: str = "rotate"  # "rotate" | "rollback"
+    operation: Operation = "rotate"
 
     def to_json(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "credential": self.credential,
@@ -142,24 +212,6 @@ class Observer(Protocol):
     def step_finished(self, step: PlannedStep, record: StepRecord) -> None: ...
 
     def note(self, text: str) -> None: ...
-
-
-class NullObserver:
-    def set_total(self, total: int) -> None:
-        pass
-
-    def step_started(self, step: PlannedStep) -> None:
-        pass
-
-    def step_finished(self, step: PlannedStep, record: StepRecord) -> None:
-        pass
-
-    def note(self, text: str) -> None:
-        pass
-
-
-def steps_json(steps: Sequence[PlannedStep]) -> list[dict[str, Any]]:
-    return [s.to_json() for s in steps]
 
 
 @dataclass(frozen=True)
@@ -187,7 +239,7 @@ class CredentialSummary:
     description: str
     providers: tuple[str, ...]
     consumers: tuple[str, ...]
-    strategy: str
+    strategy: Strategy
     last_run: RunSummary | None
 
     def to_json(self) -> dict[str, Any]:
@@ -198,3 +250,76 @@ class CredentialSummary:
         return {"name": self.name, "description": self.description,
                 "providers": list(self.providers), "consumers": list(self.consumers),
                 "strategy": self.strategy, "last_run": last}
+
+
+@dataclass(frozen=True)
+class RunStart:
+    """The ``run.start`` record: what a run set out to do, typed.  Resume and rollback read
+    it back through :meth:`from_json`; the journal keeps the JSON shape it always had."""
+
+    run_id: str
+    credential: str
+    operation: Operation
+    strategy: Strategy
+    chain_file: str
+    backend_path: str  # "secret/infra/dragonfly" (no key)
+    current_version: int | None  # the backend's version before the run (None: unknown)
+    consumers: tuple[str, ...]
+    providers: tuple[str, ...]
+    steps: tuple[PlannedStep, ...]
+    holder: str = ""
+    of_run: str | None = None  # a rollback: the run it undoes
+    restore_backend_version: int | None = None  # a rollback: version N it puts back
+    restore_config: Mapping[str, int] = field(default_factory=dict)  # service → version
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "run_id": self.run_id, "credential": self.credential, "operation": self.operation,
+            "strategy": str(self.strategy), "chain_file": self.chain_file,
+            "backend_path": self.backend_path, "current_version": self.current_version,
+            "consumers": list(self.consumers), "providers": list(self.providers),
+            "steps": [s.to_json() for s in self.steps], "holder": self.holder}
+        if self.operation == "rollback":
+            out.update(of_run=self.of_run, restore_backend_version=self.restore_backend_version,
+                       restore_config=dict(self.restore_config))
+        return out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> RunStart:
+        operation: Operation = "rollback" if data.get("operation") == "rollback" else "rotate"
+        strategy = str(data.get("strategy") or "restart")
+        current = data.get("current_version")
+        restore = data.get("restore_backend_version")
+        return cls(
+            run_id=str(data.get("run_id", "")), credential=str(data.get("credential", "")),
+            operation=operation,
+            strategy=Strategy(strategy) if strategy in set(Strategy) else Strategy.restart,
+            chain_file=str(data.get("chain_file", "")),
+            backend_path=str(data.get("backend_path", "")),
+            current_version=int(current) if current is not None else None,
+            consumers=tuple(str(c) for c in data.get("consumers", [])),
+            providers=tuple(str(p) for p in data.get("providers", [])),
+            steps=tuple(_legacy_phase(PlannedStep.from_json(s), operation)
+                        for s in data.get("steps", [])),
+            holder=str(data.get("holder", "")),
+            of_run=str(data["of_run"]) if data.get("of_run") else None,
+            restore_backend_version=int(restore) if restore is not None else None,
+            restore_config={str(k): int(v)
+                            for k, v in (data.get("restore_config") or {}).items()},
+        )
+
+
+#: Before phases were typed, journals spelled them in the step itself: a ``retire:`` subject
+#: prefix, and a rollback's restoring kinds by its operation.  Runs journaled then are still
+#: resumable and rollback-able, so their steps are read into the typed form here, once.
+_RESTORED_BY_A_ROLLBACK = ("backend.write", "sync.wait", "config.write")
+
+
+def _legacy_phase(step: PlannedStep, operation: str) -> PlannedStep:
+    if step.phase != "main":
+        return step
+    if step.subject == "retire" or step.subject.startswith("retire:"):
+        return replace(step, subject=step.subject.partition(":")[2], phase="retire")
+    if operation == "rollback" and step.kind in _RESTORED_BY_A_ROLLBACK:
+        return replace(step, phase="restore")
+    return step

@@ -9,7 +9,6 @@ the value itself is never shown, only the problems (service, path, reason).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from rotate.chain.model import (
@@ -19,22 +18,15 @@ from rotate.chain.model import (
     ServiceSource,
     consumers_of,
 )
-from rotate.clients.seams import ConfigCenter, Kube, Readyz, Vault
+from rotate.clients.seams import ConfigCenter, Kube, Vault
 from rotate.core.errors import ClientError, NotFoundError
 from rotate.core.refs import ObjectRef
 from rotate.core.secret import Secret
+from rotate.core.strategy import Strategy
 from rotate.core.urls import display_url
-from rotate.engine.model import Check, PreflightResult, Trap
-from rotate.engine.plan import workload_ref
+from rotate.engine.model import Adapters, Check, PreflightResult, Trap
+from rotate.engine.targets import workload_ref
 from rotate.stages import backend, harvest, rollout, sync, tokens, traps
-
-
-@dataclass(frozen=True)
-class Adapters:
-    vault: Vault
-    kube: Kube
-    config_center: ConfigCenter
-    readyz: Readyz
 
 
 class _Collector:
@@ -122,12 +114,12 @@ def check_vault_capabilities(vault: Vault, chain: Chain, credential: Credential)
 
 
 def preflight(
-    chain: Chain, credential: Credential, adapters: Adapters, *, strategy: str,
+    chain: Chain, credential: Credential, adapters: Adapters, *, strategy: Strategy,
     candidate: Secret,
 ) -> PreflightResult:
     col = _Collector()
     kube, vault, cc = adapters.kube, adapters.vault, adapters.config_center
-    overlap = strategy == "overlap"
+    overlap = strategy == Strategy.overlap
     if overlap and credential.overlap is None:
         col.add("strategy", False,
                 f"overlap needs credentials.{credential.name}.overlap.previousKey in the chain "

@@ -24,9 +24,9 @@ from typing import Any
 from rotate.clients.seams import Kube
 from rotate.core.errors import NotFoundError, PermanentError
 from rotate.core.refs import ObjectRef
+from rotate.core.timestamps import rfc3339, utcnow
 from rotate.core.waiting import CancelToken, Deadline, WaitTimeout, wait_for
 from rotate.stages.kubewatch import WatchPause
-from rotate.stages.timestamps import rfc3339, utcnow
 
 RESTARTED_AT = "kubectl.kubernetes.io/restartedAt"
 RUN_ID_ANNOTATION = "rotate.dev/run-id"

@@ -22,9 +22,9 @@ from typing import Any
 from rotate.clients.seams import Kube
 from rotate.core.errors import PermanentError
 from rotate.core.secret import Secret
+from rotate.core.timestamps import parse_rfc3339, rfc3339, truncate_to_second, utcnow
 from rotate.core.waiting import CancelToken, Deadline, wait_for
 from rotate.stages.kubewatch import WatchPause
-from rotate.stages.timestamps import parse_rfc3339, rfc3339, truncate_to_second, utcnow
 
 FORCE_SYNC = "force-sync"
 

@@ -1,6 +1,6 @@
 """A fake engine facade for the CLI tests, injected through ``CliState`` (no patching).
 
-It implements the functions of ``rotate.engine.api`` the CLI calls, with canned plans and
+It implements the methods of ``rotate.engine.api.Engine`` the CLI calls, with canned plans and
 reports shaped like the real ones (cli.md), and records what the CLI handed it.
 """
 
@@ -22,7 +22,6 @@ from rotate.core.errors import (
 )
 from rotate.core.secret import Secret
 from rotate.core.waiting import CancelToken
-from rotate.engine.api import Options as FakeOptions  # the real one: the CLI must fit it
 from rotate.engine.model import (
     Check,
     Observer,
@@ -33,6 +32,7 @@ from rotate.engine.model import (
     StepRecord,
     Trap,
 )
+from rotate.engine.model import Options as FakeOptions  # the real one: the CLI must fit it
 
 RUN_ID = "20261202T140300Z-dragonfly-a1b2"
 FIXED_NOW = datetime(2026, 12, 2, 14, 3, 5, tzinfo=UTC)

@@ -1,4 +1,4 @@
-"""Shared setup for the engine tests: a World of fakes behind rotate.engine.api."""
+"""Shared setup for the engine tests: a World of fakes, and a real Engine handed them."""
 
 from __future__ import annotations
 
@@ -10,8 +10,7 @@ from typing import Any
 import pytest
 
 from rotate.core.waiting import CancelToken
-from rotate.engine import api
-from rotate.engine.model import PlannedStep, RunReport, StepRecord
+from rotate.engine.model import Options, PlannedStep, RunReport, StepRecord
 from tests.fakes import World, make_chain
 
 
@@ -36,23 +35,16 @@ class RecordingObserver:
         self.events.append(("note", text, ""))
 
 
-def wire(monkeypatch: pytest.MonkeyPatch, w: World) -> None:
-    """Point the engine facade at a fake world: its chain and its adapters."""
-    monkeypatch.setattr(api, "load_chain", lambda options, **_kw: w.chain)
-    monkeypatch.setattr(api, "adapter_factory", lambda chain, options, env: w.adapters)
-
-
 @pytest.fixture(name="world")
-def world_fixture(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
+def world_fixture(tmp_path: Path) -> Iterator[World]:
     w = World(make_chain(tmp_path))
     w.setup()
-    wire(monkeypatch, w)
     yield w
     w.kube.close()
 
 
-def options(tmp_path: Path, **kw: Any) -> api.Options:
-    return api.Options(chain_file=tmp_path / "rotate.yaml", state_dir=tmp_path / "state", **kw)
+def options(tmp_path: Path, **kw: Any) -> Options:
+    return Options(chain_file=tmp_path / "rotate.yaml", state_dir=tmp_path / "state", **kw)
 
 
 def journal_lines(tmp_path: Path, run_id: str) -> list[dict[str, Any]]:
@@ -60,7 +52,16 @@ def journal_lines(tmp_path: Path, run_id: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
-def run(tmp_path: Path, observer: RecordingObserver | None = None,
+def run(world: World, tmp_path: Path, observer: RecordingObserver | None = None,
         cancel: CancelToken | None = None, **kw: Any) -> RunReport:
-    return api.run(options(tmp_path, **kw), "dragonfly", observer or RecordingObserver(),
-                   cancel or CancelToken())
+    return world.engine().run(options(tmp_path, **kw), "dragonfly",
+                              observer or RecordingObserver(), cancel or CancelToken())
+
+
+def resume(world: World, tmp_path: Path, run_id: str) -> RunReport:
+    return world.engine().resume(options(tmp_path), run_id, RecordingObserver(), CancelToken())
+
+
+def rollback(world: World, tmp_path: Path, run_id: str) -> RunReport:
+    return world.engine().rollback(options(tmp_path), run_id, RecordingObserver(),
+                                   CancelToken())

@@ -10,15 +10,14 @@ import pytest
 
 from rotate.core.errors import PermanentError, TemporaryError
 from rotate.core.waiting import CancelToken
-from rotate.engine import api
 from rotate.engine.model import PlannedStep
 from tests.fakes import World
-from tests.unit.engine_support import (  # noqa: F401 - fixture
+from tests.unit.engine_support import (
     RecordingObserver,
     journal_lines,
-    options,
+    resume,
     run,
-    world_fixture,
+    world_fixture,  # noqa: F401 - fixture
 )
 
 Setup = Callable[[World, RecordingObserver], None]
@@ -110,7 +109,7 @@ def test_failure_exit_code_then_resume(
 ) -> None:
     obs = RecordingObserver()
     setup(world, obs)
-    report = run(tmp_path, obs, timeout=0.4)
+    report = run(world, tmp_path, obs, timeout=0.4)
     assert report.status == "failed"
     assert report.exit_code == code
     failed = [s for s in report.steps if s.status == "failed"]
@@ -124,7 +123,7 @@ def test_failure_exit_code_then_resume(
     assert ("Lease", "rotate-system", "rotate-dragonfly") not in world.kube.objects
 
     repair(world)
-    resumed = api.resume(options(tmp_path), report.run_id, RecordingObserver(), CancelToken())
+    resumed = resume(world, tmp_path, report.run_id)
     assert resumed.status == "succeeded", resumed.message
     assert resumed.exit_code == 0
     assert world.vault.writes == 1  # never a second value
@@ -139,7 +138,7 @@ def test_failure_exit_code_then_resume(
 
 def test_failure_message_says_what_runs_with_which_value(world: World, tmp_path: Path) -> None:
     world.stuck.add("order")
-    report = run(tmp_path, timeout=0.4)
+    report = run(world, tmp_path, timeout=0.4)
     assert report.exit_code == 15
     msg = report.message
     assert "consumer.wait" in msg and "deployment/shop/order" in msg
@@ -153,11 +152,11 @@ def test_crash_after_vault_write_is_observed_not_rewritten(world: World, tmp_pat
     # error: a temporary one would be retried within the step, see the test below).
     world.vault.faults.arm("set_custom_metadata",
                            PermanentError("vault", "metadata", "refused"), skip=1)
-    report = run(tmp_path)
+    report = run(world, tmp_path)
     assert report.exit_code == 10
     assert world.vault.writes == 1
     written = world.vault.current("infra/dragonfly", "password")
-    resumed = api.resume(options(tmp_path), report.run_id, RecordingObserver(), CancelToken())
+    resumed = resume(world, tmp_path, report.run_id)
     assert resumed.status == "succeeded", resumed.message
     assert world.vault.writes == 1
     assert world.kube.secret_value("dragonfly", "dragonfly-password-secret",
@@ -168,7 +167,7 @@ def test_crash_after_vault_write_is_observed_not_rewritten(world: World, tmp_pat
 
 def test_eso_error_fails_at_once_with_its_message(world: World, tmp_path: Path) -> None:
     world.eso_mode = "error"
-    report = run(tmp_path, timeout=30)
+    report = run(world, tmp_path, timeout=30)
     assert report.exit_code == 11
     step = next(s for s in report.steps if s.kind == "sync.wait")
     assert step.seconds is not None and step.seconds < 5
@@ -180,7 +179,7 @@ def test_interrupt_exits_130_and_is_resumable(world: World, tmp_path: Path) -> N
     obs = RecordingObserver()
     world.stuck.add("dragonfly")
     obs.on_start["provider.wait"] = lambda step: cancel.cancel("SIGINT")
-    report = run(tmp_path, obs, cancel, timeout=30)
+    report = run(world, tmp_path, obs, cancel, timeout=30)
     assert report.status == "interrupted"
     assert report.exit_code == 130
     wait = next(s for s in report.steps if s.kind == "provider.wait")
@@ -188,7 +187,7 @@ def test_interrupt_exits_130_and_is_resumable(world: World, tmp_path: Path) -> N
     assert any(r["event"] == "step.interrupted" for r in journal_lines(tmp_path, report.run_id))
     assert ("Lease", "rotate-system", "rotate-dragonfly") not in world.kube.objects
     world.kick("dragonfly", "dragonfly")
-    resumed = api.resume(options(tmp_path), report.run_id, RecordingObserver(), CancelToken())
+    resumed = resume(world, tmp_path, report.run_id)
     assert resumed.status == "succeeded", resumed.message
     assert world.vault.writes == 1
 
@@ -196,9 +195,9 @@ def test_interrupt_exits_130_and_is_resumable(world: World, tmp_path: Path) -> N
 def test_resume_of_succeeded_run_is_refused(world: World, tmp_path: Path) -> None:
     from rotate.core.errors import UsageError
 
-    report = run(tmp_path)
+    report = run(world, tmp_path)
     with pytest.raises(UsageError):
-        api.resume(options(tmp_path), report.run_id, RecordingObserver(), CancelToken())
+        resume(world, tmp_path, report.run_id)
 
 
 def test_config_write_applied_but_unacknowledged_is_not_written_twice(
@@ -206,7 +205,7 @@ def test_config_write_applied_but_unacknowledged_is_not_written_twice(
 ) -> None:
     # The server applies the write, the answer is lost: the retry observes it, writes nothing.
     world.cc.faults.arm("put_key_applied", TemporaryError("config center", "put", "timed out"))
-    report = run(tmp_path)
+    report = run(world, tmp_path)
     assert report.status == "succeeded", report.message
     assert len(world.cc.docs[("cart", "bootstrap")]) == 2  # v1 seeded, v2 written once
     step = next(s for s in report.steps if s.kind == "config.write" and "cart" in s.target)
@@ -218,7 +217,7 @@ def test_token_minted_but_not_delivered_is_revoked_at_the_end(
 ) -> None:
     world.kube.faults.arm("write_secret_key",
                           TemporaryError("kubernetes", "write secret", "unavailable"), skip=1)
-    report = run(tmp_path)  # skip=1: ESO's own write of the Secret passes
+    report = run(world, tmp_path)  # skip=1: ESO's own write of the Secret passes
     assert report.status == "succeeded", report.message
     orphan = world.cc.tokens["cart"][-2]["id"]  # minted, then its delivery failed
     live = [t["id"] for t in world.cc.tokens["cart"] if not t["revoked"]]
@@ -234,7 +233,7 @@ def test_a_passing_outage_is_retried_within_the_step(
         world.vault.faults.arm("write", TemporaryError("vault", "write", "unavailable"))
     else:
         world.cc.faults.arm("put_key", TemporaryError("config center", "put", "unavailable"))
-    report = run(tmp_path, RecordingObserver(), timeout=5)
+    report = run(world, tmp_path, RecordingObserver(), timeout=5)
     assert report.status == "succeeded", report.message
     assert world.vault.writes == 1
 
@@ -244,6 +243,6 @@ def test_an_outage_that_outlasts_the_step_deadline_fails_the_step(
 ) -> None:
     world.cc.faults.arm("put_key", TemporaryError("config center", "put", "unavailable"),
                         times=-1)
-    report = run(tmp_path, RecordingObserver(), timeout=0.5)
+    report = run(world, tmp_path, RecordingObserver(), timeout=0.5)
     assert report.exit_code == 13
     assert "unavailable" in report.message and "config.write" in report.message

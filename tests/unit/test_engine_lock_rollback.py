@@ -9,10 +9,15 @@ import pytest
 
 from rotate.core.errors import LockHeld, PreflightFailed, UsageError
 from rotate.core.waiting import CancelToken
-from rotate.engine import api
 from rotate.engine.lock import Lease
 from tests.fakes import FakeKube, World, deployment
-from tests.unit.engine_support import RecordingObserver, options, run, world_fixture  # noqa: F401
+from tests.unit.engine_support import (
+    RecordingObserver,
+    options,
+    rollback,
+    run,
+    world_fixture,  # noqa: F401 - fixture
+)
 
 
 def _lease(kube: FakeKube, holder: str, renewed: datetime) -> None:
@@ -25,7 +30,7 @@ def _lease(kube: FakeKube, holder: str, renewed: datetime) -> None:
 def test_lock_held_exits_4_and_names_holder(world: World, tmp_path: Path) -> None:
     _lease(world.kube, "alice@host/run-1", datetime.now(UTC))
     with pytest.raises(LockHeld) as exc:
-        run(tmp_path)
+        run(world, tmp_path)
     assert exc.value.exit_code == 4
     assert "alice@host/run-1" in exc.value.message
     assert world.vault.writes == 0
@@ -36,10 +41,10 @@ def test_lock_held_exits_4_and_names_holder(world: World, tmp_path: Path) -> Non
 def test_stale_lease_needs_take_over(world: World, tmp_path: Path) -> None:
     _lease(world.kube, "bob@host/run-0", datetime.now(UTC) - timedelta(minutes=5))
     with pytest.raises(LockHeld) as exc:
-        run(tmp_path)
+        run(world, tmp_path)
     assert "stale lease held by bob@host/run-0" in exc.value.message
     assert "--take-over-lock" in exc.value.message
-    report = run(tmp_path, take_over_lock=True)
+    report = run(world, tmp_path, take_over_lock=True)
     assert report.status == "succeeded", report.message
 
 
@@ -64,23 +69,23 @@ def test_paused_provider_blocks_in_preflight_and_changes_nothing(
     world: World, tmp_path: Path
 ) -> None:
     world.kube.put(deployment("dragonfly", "dragonfly", paused=True))
-    plan = api.plan(options(tmp_path), "dragonfly")
+    plan = world.engine().plan(options(tmp_path), "dragonfly")
     assert not plan.ok
     trap = next(t for t in plan.traps if t.name == "paused-deployment")
     assert trap.blocking and "unpause" in trap.action
     with pytest.raises(PreflightFailed) as exc:
-        run(tmp_path)
+        run(world, tmp_path)
     assert exc.value.exit_code == 3
     assert "paused" in exc.value.message
     assert world.vault.writes == 0 and world.kube.patches == []
 
 
 def test_overlap_without_previous_key_fails_preflight_clearly(world: World, tmp_path: Path) -> None:
-    plan = api.plan(options(tmp_path, strategy="overlap"), "dragonfly")
+    plan = world.engine().plan(options(tmp_path, strategy="overlap"), "dragonfly")
     check = next(c for c in plan.preflight if c.check == "strategy")
     assert not check.ok and "overlap.previousKey" in check.detail
     with pytest.raises(PreflightFailed):
-        run(tmp_path, strategy="overlap")
+        run(world, tmp_path, strategy="overlap")
 
 
 def test_invalid_candidate_fails_preflight_without_showing_it(
@@ -89,7 +94,7 @@ def test_invalid_candidate_fails_preflight_without_showing_it(
     from rotate.core.secret import Secret
 
     with pytest.raises(PreflightFailed) as exc:
-        api.run(options(tmp_path), "dragonfly", RecordingObserver(), CancelToken(),
+        world.engine().run(options(tmp_path), "dragonfly", RecordingObserver(), CancelToken(),
                 new_value=Secret("too-short-VALUE"))
     assert "cart: /dragonfly/password: must be at least 32 characters long" in exc.value.message
     assert "too-short-VALUE" not in exc.value.message
@@ -98,11 +103,11 @@ def test_invalid_candidate_fails_preflight_without_showing_it(
 
 def test_rollback_restores_every_link(world: World, tmp_path: Path) -> None:
     old = world.vault.current("infra/dragonfly", "password")
-    report = run(tmp_path)
+    report = run(world, tmp_path)
     assert report.status == "succeeded"
     new = world.vault.current("infra/dragonfly", "password")
     assert new != old
-    rb = api.rollback(options(tmp_path), report.run_id, RecordingObserver(), CancelToken())
+    rb = rollback(world, tmp_path, report.run_id)
     assert rb.status == "succeeded", rb.message
     assert rb.extra["operation"] == "rollback" and rb.extra["of_run"] == report.run_id
     versions = world.vault.versions["infra/dragonfly"]
@@ -113,18 +118,18 @@ def test_rollback_restores_every_link(world: World, tmp_path: Path) -> None:
         assert len(docs) == 3 and docs[-1] == docs[0]
         assert world.running[name] == old
     assert world.running["dragonfly"] == old
-    assert api.show(options(tmp_path), report.run_id).status == "rolled-back"
+    assert world.engine().show(options(tmp_path), report.run_id).status == "rolled-back"
     with pytest.raises(UsageError):
-        api.rollback(options(tmp_path), report.run_id, RecordingObserver(), CancelToken())
+        rollback(world, tmp_path, report.run_id)
 
 
 def test_rollback_of_a_run_that_wrote_nothing(world: World, tmp_path: Path) -> None:
     from rotate.core.errors import TemporaryError
 
     world.vault.faults.arm("write", TemporaryError("vault", "write", "unavailable"), times=-1)
-    report = run(tmp_path, timeout=0.4)
+    report = run(world, tmp_path, timeout=0.4)
     assert report.exit_code == 10
-    rb = api.rollback(options(tmp_path), report.run_id, RecordingObserver(), CancelToken())
+    rb = rollback(world, tmp_path, report.run_id)
     assert rb.status == "succeeded" and rb.steps == ()
     assert "nothing to roll back" in rb.message
     assert len(world.vault.versions["infra/dragonfly"]) == 2
@@ -148,7 +153,7 @@ def test_run_that_lost_its_lock_stops_at_the_next_step(
         holder[0].lost = True
 
     obs.on_start["sync.trigger"] = steal
-    report = run(tmp_path, obs)
+    report = run(world, tmp_path, obs)
     assert report.status == "failed" and report.exit_code == 11
     assert "lost the lock" in report.message
     kinds = [s.kind for s in report.steps if s.status == "done"]

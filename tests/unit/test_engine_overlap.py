@@ -23,9 +23,8 @@ from rotate.clients.seams import ReadyzTarget
 from rotate.core.errors import PermanentError, PreflightFailed
 from rotate.core.secret import Secret
 from rotate.core.waiting import CancelToken
-from rotate.engine import api
 from tests.fakes import CONSUMERS, FakeKube, World, make_chain
-from tests.unit.engine_support import RecordingObserver, journal_lines, options, wire
+from tests.unit.engine_support import RecordingObserver, journal_lines, options, resume, rollback
 
 PATH = "infra/dragonfly"
 PREV = "password_previous"
@@ -95,16 +94,15 @@ def _overlap_chain(tmp_path: Path, *, strategy: Strategy = "overlap",
 
 
 @pytest.fixture(name="ow")
-def overlap_world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[OverlapWorld]:
+def overlap_world(tmp_path: Path) -> Iterator[OverlapWorld]:
     w = OverlapWorld(_overlap_chain(tmp_path))
     w.setup()
-    wire(monkeypatch, w)
     yield w
     w.kube.close()
 
 
-def _run(tmp_path: Path, obs: RecordingObserver | None = None, **kw: Any) -> Any:
-    return api.run(options(tmp_path, **kw), "dragonfly", obs or RecordingObserver(),
+def _run(w: World, tmp_path: Path, obs: RecordingObserver | None = None, **kw: Any) -> Any:
+    return w.engine().run(options(tmp_path, **kw), "dragonfly", obs or RecordingObserver(),
                    CancelToken())
 
 
@@ -120,7 +118,7 @@ def _assert_finished_on(ow: OverlapWorld, value: str) -> None:
 
 
 def test_overlap_order_and_nobody_is_cut_off(ow: OverlapWorld, tmp_path: Path) -> None:
-    report = _run(tmp_path)
+    report = _run(ow, tmp_path)
     assert report.status == "succeeded", report.message
     assert [s.kind for s in report.steps] == [*PHASE_1, *PHASE_2, *["token.revoke"] * 3]
     assert ow.cut_off == []
@@ -138,7 +136,7 @@ def test_overlap_order_and_nobody_is_cut_off(ow: OverlapWorld, tmp_path: Path) -
 
 def test_the_same_world_with_restart_cuts_consumers_off(ow: OverlapWorld,
                                                         tmp_path: Path) -> None:
-    report = _run(tmp_path, strategy="restart")
+    report = _run(ow, tmp_path, strategy="restart")
     assert report.status == "succeeded", report.message
     assert "backend.retire" not in [s.kind for s in report.steps]
     assert ow.cut_off  # the provider dropped the old value before the consumers moved
@@ -146,13 +144,17 @@ def test_the_same_world_with_restart_cuts_consumers_off(ow: OverlapWorld,
     _assert_finished_on(ow, ow.vault.current(PATH, "password"))
 
 
-def test_plan_lists_phase_two_with_its_own_subjects(ow: OverlapWorld, tmp_path: Path) -> None:
-    plan = api.plan(options(tmp_path), "dragonfly")
+def test_plan_lists_phase_two_as_its_own_phase(ow: OverlapWorld, tmp_path: Path) -> None:
+    plan = ow.engine().plan(options(tmp_path), "dragonfly")
     assert plan.ok and plan.strategy == "overlap"
     kinds = [s.kind for s in plan.steps]
     assert kinds[kinds.index("backend.retire"):] == [*PHASE_2, *["token.revoke"] * 3]
-    subjects = [(s.kind, s.subject) for s in plan.steps]
-    assert len(set(subjects)) == len(subjects)  # phase 2 never shares a key with phase 1
+    keys = [(s.kind, s.phase, s.subject) for s in plan.steps]
+    assert len(set(keys)) == len(keys)  # phase 2 never shares a key with phase 1
+    retire = plan.steps[kinds.index("backend.retire") + 1:][:3]
+    assert [(s.kind, s.phase) for s in retire] == [
+        ("sync.wait", "retire"), ("provider.restart", "retire"), ("provider.wait", "retire")]
+    assert all(":" not in s.subject for s in plan.steps)  # no phase spelled in a subject
     assert any(c.check == "externalsecret.previous-key" and c.ok for c in plan.preflight)
     assert ow.vault.writes == 0
 
@@ -163,20 +165,18 @@ def test_preflight_refuses_when_the_secret_would_not_carry_the_previous_key(
     es = ow.kube.raw("ExternalSecret", "dragonfly", "dragonfly-password")
     es["spec"]["data"] = es["spec"]["data"][:1]
     with pytest.raises(PreflightFailed) as exc:
-        _run(tmp_path)
+        _run(ow, tmp_path)
     assert exc.value.exit_code == 3
     assert "externalsecret.previous-key" in exc.value.message
     assert ow.vault.writes == 0
 
 
-def test_preflight_refuses_overlap_without_previous_key(tmp_path: Path,
-                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_preflight_refuses_overlap_without_previous_key(tmp_path: Path) -> None:
     w = OverlapWorld(_overlap_chain(tmp_path, strategy="restart", previous_key=None))
     w.setup()
-    wire(monkeypatch, w)
     try:
         with pytest.raises(PreflightFailed) as exc:
-            _run(tmp_path, strategy="overlap")
+            _run(w, tmp_path, strategy="overlap")
         assert exc.value.exit_code == 3
         assert "overlap.previousKey" in exc.value.message
         assert w.vault.writes == 0
@@ -190,14 +190,14 @@ def test_resume_after_a_phase_two_failure_rolls_the_provider_again(
     obs = RecordingObserver()
     # phase 2's provider rollout never completes; phase 1's did
     obs.on_start["backend.retire"] = lambda step: ow.stuck.add("dragonfly")
-    report = _run(tmp_path, obs, timeout=0.4)
+    report = _run(ow, tmp_path, obs, timeout=0.4)
     assert report.status == "failed" and report.exit_code == 12
     failed = [s for s in report.steps if s.status == "failed"]
     assert [(s.kind, s.index) for s in failed] == [("provider.wait", len(PHASE_1) + 3)]
     assert "overlap not retired yet" not in report.message  # the backend retired it
     assert ow.vault.writes == 2
     ow.kick("dragonfly", "dragonfly")
-    resumed = api.resume(options(tmp_path), report.run_id, RecordingObserver(), CancelToken())
+    resumed = resume(ow, tmp_path, report.run_id)
     assert resumed.status == "succeeded", resumed.message
     assert ow.vault.writes == 2  # neither the value nor the retirement is written twice
     restart2 = [s for s in resumed.steps if s.kind == "provider.restart"][1]
@@ -214,10 +214,10 @@ def test_crash_after_the_retire_write_is_observed_not_rewritten(
     # write landed — the process "dies" before the journal says done
     obs.on_start["backend.retire"] = lambda step: ow.vault.faults.arm(
         "set_custom_metadata", PermanentError("vault", "metadata", "refused"), skip=1)
-    report = _run(tmp_path, obs)
+    report = _run(ow, tmp_path, obs)
     assert report.exit_code == 10
     assert ow.vault.writes == 2
-    resumed = api.resume(options(tmp_path), report.run_id, RecordingObserver(), CancelToken())
+    resumed = resume(ow, tmp_path, report.run_id)
     assert resumed.status == "succeeded", resumed.message
     assert ow.vault.writes == 2
     retire = next(s for s in resumed.steps if s.kind == "backend.retire")
@@ -227,11 +227,11 @@ def test_crash_after_the_retire_write_is_observed_not_rewritten(
 
 def test_rollback_of_an_overlap_run_is_an_overlap_too(ow: OverlapWorld,
                                                       tmp_path: Path) -> None:
-    report = _run(tmp_path)
+    report = _run(ow, tmp_path)
     assert report.status == "succeeded", report.message
     new = ow.vault.current(PATH, "password")
     ow.cut_off.clear()
-    rb = api.rollback(options(tmp_path), report.run_id, RecordingObserver(), CancelToken())
+    rb = rollback(ow, tmp_path, report.run_id)
     assert rb.status == "succeeded", rb.message
     kinds = [s.kind for s in rb.steps]
     assert kinds[-4:] == PHASE_2
@@ -240,4 +240,4 @@ def test_rollback_of_an_overlap_run_is_an_overlap_too(ow: OverlapWorld,
     assert restored["password"] == OLD and restored[PREV] == new
     assert ow.cut_off == []
     _assert_finished_on(ow, OLD)
-    assert api.show(options(tmp_path), report.run_id).status == "rolled-back"
+    assert ow.engine().show(options(tmp_path), report.run_id).status == "rolled-back"

@@ -5,17 +5,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-
-from rotate.engine import api
 from tests.fakes import World
-from tests.unit.engine_support import (  # noqa: F401 - fixture
+from tests.unit.engine_support import (
     RecordingObserver,
     journal_lines,
     options,
+    resume,
     run,
-    wire,
-    world_fixture,
+    world_fixture,  # noqa: F401 - fixture
 )
 
 EXPECTED_KINDS = (
@@ -27,7 +24,7 @@ EXPECTED_KINDS = (
 
 
 def test_plan_lists_steps_in_order_with_concrete_targets(world: World, tmp_path: Path) -> None:
-    plan = api.plan(options(tmp_path), "dragonfly")
+    plan = world.engine().plan(options(tmp_path), "dragonfly")
     assert plan.ok, [c for c in plan.preflight if not c.ok]
     assert ["preflight", *[s.kind for s in plan.steps]] == EXPECTED_KINDS
     assert plan.consumers == ("cart", "order", "user")
@@ -42,7 +39,7 @@ def test_plan_lists_steps_in_order_with_concrete_targets(world: World, tmp_path:
 
 def test_happy_path_rotates_every_link(world: World, tmp_path: Path) -> None:
     obs = RecordingObserver()
-    report = run(tmp_path, obs)
+    report = run(world, tmp_path, obs)
     assert report.status == "succeeded", report.message
     assert report.exit_code == 0
     assert [s.kind for s in report.steps] == EXPECTED_KINDS
@@ -88,13 +85,13 @@ def test_happy_path_rotates_every_link(world: World, tmp_path: Path) -> None:
 
 
 def test_runs_and_show_read_the_journal(world: World, tmp_path: Path) -> None:
-    report = run(tmp_path)
-    listed = api.runs(options(tmp_path))
+    report = run(world, tmp_path)
+    listed = world.engine().runs(options(tmp_path))
     assert [r.run_id for r in listed] == [report.run_id]
     assert listed[0].status == "succeeded"
-    shown = api.show(options(tmp_path), report.run_id)
+    shown = world.engine().show(options(tmp_path), report.run_id)
     assert shown.to_json()["steps"] == report.to_json()["steps"]
-    creds = api.list_credentials(options(tmp_path))
+    creds = world.engine().list_credentials(options(tmp_path))
     assert creds[0].consumers == ("cart", "order", "user")
     assert creds[0].last_run is not None and creds[0].last_run.run_id == report.run_id
 
@@ -119,10 +116,10 @@ def test_reloader_rolls_the_provider_and_rotate_does_not_roll_twice(
                     "reloader.stakater.com/last-reloaded-from": '{"name":"x","hash":"h"}'}}}}})
 
     world.kube.controllers.append(reloader)
-    plan = api.plan(options(tmp_path), "dragonfly")
+    plan = world.engine().plan(options(tmp_path), "dragonfly")
     trap = next(t for t in plan.traps if t.name == "other-reloader")
     assert not trap.blocking and "roll only if it does not come" in trap.action
-    report = run(tmp_path)
+    report = run(world, tmp_path)
     assert report.status == "succeeded", report.message
     step = next(s for s in report.steps if s.kind == "provider.restart")
     assert "not rolled again" in step.detail
@@ -136,23 +133,20 @@ def test_reloader_rolls_the_provider_and_rotate_does_not_roll_twice(
 
 def test_reloader_that_never_comes_means_rotate_rolls(world: World, tmp_path: Path) -> None:
     _annotate_provider(world)
-    report = run(tmp_path)
+    report = run(world, tmp_path)
     assert report.status == "succeeded", report.message
     step = next(s for s in report.steps if s.kind == "provider.restart")
     assert step.detail.startswith("restartedAt=")
     assert step.seconds is not None and step.seconds >= 0.3  # waited the grace first
 
 
-def test_credential_without_consumers_stops_after_the_provider(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_credential_without_consumers_stops_after_the_provider(tmp_path: Path) -> None:
     from tests.fakes import make_chain
 
     w = World(make_chain(tmp_path, consumers=()))
     w.setup()
-    wire(monkeypatch, w)
     try:
-        report = run(tmp_path)
+        report = run(w, tmp_path)
     finally:
         w.kube.close()
     assert report.status == "succeeded", report.message
@@ -168,13 +162,13 @@ def test_interrupt_during_parallel_consumer_waits(world: World, tmp_path: Path) 
     obs = RecordingObserver()
     world.stuck |= {"cart", "order", "user"}
     obs.on_start["consumer.wait"] = lambda step: cancel.cancel("SIGTERM")
-    report = run(tmp_path, obs, cancel, timeout=30)
+    report = run(world, tmp_path, obs, cancel, timeout=30)
     assert report.exit_code == 130 and report.status == "interrupted"
     waits = [s for s in report.steps if s.kind == "consumer.wait"]
     assert {s.status for s in waits} == {"pending"}
     for name in ("cart", "order", "user"):
         world.kick(name)
-    resumed = api.resume(options(tmp_path), report.run_id, RecordingObserver(), CancelToken())
+    resumed = resume(world, tmp_path, report.run_id)
     assert resumed.status == "succeeded", resumed.message
 
 
@@ -188,7 +182,7 @@ def test_vault_secrets_operator_on_the_provider_is_waited_for(
     world: World, tmp_path: Path
 ) -> None:
     _vso_targets(world, "Deployment", "dragonfly", "dragonfly")
-    plan = api.plan(options(tmp_path), "dragonfly")
+    plan = world.engine().plan(options(tmp_path), "dragonfly")
     assert plan.ok
     trap = next(t for t in plan.traps if t.target == "deployment/dragonfly/dragonfly")
     assert trap.name == "other-reloader" and not trap.blocking
@@ -197,7 +191,7 @@ def test_vault_secrets_operator_on_the_provider_is_waited_for(
 
 def test_vault_secrets_operator_on_a_consumer_is_refused(world: World, tmp_path: Path) -> None:
     _vso_targets(world, "Deployment", "order", "shop")
-    plan = api.plan(options(tmp_path), "dragonfly")
+    plan = world.engine().plan(options(tmp_path), "dragonfly")
     assert not plan.ok
     trap = next(t for t in plan.traps if t.target == "deployment/shop/order")
     assert trap.blocking and "Vault Secrets Operator" in trap.problem

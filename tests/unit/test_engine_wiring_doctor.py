@@ -7,7 +7,6 @@ import sys
 from pathlib import Path
 
 from rotate.core.waiting import CancelToken
-from rotate.engine import api
 from tests.fakes import World
 from tests.unit.engine_support import RecordingObserver, options, world_fixture  # noqa: F401
 
@@ -22,11 +21,11 @@ def test_importing_engine_loads_no_client_library() -> None:
 
 
 def test_doctor_reports_each_missing_permission(world: World, tmp_path: Path) -> None:
-    checks = api.doctor(options(tmp_path))
+    checks = world.engine().doctor(options(tmp_path))
     assert all(c.ok for c in checks), [c for c in checks if not c.ok]
     world.kube.denied |= {("patch", "Deployment", "shop"), ("create", "Lease", "rotate-system")}
     world.vault.capability_map["secret/data/infra/dragonfly"] = ["read"]
-    by_name = {c.check: c for c in api.doctor(options(tmp_path))}
+    by_name = {c.check: c for c in world.engine().doctor(options(tmp_path))}
     perms = by_name["kubernetes.permissions dragonfly"]
     assert not perms.ok
     assert "patch deployments in shop" in perms.detail
@@ -43,6 +42,6 @@ def test_lock_namespace_missing_is_a_preflight_failure(world: World, tmp_path: P
     world.kube.faults.arm("create", NotFoundError("kubernetes", "create lease", "not found",
                                                   status=404))
     with pytest.raises(PreflightFailed) as exc:
-        api.run(options(tmp_path), "dragonfly", RecordingObserver(), CancelToken())
+        world.engine().run(options(tmp_path), "dragonfly", RecordingObserver(), CancelToken())
     assert "rotate-system" in exc.value.message
     assert world.vault.writes == 0

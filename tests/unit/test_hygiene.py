@@ -26,6 +26,7 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from rotate.cli.app import app
+from rotate.cli.state import CliState
 from rotate.clients.configcenter import HttpConfigCenter
 from rotate.clients.seams import MintedToken, VersionedDoc
 from rotate.clients.vault import AppRoleAuth, TokenAuth
@@ -42,11 +43,12 @@ ENV_TOKENS = {"CONFIG_CENTER_TOKEN": "cc-admin-token-6b2e9d41a7f3",
               "BAO_TOKEN": "bao-root-token-93c5e1d07a28"}
 
 
-def _cli(tmp_path: Path, *args: str, stdin: str | None = None) -> Result:
+def _cli(w: World, tmp_path: Path, *args: str, stdin: str | None = None) -> Result:
+    """The real CLI over a real Engine handed the world's fakes."""
     env = {"NO_COLOR": "1", "COLUMNS": "100", "ROTATE_DEBUG": None, **ENV_TOKENS}
     common = ["--chain", str(tmp_path / "rotate.yaml"), "--state-dir", str(tmp_path / "state")]
     return CliRunner().invoke(app, [*args, *common], input=stdin, env=env,
-                              catch_exceptions=False)
+                              obj=CliState(engine=w.engine), catch_exceptions=False)
 
 
 def _secrets(w: World) -> list[str]:
@@ -75,8 +77,8 @@ def _journals(tmp_path: Path) -> str:
 def _scan(w: World, tmp_path: Path, caplog: pytest.LogCaptureFixture, *results: Result,
           ) -> None:
     run_ids = [p.name for p in (tmp_path / "state" / "runs").iterdir()]
-    shown = [_cli(tmp_path, "show", run_id, "-o", "json") for run_id in run_ids]
-    listed = _cli(tmp_path, "runs", "-o", "json")
+    shown = [_cli(w, tmp_path, "show", run_id, "-o", "json") for run_id in run_ids]
+    listed = _cli(w, tmp_path, "runs", "-o", "json")
     channels = {
         "journal": _journals(tmp_path),
         "log": caplog.text + "".join(repr(r.args) for r in caplog.records),
@@ -95,16 +97,16 @@ def test_a_successful_rotation_leaks_nothing(
     world: World, tmp_path: Path, caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.DEBUG)
-    plan = _cli(tmp_path, "dragonfly", "-o", "json")
+    plan = _cli(world, tmp_path, "dragonfly", "-o", "json")
     assert plan.exit_code == 0, plan.stderr
-    done = _cli(tmp_path, "dragonfly", "--confirm", "--value-stdin", stdin=NEW + "\n")
+    done = _cli(world, tmp_path, "dragonfly", "--confirm", "--value-stdin", stdin=NEW + "\n")
     assert done.exit_code == 0, done.stderr
     # the value did go everywhere it should (so the scan below is not vacuous)
     assert world.vault.current("infra/dragonfly", "password") == NEW
     assert world.kube.secret_value("dragonfly", "dragonfly-password-secret", "password") == NEW
     assert world.running["cart"] == NEW
-    run_id = json.loads(_cli(tmp_path, "runs", "-o", "json").stdout)["runs"][0]["run_id"]
-    back = _cli(tmp_path, "rollback", run_id, "--confirm", "-o", "json")
+    run_id = json.loads(_cli(world, tmp_path, "runs", "-o", "json").stdout)["runs"][0]["run_id"]
+    back = _cli(world, tmp_path, "rollback", run_id, "--confirm", "-o", "json")
     assert back.exit_code == 0, back.stderr
     assert world.vault.current("infra/dragonfly", "password") == OLD
     _scan(world, tmp_path, caplog, plan, done, back)
@@ -154,7 +156,7 @@ def test_an_adapter_exception_carrying_secrets_is_not_surfaced(
 ) -> None:
     caplog.set_level(logging.DEBUG)
     breaker(world)
-    failed = _cli(tmp_path, "dragonfly", "--confirm", "--value-stdin", "-o", output,
+    failed = _cli(world, tmp_path, "dragonfly", "--confirm", "--value-stdin", "-o", output,
                   stdin=NEW + "\n")
     # not a RotateError: a bug in an adapter, reported by type only
     assert failed.exit_code == 1, failed.stderr
@@ -217,7 +219,7 @@ def test_a_background_thread_dying_of_a_leaky_exception_shows_its_type_only(
         raise _leaky(NEW, OLD)  # a watch thread (WatchPause) has no handler for this
 
     world.kube.watch = leaky_watch  # type: ignore[method-assign]
-    done = _cli(tmp_path, "dragonfly", "--confirm", "--value-stdin", stdin=NEW + "\n")
+    done = _cli(world, tmp_path, "dragonfly", "--confirm", "--value-stdin", stdin=NEW + "\n")
     assert died.is_set()
     assert done.exit_code == 0, done.stderr  # the watch only speeds waiting up
     assert "background thread watch-" in done.stderr

@@ -1,0 +1,69 @@
+"""The registry of step kinds: every kind, in the order a rotation runs them.
+
+Adding a kind is one new module (a :class:`~rotate.engine.kinds.base.StepKind` subclass
+declaring what ``base`` lists) and its place in :data:`ROTATION` — or in
+:data:`ROLLBACK_ONLY` when only a rollback runs it (as the ``undo`` of a rotation kind).
+The plan builder walks :data:`ROTATION`, the rollback builder the ``undo`` of the kinds the
+original run planned, the executor looks each planned step up with :func:`kind_of`;
+nothing else knows a kind by its name.
+
+For example, a ``provider.apply`` kind (a provider changed through its own API, e.g. a Redis
+ACL): ``kinds/provider_apply.py`` with ``class ProviderApply(StepKind[Applied])`` — stage 3,
+exit code 12, ``plan`` yielding one step per provider the chain file says is applied live,
+``observe`` (does the provider already accept ``ensure_value(run)``?), ``act`` (set it),
+``prove`` (authenticate with it), ``undo = (ProviderApply,)`` (a rollback applies the
+restored value the same way) — placed in :data:`ROTATION` after ``ProviderWait``.  What
+preflight learns for its plan detail goes in a new field of ``PlanInput``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rotate.engine.kinds.backend_retire import BackendRetire
+from rotate.engine.kinds.backend_write import BackendRestore, BackendWrite
+from rotate.engine.kinds.base import StepKind
+from rotate.engine.kinds.config_harvest import ConfigHarvest
+from rotate.engine.kinds.config_write import ConfigRestore, ConfigWrite
+from rotate.engine.kinds.consumer_restart import ConsumerRestart
+from rotate.engine.kinds.consumer_wait import ConsumerWait
+from rotate.engine.kinds.provider_restart import ProviderRestart, ProviderRestartRetire
+from rotate.engine.kinds.provider_wait import ProviderWait, ProviderWaitRetire
+from rotate.engine.kinds.readyz_check import ReadyzCheck
+from rotate.engine.kinds.sync_trigger import SyncTrigger
+from rotate.engine.kinds.sync_wait import SyncWait, SyncWaitRestored, SyncWaitRetire
+from rotate.engine.kinds.token_mint import TokenMint
+from rotate.engine.kinds.token_revoke import TokenRevoke
+from rotate.engine.model import Phase, PlannedStep
+
+Kind = type[StepKind[Any]]
+
+#: A rotation, in order: phase 1 (① backend → ② sync → ③ providers → ④ consumers), the
+#: overlap strategy's phase 2 (each of its kinds plans nothing under ``restart``), then the
+#: old tokens revoked.
+ROTATION: tuple[Kind, ...] = (
+    BackendWrite, SyncTrigger, SyncWait, ProviderRestart, ProviderWait,
+    ConfigHarvest, ConfigWrite, TokenMint, ConsumerRestart, ConsumerWait, ReadyzCheck,
+    BackendRetire, SyncWaitRetire, ProviderRestartRetire, ProviderWaitRetire,
+    TokenRevoke,
+)
+#: Kinds only a rollback plans: the undo of a rotation kind that is not that kind again.
+ROLLBACK_ONLY: tuple[Kind, ...] = (BackendRestore, SyncWaitRestored, ConfigRestore)
+
+REGISTRY: dict[tuple[str, Phase], Kind] = {(k.name, k.phase): k
+                                           for k in (*ROTATION, *ROLLBACK_ONLY)}
+
+
+def kind_of(step: PlannedStep) -> Kind:
+    """The class of a planned step (KeyError: a kind this version does not know)."""
+    return REGISTRY[(step.kind, step.phase)]
+
+
+def undo_of(planned: set[tuple[str, Phase]]) -> list[Kind]:
+    """The kinds that undo a run which planned ``planned`` (kind, phase) pairs, in the order
+    a rotation runs what they undo."""
+    out: list[Kind] = []
+    for kind in ROTATION:
+        if (kind.name, kind.phase) in planned:
+            out += [u for u in kind.undo if u not in out]
+    return out

@@ -1,0 +1,155 @@
+"""① ``backend.write``: the new value as a new version, check-and-set on the version the run
+read; a rollback's form writes version N's data as a new version instead."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from rotate.core.errors import StepFailed
+from rotate.core.secret import Secret, generate
+from rotate.engine.kinds.base import Draft, Outcome, PlanInput, Run, StepData, StepIO, StepKind
+from rotate.engine.model import Phase
+from rotate.engine.targets import backend_target
+from rotate.stages import backend
+
+
+@dataclass(frozen=True)
+class BackendWritten(StepData):
+    previous_version: int
+    version: int
+
+
+def written_version(run: Run) -> int | None:
+    """The version this run's ``backend.write`` step put in the backend (either form)."""
+    for kind in (BackendWrite, BackendRestore):
+        done = run.result(kind)
+        if done is not None:
+            return done.version
+    return None
+
+
+def ensure_value(run: Run) -> Secret:
+    """The value this run put in the backend (re-read from it on resume, never regenerated)."""
+    if run.value is None:
+        version = written_version(run)
+        if version is None:  # a rollback that wrote nothing: whatever the backend holds now
+            version = backend.current_version(run.adapters.vault, run.path)
+        run.value = backend.read_value(run.adapters.vault, run.path,
+                                       run.credential.backend.key, version)
+    return run.value
+
+
+def _version_detail(n: int | None) -> str:
+    if n is None:
+        return "version unknown (backend unreachable in preflight)"
+    if n == 0:
+        return "create v1 (cas=0)"
+    return f"v{n} → v{n + 1} (cas={n})"
+
+
+def _fresh_value(run: Run) -> Secret:
+    if run.new_value is not None:
+        return run.new_value
+    gen = run.credential.generate
+    if gen is None:
+        raise StepFailed("this credential's value comes from stdin and none was given; run "
+                         f"`rotate {run.credential.name} --confirm --value-stdin` again")
+    return generate(gen.length, gen.alphabet)
+
+
+class BackendRestore(StepKind[BackendWritten]):
+    """A rollback's backend.write: version N's data written as a new version."""
+
+    name: ClassVar[str] = "backend.write"
+    phase: ClassVar[Phase] = "restore"
+    stage: ClassVar[int] = 1
+    exit_code: ClassVar[int] = 10
+    result: ClassVar[type[StepData]] = BackendWritten
+    undo: ClassVar[tuple[type[StepKind[Any]], ...]] = ()
+
+    @classmethod
+    def plan(cls, inp: PlanInput) -> Iterable[Draft]:
+        if inp.restore is None:
+            return
+        yield Draft(backend_target(inp.chain, inp.credential),
+                    f"write v{inp.restore.backend_version}'s data as a new version"
+                    + ("; the replaced value stays valid as the previous one"
+                       if inp.restore.of_overlap else ""))
+
+    def observe(self, run: Run, io: StepIO) -> Outcome[BackendWritten] | None:
+        if "cas" not in io.prior:
+            return None
+        cas = int(io.prior["cas"])
+        version = backend.observe(run.adapters.vault, run.path, run.run_id, cas)
+        if version is None:
+            return None
+        run.value = backend.read_value(run.adapters.vault, run.path,
+                                       run.credential.backend.key, version)
+        return Outcome(BackendWritten(cas, version), f"restored earlier (v{version})")
+
+    def act(self, run: Run, io: StepIO) -> Outcome[BackendWritten]:
+        vault, key = run.adapters.vault, run.credential.backend.key
+        restore_to = run.start.restore_backend_version
+        if restore_to is None:
+            raise StepFailed(f"run {run.run_id} is not a rollback: no version to restore")
+        io.record(cas=backend.current_version(vault, run.path), restore_to=restore_to)
+        w = backend.restore(vault, run.path, key, restore_to, run.run_id,
+                            previous_key=run.overlap_key)
+        run.value = backend.read_value(vault, run.path, key, w.version)
+        return Outcome(BackendWritten(w.previous_version, w.version),
+                       f"v{restore_to}'s data written as v{w.version}")
+
+    def prove(self, run: Run, io: StepIO,
+              acted: Outcome[BackendWritten]) -> Outcome[BackendWritten]:
+        return acted  # the check-and-set write is its own proof
+
+
+class BackendWrite(StepKind[BackendWritten]):
+    name: ClassVar[str] = "backend.write"
+    stage: ClassVar[int] = 1
+    exit_code: ClassVar[int] = 10
+    result: ClassVar[type[StepData]] = BackendWritten
+    undo: ClassVar[tuple[type[StepKind[Any]], ...]] = (BackendRestore,)
+
+    @classmethod
+    def plan(cls, inp: PlanInput) -> Iterable[Draft]:
+        detail = _version_detail(inp.current_version)
+        if inp.overlap and inp.credential.overlap is not None:
+            detail += f"; {inp.credential.overlap.previous_key} keeps the previous value"
+        yield Draft(backend_target(inp.chain, inp.credential), detail)
+
+    def observe(self, run: Run, io: StepIO) -> Outcome[BackendWritten] | None:
+        if "previous_version" not in io.prior:
+            return None
+        n = int(io.prior["previous_version"])
+        version = backend.observe(run.adapters.vault, run.path, run.run_id, n)
+        if version is None:
+            return None
+        run.value = backend.read_value(run.adapters.vault, run.path,
+                                       run.credential.backend.key, version)
+        return Outcome(BackendWritten(n, version),
+                       f"v{version} was already written by this run; not written again")
+
+    def act(self, run: Run, io: StepIO) -> Outcome[BackendWritten]:
+        vault = run.adapters.vault
+        expected: int | None
+        if "previous_version" in io.prior:
+            expected = int(io.prior["previous_version"])
+        else:
+            expected = run.start.current_version
+            io.record(previous_version=backend.current_version(vault, run.path))
+        value = _fresh_value(run)
+        overlap = run.credential.overlap
+        w = backend.write(vault, run.path, run.credential.backend.key, value, run.run_id,
+                          expected_version=expected,
+                          previous_key=overlap.previous_key if overlap else None,
+                          keep_previous=run.overlap_key is not None)
+        run.value = value
+        return Outcome(BackendWritten(w.previous_version, w.version),
+                       f"v{w.previous_version} → v{w.version} (cas={w.previous_version})")
+
+    def prove(self, run: Run, io: StepIO,
+              acted: Outcome[BackendWritten]) -> Outcome[BackendWritten]:
+        return acted  # the check-and-set write is its own proof

@@ -1,0 +1,239 @@
+"""What a step kind is: one class per kind, declaring everything the engine needs of it.
+
+Modelled on Django migrations' ``Operation``: a class holds the description, the forward
+action and how it is undone.  A kind declares
+
+* ``name``, ``phase`` — the kind's string in the plan, the journal and the CLI
+  (``backend.write``), and which form of it this class is (:data:`~rotate.engine.model.Phase`);
+* ``stage`` (①..④ of the chain) and ``exit_code`` (cli.md: the run's code when it fails);
+* ``parallel`` — consecutive steps of the kind may run at once (``--max-parallel``);
+* :meth:`StepKind.plan` — its steps in a plan, from pure values (:class:`PlanInput`);
+* :meth:`StepKind.observe`, :meth:`StepKind.act`, :meth:`StepKind.prove` — what an earlier
+  attempt already did, the change, and the proof that it holds;
+* ``result`` — the typed data its ``step.done`` record holds (:class:`StepData`), which later
+  steps read back through :meth:`Run.result`;
+* ``undo`` — the kinds a rollback runs to undo it (``()``: nothing to undo).
+
+Invariant, shared by every kind: a step is idempotent with respect to the journal.
+``io.prior`` holds what earlier attempts recorded (``io.record`` journals a fact *before* the
+action that needs it), and ``observe`` looks at it and at the world before anything is done
+again.  No kind returns or records a secret value.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Generic, NamedTuple, TypeVar, cast
+
+from rotate.chain.model import Chain, Credential, Service
+from rotate.core.secret import Secret
+from rotate.core.strategy import Strategy
+from rotate.core.waiting import CancelToken, Deadline
+from rotate.engine.journal import Journal
+from rotate.engine.model import Adapters, Phase, PlannedStep, RunStart
+from rotate.stages.harvest import Document
+
+D = TypeVar("D", bound="StepData")
+
+
+@dataclass(frozen=True)
+class StepData:
+    """Base of every kind's typed result; JSON in the journal, typed between steps.
+
+    ``from_json`` reads only the fields the class has (a journaled step's data also holds
+    its progress facts, detail and timing) and turns JSON lists back into tuples.  A field
+    whose metadata says ``omit_none`` is left out of the JSON while it is None.
+    """
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if value is None and f.metadata.get("omit_none"):
+                continue
+            out[f.name] = list(value) if isinstance(value, tuple) else value
+        return out
+
+    @classmethod
+    def from_json(cls: type[D], data: Mapping[str, Any]) -> D:
+        hints = _hints(cls)
+        kwargs: dict[str, Any] = {}
+        for f in dataclasses.fields(cls):
+            if f.name not in data:
+                continue
+            value = data[f.name]
+            if typing.get_origin(hints[f.name]) is tuple and value is not None:
+                value = tuple(value)
+            kwargs[f.name] = value
+        return cls(**kwargs)
+
+
+_HINTS: dict[type[StepData], dict[str, Any]] = {}
+
+
+def _hints(cls: type[StepData]) -> dict[str, Any]:
+    if cls not in _HINTS:
+        _HINTS[cls] = typing.get_type_hints(cls)
+    return _HINTS[cls]
+
+
+def omit_none() -> Any:
+    """A field that defaults to None and is absent from the JSON while None."""
+    return field(default=None, metadata={"omit_none": True})
+
+
+@dataclass(frozen=True)
+class NoData(StepData):
+    """The result of a kind whose proof leaves nothing for later steps."""
+
+
+@dataclass(frozen=True)
+class Outcome(Generic[D]):
+    data: D
+    detail: str  # one line for the report, never a value
+
+
+class Draft(NamedTuple):
+    """One step as a kind describes it; the plan builder numbers it."""
+
+    target: str
+    detail: str
+    subject: str = ""
+
+
+@dataclass(frozen=True)
+class Restore:
+    """What a rollback puts back, from the original run's journal."""
+
+    backend_version: int  # the version N the run replaced
+    config_versions: Mapping[str, int]  # service → version its document had before the run
+    of_overlap: bool  # the run used the overlap strategy
+
+
+@dataclass(frozen=True)
+class PlanInput:
+    """Everything a kind may use to describe its steps: plain values, no I/O."""
+
+    chain: Chain
+    credential: Credential
+    strategy: Strategy
+    consumers: tuple[str, ...]
+    current_version: int | None = None  # the backend's version preflight saw
+    config_versions: Mapping[str, int | None] = field(default_factory=dict)
+    token_ids: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    reloader: Mapping[str, str] = field(default_factory=dict)  # provider ref → reloader
+    ondelete: tuple[str, ...] = ()  # workload refs with updateStrategy OnDelete
+    restore: Restore | None = None  # a rollback's
+
+    @property
+    def services(self) -> list[Service]:
+        return [self.chain.services[name] for name in self.consumers]
+
+    @property
+    def overlap(self) -> bool:
+        return self.strategy == Strategy.overlap
+
+
+@dataclass
+class Run:
+    """Everything a run's steps share.  ``value`` lives only here, in memory."""
+
+    chain: Chain
+    credential: Credential
+    adapters: Adapters
+    journal: Journal
+    cancel: CancelToken
+    timeout: float
+    max_parallel: int
+    start: RunStart
+    new_value: Secret | None = None  # --value-stdin; generated otherwise
+    value: Secret | None = None
+    documents: dict[str, Document] = field(default_factory=dict)
+    #: typed results of the steps done so far: (kind, phase, subject) → data
+    results: dict[tuple[str, Phase, str], StepData] = field(default_factory=dict)
+
+    @property
+    def run_id(self) -> str:
+        return self.start.run_id
+
+    def deadline(self) -> Deadline:
+        return Deadline.after(self.timeout)
+
+    def service(self, name: str) -> Service:
+        return self.chain.services[name]
+
+    @property
+    def path(self) -> str:
+        return self.credential.backend.path
+
+    @property
+    def overlap_key(self) -> str | None:
+        """The previous key when this run uses the overlap strategy, else None."""
+        if self.start.strategy == Strategy.overlap and self.credential.overlap is not None:
+            return self.credential.overlap.previous_key
+        return None
+
+    def result(self, kind: type[StepKind[D]], subject: str = "") -> D | None:
+        """What a done step of ``kind`` on ``subject`` proved, or None when not done."""
+        data = self.results.get((kind.name, kind.phase, subject))
+        return cast(D, data) if isinstance(data, kind.result) else None
+
+    def remember(self, step: PlannedStep, data: StepData) -> None:
+        self.results[(step.kind, step.phase, step.subject)] = data
+
+
+@dataclass
+class StepIO:
+    """One step's attempt: the step, and what earlier attempts of it recorded."""
+
+    step: PlannedStep
+    journal: Journal
+    prior: dict[str, Any]  # progress facts recorded by earlier attempts (resume)
+
+    def record(self, **data: Any) -> None:
+        """Journal facts needed to redo/undo the step before acting on them."""
+        self.journal.append("step.progress", step=self.step, data=data)
+        self.prior.update(data)
+
+
+class StepKind(ABC, Generic[D]):
+    """One kind of step.  Subclasses set every ClassVar and implement every method."""
+
+    name: ClassVar[str]
+    phase: ClassVar[Phase] = "main"
+    stage: ClassVar[int]
+    exit_code: ClassVar[int]
+    parallel: ClassVar[bool] = False
+    result: ClassVar[type[StepData]]
+    undo: ClassVar[tuple[type[StepKind[Any]], ...]]
+    #: when a resume starts at a step of this kind, the steps of this kind run first again
+    #: (a sync wait needs a trigger ESO has not answered yet)
+    resume_after: ClassVar[str | None] = None
+
+    @classmethod
+    @abstractmethod
+    def plan(cls, inp: PlanInput) -> Iterable[Draft]:
+        """This kind's steps in a plan (none when it has nothing to do)."""
+
+    @abstractmethod
+    def observe(self, run: Run, io: StepIO) -> Outcome[D] | None:
+        """The outcome when an earlier attempt already did the work, else None."""
+
+    @abstractmethod
+    def act(self, run: Run, io: StepIO) -> Outcome[D]:
+        """Make the change (record first what redoing or undoing it needs)."""
+
+    @abstractmethod
+    def prove(self, run: Run, io: StepIO, acted: Outcome[D]) -> Outcome[D]:
+        """Wait until the change is proven; the step's outcome."""
+
+    def execute(self, run: Run, io: StepIO) -> Outcome[D]:
+        """Observe, else act and prove: one attempt of the step."""
+        done = self.observe(run, io)
+        if done is not None:
+            return done
+        return self.prove(run, io, self.act(run, io))

@@ -1,0 +1,59 @@
+"""④ ``config.harvest``: every consumer's Config Center document resolved (values read from
+the cluster and the backend) and validated against its schema, before any is written."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from rotate.core.errors import RejectedError
+from rotate.engine.kinds.base import Draft, Outcome, PlanInput, Run, StepData, StepIO, StepKind
+from rotate.stages import harvest
+
+
+@dataclass(frozen=True)
+class Harvested(StepData):
+    documents: tuple[str, ...]  # the services whose documents are valid
+
+
+def document(run: Run, name: str) -> Mapping[str, Any]:
+    """The document harvested for ``name`` (harvested again after a resume: reads only)."""
+    doc = run.documents.get(name)
+    if doc is None:
+        doc = harvest.harvest(run.adapters.kube, run.service(name))
+        if not doc.ok:
+            raise RejectedError("rotate", "harvest", "; ".join(str(p) for p in doc.problems))
+        run.documents[name] = doc
+    return doc.value
+
+
+class ConfigHarvest(StepKind[Harvested]):
+    name: ClassVar[str] = "config.harvest"
+    stage: ClassVar[int] = 4
+    exit_code: ClassVar[int] = 13
+    result: ClassVar[type[StepData]] = Harvested
+    undo: ClassVar[tuple[type[StepKind[Any]], ...]] = ()  # reads only
+
+    @classmethod
+    def plan(cls, inp: PlanInput) -> Iterable[Draft]:
+        services = inp.services
+        if services:
+            yield Draft(", ".join(s.name for s in services),
+                        f"{len(services)} document(s) resolved and validated against their "
+                        "schemas")
+
+    def observe(self, run: Run, io: StepIO) -> Outcome[Harvested] | None:
+        return None  # reads only: harvesting again is the observation
+
+    def act(self, run: Run, io: StepIO) -> Outcome[Harvested]:
+        for name in run.start.consumers:
+            run.documents[name] = harvest.harvest(run.adapters.kube, run.service(name))
+        return Outcome(Harvested(run.start.consumers), "")
+
+    def prove(self, run: Run, io: StepIO, acted: Outcome[Harvested]) -> Outcome[Harvested]:
+        problems = [str(p) for name in acted.data.documents
+                    for p in run.documents[name].problems]
+        if problems:
+            raise RejectedError("rotate", "harvest", "; ".join(problems))
+        return Outcome(acted.data, f"{len(acted.data.documents)} document(s) valid")

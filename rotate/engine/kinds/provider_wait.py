@@ -1,0 +1,43 @@
+"""③ ``provider.wait``: each provider's rollout complete (OnDelete: its pods replaced)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, ClassVar
+
+from rotate.engine.kinds.base import Draft, PlanInput, StepData, StepKind
+from rotate.engine.kinds.provider_restart import ProviderRestart, ProviderRestartRetire
+from rotate.engine.kinds.rolling import RestartKind, RolledOut, WaitKind
+from rotate.engine.model import Phase
+from rotate.stages.rollout import ONDELETE_ACTION
+
+
+class ProviderWait(WaitKind):
+    name: ClassVar[str] = "provider.wait"
+    stage: ClassVar[int] = 3
+    exit_code: ClassVar[int] = 12
+    result: ClassVar[type[StepData]] = RolledOut
+    undo: ClassVar[tuple[type[StepKind[Any]], ...]] = ()
+    restarted_by: ClassVar[type[RestartKind]] = ProviderRestart
+
+    @classmethod
+    def plan(cls, inp: PlanInput) -> Iterable[Draft]:
+        for ref in inp.credential.providers:
+            key = str(ref)
+            yield Draft(key, ONDELETE_ACTION[ref.kind] if key in inp.ondelete
+                        else "rollout status", key)
+
+
+class ProviderWaitRetire(ProviderWait):
+    phase: ClassVar[Phase] = "retire"
+    restarted_by: ClassVar[type[RestartKind]] = ProviderRestartRetire
+
+    @classmethod
+    def plan(cls, inp: PlanInput) -> Iterable[Draft]:
+        if inp.overlap:
+            for ref in inp.credential.providers:
+                yield Draft(str(ref), "rollout status", str(ref))
+
+
+ProviderWait.undo = (ProviderWait,)
+ProviderWaitRetire.undo = (ProviderWaitRetire,)

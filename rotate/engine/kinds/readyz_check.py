@@ -1,0 +1,49 @@
+"""④ ``readyz.check``: every consumer's /readyz answers 200 (through the API server's
+service proxy, or a URL)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, ClassVar
+
+from rotate.engine.kinds.base import (
+    Draft,
+    NoData,
+    Outcome,
+    PlanInput,
+    Run,
+    StepData,
+    StepIO,
+    StepKind,
+)
+from rotate.engine.targets import readyz_target
+from rotate.stages import readyz
+
+
+class ReadyzCheck(StepKind[NoData]):
+    name: ClassVar[str] = "readyz.check"
+    stage: ClassVar[int] = 4
+    exit_code: ClassVar[int] = 16
+    parallel: ClassVar[bool] = True
+    result: ClassVar[type[StepData]] = NoData
+    undo: ClassVar[tuple[type[StepKind[Any]], ...]] = ()
+
+    @classmethod
+    def plan(cls, inp: PlanInput) -> Iterable[Draft]:
+        for svc in inp.services:
+            yield Draft(readyz_target(svc), "until 200", svc.name)
+
+    def observe(self, run: Run, io: StepIO) -> Outcome[NoData] | None:
+        return None
+
+    def act(self, run: Run, io: StepIO) -> Outcome[NoData]:
+        return Outcome(NoData(), "")  # changes nothing: only proves
+
+    def prove(self, run: Run, io: StepIO, acted: Outcome[NoData]) -> Outcome[NoData]:
+        svc = run.service(io.step.subject)
+        message = readyz.wait_ready(run.adapters.readyz, readyz.target_for(svc),
+                                    deadline=run.deadline(), cancel=run.cancel)
+        return Outcome(NoData(), message)
+
+
+ReadyzCheck.undo = (ReadyzCheck,)

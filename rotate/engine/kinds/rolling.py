@@ -1,0 +1,109 @@
+"""③/④ What restart and wait kinds share: roll a workload once per run (per phase), then
+wait until the rollout is complete.  Concrete kinds say which workload and how it is
+described (provider_*.py, consumer_*.py)."""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from rotate.core.refs import ObjectRef
+from rotate.engine.kinds.base import Outcome, Run, StepData, StepIO, StepKind, omit_none
+from rotate.engine.kinds.sync_trigger import SyncTriggered
+from rotate.stages import rollout
+
+#: Suffix of the restart mark of overlap phase 2: it rolls the same workload a second time,
+#: so it is marked with its own id, or a resumed run would take phase 1's mark for "already
+#: restarted" and never roll again.
+RETIRE_MARK = "retire"
+
+
+@dataclass(frozen=True)
+class Restarted(StepData):
+    generation: int
+    via: str  # "rotate" | "already" (an earlier attempt) | "reloader"
+    stamp: str | None = omit_none()
+
+
+@dataclass(frozen=True)
+class RolledOut(StepData):
+    generation: int
+
+
+class RestartKind(StepKind[Restarted]):
+    """Set restartedAt on the pod template, once per run; a provider watched by another
+    reloader is given ``reloader_grace`` to roll by itself first."""
+
+    #: a provider may be rolled by a reloader (and its baseline was noted by this kind)
+    baselines_from: ClassVar[type[StepKind[Any]] | None] = None
+
+    @abstractmethod
+    def ref(self, run: Run, subject: str) -> ObjectRef:
+        """The workload a step on ``subject`` rolls."""
+
+    def _marker(self, run: Run) -> str:
+        return f"{run.run_id}.{RETIRE_MARK}" if self.phase == "retire" else run.run_id
+
+    def observe(self, run: Run, io: StepIO) -> Outcome[Restarted] | None:
+        already = rollout.observe_restart(run.adapters.kube, self.ref(run, io.step.subject),
+                                          self._marker(run))
+        if already is None:
+            return None
+        return Outcome(Restarted(already.generation, "already"),
+                       f"already restarted by this run (generation {already.generation})")
+
+    def act(self, run: Run, io: StepIO) -> Outcome[Restarted]:
+        kube, ref = run.adapters.kube, self.ref(run, io.step.subject)
+        if self.baselines_from is not None:
+            came = self._reloader(run, ref)
+            if came is not None:
+                return came
+        r = rollout.restart(kube, ref, self._marker(run))
+        return Outcome(Restarted(r.generation, r.via, r.stamp),
+                       f"restartedAt={r.stamp} (generation {r.generation})")
+
+    def _reloader(self, run: Run, ref: ObjectRef) -> Outcome[Restarted] | None:
+        kube = run.adapters.kube
+        obj = kube.get(ref.kind, ref.namespace, ref.name)
+        other = rollout.reloader_watches(obj, run.credential.secret.name)
+        if other is None or self.baselines_from is None:
+            return None
+        noted = run.result(self.baselines_from)
+        before = noted.baseline(str(ref)) if isinstance(noted, SyncTriggered) else None
+        came = rollout.wait_for_reloader(kube, ref, before or rollout.baseline(obj),
+                                         grace=run.chain.defaults.reloader_grace,
+                                         cancel=run.cancel)
+        if came is None:
+            return None
+        return Outcome(Restarted(came.generation, "reloader"),
+                       f"{other} rolled it (generation {came.generation}); not rolled again")
+
+    def prove(self, run: Run, io: StepIO, acted: Outcome[Restarted]) -> Outcome[Restarted]:
+        return acted  # the rollout's proof is the wait kind's
+
+
+class WaitKind(StepKind[RolledOut]):
+    """Until the rollout the restart kind started is complete (OnDelete workloads: their pods
+    deleted one by one, each replacement Ready)."""
+
+    restarted_by: ClassVar[type[RestartKind]]
+
+    def observe(self, run: Run, io: StepIO) -> Outcome[RolledOut] | None:
+        return None  # waiting is idempotent: a done rollout is proven at once
+
+    def act(self, run: Run, io: StepIO) -> Outcome[RolledOut]:
+        restarted = run.result(self.restarted_by, io.step.subject)
+        return Outcome(RolledOut(restarted.generation if restarted else 0), "")
+
+    def prove(self, run: Run, io: StepIO, acted: Outcome[RolledOut]) -> Outcome[RolledOut]:
+        kube = run.adapters.kube
+        ref = self.restarted_by().ref(run, io.step.subject)
+        gen = acted.data.generation
+        obj = kube.get(ref.kind, ref.namespace, ref.name)
+        if ref.kind in rollout.ONDELETE_ACTION and rollout.update_strategy(obj) == "OnDelete":
+            rollout.roll_ondelete(kube, ref, gen, deadline=run.deadline(), cancel=run.cancel)
+        message = rollout.wait_rollout(kube, ref, gen, deadline=run.deadline(),
+                                       cancel=run.cancel)
+        return Outcome(acted.data, message)
+

@@ -1,0 +1,119 @@
+"""② ``sync.wait``: ESO reports the sync done after the trigger, and the Secret holds the
+value — the new one, the restored one (a rollback), or, in overlap phase 2, the current
+value under the previous key (that form triggers by itself on every attempt)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar
+
+from rotate.core.errors import StepFailed
+from rotate.core.timestamps import parse_rfc3339
+from rotate.engine.kinds.backend_write import ensure_value
+from rotate.engine.kinds.base import Draft, Outcome, PlanInput, Run, StepData, StepIO, StepKind
+from rotate.engine.kinds.sync_trigger import SyncTrigger, SyncTriggered, trigger
+from rotate.engine.model import Phase
+from rotate.stages import sync
+
+
+@dataclass(frozen=True)
+class SyncProven(StepData):
+    refresh_time: str
+
+
+@dataclass(frozen=True)
+class RetireSynced(SyncTriggered):
+    refresh_time: str
+
+
+class SyncWaitRestored(StepKind[SyncProven]):
+    """A rollback's sync.wait: the Secret holds the restored value."""
+
+    name: ClassVar[str] = "sync.wait"
+    phase: ClassVar[Phase] = "restore"
+    stage: ClassVar[int] = 2
+    exit_code: ClassVar[int] = 11
+    result: ClassVar[type[StepData]] = SyncProven
+    undo: ClassVar[tuple[type[StepKind[Any]], ...]] = ()
+    resume_after: ClassVar[str | None] = SyncTrigger.name
+    holds: ClassVar[str] = "restored value"
+
+    @classmethod
+    def plan(cls, inp: PlanInput) -> Iterable[Draft]:
+        if inp.restore is not None:
+            yield Draft(str(inp.credential.secret), "until the Secret holds the restored value")
+
+    def observe(self, run: Run, io: StepIO) -> Outcome[SyncProven] | None:
+        return None
+
+    def act(self, run: Run, io: StepIO) -> Outcome[SyncProven]:
+        return Outcome(SyncProven(""), "")  # nothing to change: sync.trigger asked
+
+    def prove(self, run: Run, io: StepIO, acted: Outcome[SyncProven]) -> Outcome[SyncProven]:
+        trig = run.result(SyncTrigger)
+        if trig is None:
+            raise StepFailed("sync.wait runs after sync.trigger, which is not done")
+        es, sec = run.credential.external_secret, run.credential.secret
+        proof = sync.wait(run.adapters.kube, (es.namespace, es.name),
+                          (sec.namespace, sec.name, sec.key), ensure_value(run),
+                          parse_rfc3339(trig.trigger_time), deadline=run.deadline(),
+                          cancel=run.cancel)
+        return Outcome(SyncProven(proof.refresh_time),
+                       f"Ready/SecretSynced at {proof.refresh_time}; the Secret holds the "
+                       + self.holds)
+
+
+class SyncWait(SyncWaitRestored):
+    phase: ClassVar[Phase] = "main"
+    undo: ClassVar[tuple[type[StepKind[Any]], ...]] = (SyncWaitRestored,)
+    holds: ClassVar[str] = "new value"
+
+    @classmethod
+    def plan(cls, inp: PlanInput) -> Iterable[Draft]:
+        yield Draft(str(inp.credential.secret), "until Ready/SecretSynced, refreshTime ≥ "
+                    "trigger and the Secret holds the new value")
+
+
+class SyncWaitRetire(StepKind[RetireSynced]):
+    """Overlap phase 2: trigger and wait in one step (a fresh trigger on every attempt, so a
+    resumed wait always has a request ESO has not answered yet)."""
+
+    name: ClassVar[str] = "sync.wait"
+    phase: ClassVar[Phase] = "retire"
+    stage: ClassVar[int] = 2
+    exit_code: ClassVar[int] = 11
+    result: ClassVar[type[StepData]] = RetireSynced
+    undo: ClassVar[tuple[type[StepKind[Any]], ...]] = ()
+
+    @classmethod
+    def plan(cls, inp: PlanInput) -> Iterable[Draft]:
+        if not inp.overlap:
+            return
+        prev = inp.credential.overlap.previous_key if inp.credential.overlap else "?"
+        sec = inp.credential.secret
+        yield Draft(f"{sec.namespace}/{sec.name}#{prev}",
+                    f"force-sync again, until the Secret's {prev} holds the new value")
+
+    def observe(self, run: Run, io: StepIO) -> Outcome[RetireSynced] | None:
+        return None
+
+    def act(self, run: Run, io: StepIO) -> Outcome[RetireSynced]:
+        t = trigger(run)
+        io.record(stamp=t.stamp, trigger_time=t.trigger_time, baselines=dict(t.baselines))
+        return Outcome(RetireSynced(t.stamp, t.trigger_time, t.baselines, ""), "")
+
+    def prove(self, run: Run, io: StepIO,
+              acted: Outcome[RetireSynced]) -> Outcome[RetireSynced]:
+        prev_key = run.overlap_key or ""
+        es, sec = run.credential.external_secret, run.credential.secret
+        proof = sync.wait(run.adapters.kube, (es.namespace, es.name),
+                          (sec.namespace, sec.name, prev_key), ensure_value(run),
+                          parse_rfc3339(acted.data.trigger_time), deadline=run.deadline(),
+                          cancel=run.cancel)
+        return Outcome(replace(acted.data, refresh_time=proof.refresh_time),
+                       f"Ready/SecretSynced at {proof.refresh_time}; the Secret's {prev_key} "
+                       "holds the current value")
+
+
+SyncWaitRetire.undo = (SyncWaitRetire,)

@@ -1,0 +1,55 @@
+"""④ ``token.mint``: a fresh machine token for each consumer, delivered into its Secret."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from rotate.engine.kinds.base import Draft, Outcome, PlanInput, Run, StepData, StepIO, StepKind
+from rotate.stages import tokens
+
+
+@dataclass(frozen=True)
+class TokenMinted(StepData):
+    token_id: str
+    previous_ids: tuple[str, ...]  # tokens the service held before the run
+    minted_ids: tuple[str, ...]  # every token minted by an attempt of this step
+
+
+class TokenMint(StepKind[TokenMinted]):
+    name: ClassVar[str] = "token.mint"
+    stage: ClassVar[int] = 4
+    exit_code: ClassVar[int] = 14
+    result: ClassVar[type[StepData]] = TokenMinted
+    undo: ClassVar[tuple[type[StepKind[Any]], ...]] = ()  # a rollback mints a fresh one
+
+    @classmethod
+    def plan(cls, inp: PlanInput) -> Iterable[Draft]:
+        for svc in inp.services:
+            tok = svc.token
+            yield Draft(f"{tok.namespace}/{tok.name}#{tok.key}",
+                        f"mint a machine token for {svc.name}, deliver it", svc.name)
+
+    def observe(self, run: Run, io: StepIO) -> Outcome[TokenMinted] | None:
+        return None  # a token is never delivered twice: each attempt mints its own
+
+    def act(self, run: Run, io: StepIO) -> Outcome[TokenMinted]:
+        cc, svc = run.adapters.config_center, run.service(io.step.subject)
+        if "previous_ids" not in io.prior:
+            io.record(previous_ids=tokens.current_ids(cc, svc.name))
+
+        def minted(token_id: str) -> None:
+            io.record(minted_ids=[*io.prior.get("minted_ids", []), token_id])
+
+        tid = tokens.mint_and_deliver(cc, run.adapters.kube, svc.name, svc.token.namespace,
+                                      svc.token.name, svc.token.key, on_minted=minted)
+        return Outcome(TokenMinted(tid, tuple(io.prior["previous_ids"]),
+                                   tuple(io.prior.get("minted_ids", []))),
+                       f"token {tid} delivered to {svc.token.namespace}/{svc.token.name}")
+
+    def prove(self, run: Run, io: StepIO, acted: Outcome[TokenMinted]) -> Outcome[TokenMinted]:
+        return acted  # delivered: the consumer's rollout and readyz prove it is used
+
+
+TokenMint.undo = (TokenMint,)

@@ -1,0 +1,49 @@
+"""④ ``token.revoke``: the tokens a consumer held before the run, once its new pods use the
+new one (and tokens an earlier attempt minted but never delivered)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from rotate.engine.kinds.base import Draft, Outcome, PlanInput, Run, StepData, StepIO, StepKind
+from rotate.engine.kinds.token_mint import TokenMint
+from rotate.stages import tokens
+
+
+@dataclass(frozen=True)
+class TokensRevoked(StepData):
+    revoked: tuple[str, ...]
+
+
+class TokenRevoke(StepKind[TokensRevoked]):
+    name: ClassVar[str] = "token.revoke"
+    stage: ClassVar[int] = 4
+    exit_code: ClassVar[int] = 14
+    result: ClassVar[type[StepData]] = TokensRevoked
+    undo: ClassVar[tuple[type[StepKind[Any]], ...]] = ()  # a revoked token stays revoked
+
+    @classmethod
+    def plan(cls, inp: PlanInput) -> Iterable[Draft]:
+        for svc in inp.services:
+            held = inp.token_ids.get(svc.name, ())
+            yield Draft(svc.name, f"revoke {len(held)} token(s) held before the run", svc.name)
+
+    def observe(self, run: Run, io: StepIO) -> Outcome[TokensRevoked] | None:
+        return None  # revoking a revoked token is a no-op
+
+    def act(self, run: Run, io: StepIO) -> Outcome[TokensRevoked]:
+        name = io.step.subject
+        minted = run.result(TokenMint, name)
+        keep = {minted.token_id} if minted else set()
+        # tokens held before the run, and tokens minted by an earlier attempt that never got
+        # delivered (the attempt failed after minting): neither is used by the new pods
+        candidates = [*minted.previous_ids, *minted.minted_ids] if minted else []
+        ids = list(dict.fromkeys(i for i in candidates if i not in keep))
+        revoked = tokens.revoke(run.adapters.config_center, name, ids)
+        return Outcome(TokensRevoked(tuple(revoked)), f"revoked {len(revoked)} token(s)")
+
+    def prove(self, run: Run, io: StepIO,
+              acted: Outcome[TokensRevoked]) -> Outcome[TokensRevoked]:
+        return acted

@@ -1,0 +1,121 @@
+"""The Kube seam: FakeKube and KubeClient against the lab's API server (TLS, kubeconfig), as
+in tests/adapters/test_kube_adapter.py.
+
+What only the real adapter can show (strategic and JSON patches, a restricted identity,
+service proxy, an expired watch, a broken kubeconfig, error texts) stays in the adapter test.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rotate_lab.kube import tls
+
+from rotate.clients.seams import Kube
+from rotate.core.errors import ConflictError, NotFoundError
+from rotate.core.secret import Secret
+from tests.adapters.test_kube_adapter import deployment, start_lab
+from tests.fakes import FakeKube
+
+PASSWORD = "Kube-Contract-Value-0123456789"
+
+
+@pytest.fixture(scope="module")
+def material() -> tls.TlsMaterial:
+    return tls.generate()
+
+
+@pytest.fixture(params=["fake", "real"])
+def kube(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Kube]:
+    if request.param == "fake":
+        fake = FakeKube()
+        for ns in ("shop", "dragonfly"):
+            fake.put({"kind": "Namespace", "metadata": {"name": ns, "namespace": ""}})
+        yield fake
+        fake.close()
+        return
+    lab = start_lab(tmp_path, request.getfixturevalue("material"), port=9)
+    try:
+        yield lab.client()
+    finally:
+        lab.api.stop()
+
+
+def _secret(kube: Kube) -> dict[str, Any]:
+    return kube.create("Secret", "dragonfly", {
+        "metadata": {"name": "dragonfly-password-secret"},
+        "data": {"password": base64.b64encode(PASSWORD.encode()).decode()}, "type": "Opaque"})
+
+
+def test_objects_are_created_read_listed_and_deleted(kube: Kube) -> None:
+    created = kube.create("Deployment", "shop", deployment("cart"))
+    assert created["metadata"]["generation"] == 1
+    assert kube.get("Deployment", "shop", "cart")["spec"]["replicas"] == 1
+    kube.create("Deployment", "shop", deployment("order"))
+    assert sorted(d["metadata"]["name"] for d in kube.list("Deployment", "shop")) == [
+        "cart", "order"]
+    assert [d["metadata"]["name"] for d in kube.list("Deployment", "shop",
+                                                     label_selector="app=order")] == ["order"]
+    assert kube.list("Deployment", "dragonfly") == []
+    with pytest.raises(ConflictError):  # already exists
+        kube.create("Deployment", "shop", deployment("cart"))
+    kube.delete("Deployment", "shop", "order")
+    with pytest.raises(NotFoundError):
+        kube.get("Deployment", "shop", "order")
+    with pytest.raises(NotFoundError):
+        kube.delete("Deployment", "shop", "order")
+
+
+def test_a_spec_change_bumps_the_generation_and_metadata_does_not(kube: Kube) -> None:
+    kube.create("Deployment", "shop", deployment("cart"))
+    restarted = kube.patch("Deployment", "shop", "cart", {"spec": {"template": {"metadata": {
+        "annotations": {"kubectl.kubernetes.io/restartedAt": "2026-12-02T14:00:00.123Z"}}}}},
+        patch_type="merge")
+    assert restarted["metadata"]["generation"] == 2
+    assert restarted["spec"]["template"]["spec"]["containers"][0]["image"] == "shop:1"
+    marked = kube.patch("Deployment", "shop", "cart",
+                        {"metadata": {"annotations": {"rotate/run-id": "r1"}}})
+    assert marked["metadata"]["annotations"]["rotate/run-id"] == "r1"
+    assert marked["metadata"]["generation"] == 2
+
+
+def test_a_replace_with_a_stale_resource_version_is_a_conflict(kube: Kube) -> None:
+    kube.create("Deployment", "shop", deployment("cart"))
+    current = kube.get("Deployment", "shop", "cart")
+    current["spec"]["replicas"] = 2
+    assert kube.replace("Deployment", "shop", "cart", current)["spec"]["replicas"] == 2
+    with pytest.raises(ConflictError):
+        kube.replace("Deployment", "shop", "cart", current)
+    assert kube.get("Deployment", "shop", "cart")["spec"]["replicas"] == 2
+
+
+def test_secret_data_is_never_returned_and_read_one_key_at_a_time(kube: Kube) -> None:
+    created = _secret(kube)
+    assert "data" not in created
+    got = kube.get("Secret", "dragonfly", "dragonfly-password-secret")
+    for obj in (got, *kube.list("Secret", "dragonfly")):
+        assert "data" not in obj and "stringData" not in obj
+    value = kube.read_secret_key("dragonfly", "dragonfly-password-secret", "password")
+    assert isinstance(value, Secret) and value.reveal() == PASSWORD
+    assert kube.read_secret_key("dragonfly", "dragonfly-password-secret", "absent") is None
+    rv = kube.write_secret_key("dragonfly", "dragonfly-password-secret", "password",
+                               Secret("new-" + PASSWORD))
+    assert int(rv) > int(got["metadata"]["resourceVersion"])
+    assert kube.read_secret_key("dragonfly", "dragonfly-password-secret",
+                                "password") == Secret("new-" + PASSWORD)
+
+
+def test_a_watch_replays_changes_after_a_version_without_secret_data(kube: Kube) -> None:
+    start = _secret(kube)["metadata"]["resourceVersion"]
+    kube.write_secret_key("dragonfly", "dragonfly-password-secret", "password", Secret("v2-x"))
+    kube.create("Deployment", "dragonfly", deployment("dragonfly"))
+    events = list(kube.watch("Secret", "dragonfly", name="dragonfly-password-secret",
+                             resource_version=start, timeout_seconds=1))
+    changes = [e for e in events if e.type != "BOOKMARK"]
+    assert [e.type for e in changes] == ["MODIFIED"]
+    assert "data" not in changes[0].object
+    assert changes[0].object["metadata"]["name"] == "dragonfly-password-secret"
