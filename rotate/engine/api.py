@@ -320,8 +320,8 @@ def show(options: Options, run_id: str) -> RunReport:
 
 
 def list_credentials(options: Options) -> list[CredentialSummary]:
-    # A read-only listing: skip jsonschema (start-up cost); rotations validate fully.
-    chain = load_chain(options, schema_check=False)
+    # Validated as fully as a rotation: a file `rotate CRED` refuses must not list (issue 10).
+    chain = load_chain(options)
     history = runs(options)
     out = []
     for name, cred in chain.credentials.items():
