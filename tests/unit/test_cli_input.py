@@ -53,3 +53,60 @@ def test_list_refuses_what_rotate_refuses(
     assert problem in rotated.stderr
     assert listed.exit_code == 2, listed.output
     assert problem in listed.stderr
+
+
+# --------------------------------------------------------------------------- --value-stdin
+
+
+@pytest.fixture
+def in_chain_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "rotate.yaml").write_text("ok\n")  # the fake engine only checks it exists
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+
+
+def _confirm_with_stdin(stdin: bytes) -> tuple[Result, list[object]]:
+    """``rotate dragonfly --confirm --value-stdin`` over the fake engine; what it received."""
+    from rotate.cli.state import CliState
+
+    try:
+        from .cli_fake_engine import BASE_ENV, FakeEngine
+    except ImportError:
+        from cli_fake_engine import BASE_ENV, FakeEngine  # type: ignore[no-redef]
+    engine = FakeEngine(outcome="succeeded")
+    result = CliRunner().invoke(app, ["dragonfly", "--confirm", "--value-stdin"], input=stdin,
+                                env=BASE_ENV, obj=CliState(engine=lambda: engine),
+                                catch_exceptions=False)
+    return result, [*engine.calls, *engine.received]
+
+
+@pytest.mark.usefixtures("in_chain_dir")
+@pytest.mark.parametrize(("stdin", "reason"), [
+    (b"caf\xe9-latin1-password\n", "not valid UTF-8 (at byte 3)"),
+    (b"\xff\xfe" + "utf16".encode("utf-16-le") + b"\n", "not valid UTF-8 (at byte 0)"),
+    (b"abc\x00def-ghijklmnop\n", "a control character (U+0000) at character 4"),
+    (b"abc\x1b[31mdef-ghijkl\n", "a control character (U+001B) at character 4"),
+    (b"tab\tinside-the-value\n", "a control character (U+0009) at character 4"),
+    (b"x" * (64 * 1024 + 1) + b"\n", "longer than 65536 bytes"),
+    (b"x" * (3 << 20), "longer than 65536 bytes"),
+    (b"\n", "empty value"),
+    (b"", "empty value"),
+])
+def test_hostile_value_stdin_is_refused_before_the_engine_is_called(
+    stdin: bytes, reason: str
+) -> None:
+    result, engine_saw = _confirm_with_stdin(stdin)
+    assert result.exit_code == 2, result.output
+    assert reason in result.stderr
+    assert engine_saw == []
+    assert "Traceback" not in result.output
+
+
+@pytest.mark.usefixtures("in_chain_dir")
+@pytest.mark.parametrize("value", ["p@ss:w/rd %?# é ünïcødé", "x" * (64 * 1024)])
+def test_unusual_but_valid_values_reach_the_engine_intact(value: str) -> None:
+    from rotate.core.secret import Secret
+
+    result, engine_saw = _confirm_with_stdin(value.encode() + b"\r\n")
+    assert result.exit_code == 0, result.output
+    assert Secret(value) in engine_saw
