@@ -110,3 +110,15 @@ def test_unusual_but_valid_values_reach_the_engine_intact(value: str) -> None:
     result, engine_saw = _confirm_with_stdin(value.encode() + b"\r\n")
     assert result.exit_code == 0, result.output
     assert Secret(value) in engine_saw
+
+
+# --------------------------------------------------------------------------- the state dir
+
+
+@pytest.mark.parametrize("command", [["runs"], ["list", "--chain", str(EXAMPLE)]])
+def test_a_state_dir_that_is_a_file_exits_2(tmp_path: Path, command: list[str]) -> None:
+    not_a_dir = tmp_path / "state"
+    not_a_dir.write_text("")
+    result = _rotate(*command, "--state-dir", str(not_a_dir))
+    assert result.exit_code == 2, result.output
+    assert f"state directory {not_a_dir} is not a directory" in result.stderr
