@@ -107,9 +107,11 @@ def _settings(chain: Chain, credential: Credential, options: Options) -> tuple[f
     return timeout, max(1, parallel)
 
 
-def _lease(chain: Chain, adapters: Adapters, credential: str, run_id: str) -> Lease:
+def _lease(chain: Chain, adapters: Adapters, credential: str, run_id: str,
+           state_dir: Path) -> Lease:
     return Lease(adapters.kube, chain.cluster.lock_namespace, credential, _holder(run_id),
-                 duration=chain.defaults.lease_duration)
+                 duration=chain.defaults.lease_duration,
+                 run_ended=lambda rid: journal_mod.has_ended(state_dir, rid))
 
 
 def _acquire(lease: Lease, options: Options, reclaim_run: str | None = None) -> None:
@@ -164,7 +166,7 @@ def run(
         raise UsageError(f"credential {cred.name} takes its value from stdin: use --value-stdin")
     adapters = _adapters(chain, options)
     run_id = new_run_id(cred.name)
-    lease = _lease(chain, adapters, cred.name, run_id)
+    lease = _lease(chain, adapters, cred.name, run_id, options.state_dir)
     _acquire(lease, options)
     try:
         candidate = _candidate(cred, new_value)
@@ -213,7 +215,7 @@ def resume(options: Options, run_id: str, observer: Observer, cancel: CancelToke
     chain = load_chain(options)
     cred = chain.credential(state.credential)
     adapters = _adapters(chain, options)
-    lease = _lease(chain, adapters, cred.name, run_id)
+    lease = _lease(chain, adapters, cred.name, run_id, options.state_dir)
     _acquire(lease, options, reclaim_run=run_id)
     try:
         timeout, parallel = _settings(chain, cred, options)
@@ -264,7 +266,7 @@ def rollback(options: Options, run_id: str, observer: Observer, cancel: CancelTo
     cred = chain.credential(orig.credential)
     adapters = _adapters(chain, options)
     rb_id = new_run_id(cred.name)
-    lease = _lease(chain, adapters, cred.name, rb_id)
+    lease = _lease(chain, adapters, cred.name, rb_id, options.state_dir)
     _acquire(lease, options, reclaim_run=run_id)
     try:
         written_from = backend_written(adapters.vault, cred, orig)

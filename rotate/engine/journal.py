@@ -300,6 +300,14 @@ def _apply_step(st: StepState, event: str, ts: str, data: Mapping[str, Any]) -> 
                  "step.interrupted": "interrupted"}.get(event, st.status)
 
 
+def has_ended(state_dir: Path, run_id: str) -> bool:
+    """Whether the run journaled its end (``run.end`` after its last start or resume)."""
+    try:
+        return load(state_dir, run_id).finished_at is not None
+    except (UsageError, OSError, KeyError, ValueError, TypeError):
+        return False
+
+
 def list_run_ids(state_dir: Path) -> list[str]:
     """Run ids with a journal, newest first (run ids start with a UTC timestamp)."""
     check_state_dir(state_dir)
