@@ -122,3 +122,39 @@ def test_a_state_dir_that_is_a_file_exits_2(tmp_path: Path, command: list[str]) 
     result = _rotate(*command, "--state-dir", str(not_a_dir))
     assert result.exit_code == 2, result.output
     assert f"state directory {not_a_dir} is not a directory" in result.stderr
+
+
+# --------------------------------------------------------------------------- reports
+
+
+def _journal_of(state: Path, run_id: str, operation: str, current: int | None,
+                steps: list[dict[str, object]], end: dict[str, object]) -> None:
+    import json
+
+    path = state / "runs" / run_id / "journal.jsonl"
+    path.parent.mkdir(parents=True)
+    records = [{"ts": "2026-12-03T07:00:00Z", "event": "run.start",
+                "data": {"run_id": run_id, "credential": "dragonfly", "operation": operation,
+                         "backend_path": "secret/infra/dragonfly", "current_version": current,
+                         "steps": steps}},
+               {"ts": "2026-12-03T07:00:05Z", "event": "run.end", "data": end}]
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+
+
+@pytest.mark.parametrize(("operation", "current", "shown"), [
+    ("rollback", None, "secret/infra/dragonfly  nothing written"),
+    ("rotate", 7, "secret/infra/dragonfly  version 7 (nothing written)"),
+])
+def test_a_run_that_wrote_nothing_does_not_show_none_versions(
+    tmp_path: Path, operation: str, current: int | None, shown: str
+) -> None:
+    run_id = "20261203T070000Z-dragonfly-0001"
+    step = {"index": 1, "stage": 1, "kind": "backend.write",
+            "target": "secret/infra/dragonfly#password"}
+    _journal_of(tmp_path, run_id, operation, current, [step] if operation == "rotate" else [],
+                {"status": "succeeded" if operation == "rollback" else "failed",
+                 "exit_code": 0 if operation == "rollback" else 10,
+                 "message": "nothing to roll back"})
+    result = _rotate("show", run_id, "--state-dir", str(tmp_path))
+    assert "None" not in result.output
+    assert shown in result.output
