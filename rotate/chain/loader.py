@@ -186,10 +186,8 @@ class _Budget:
         self._done(size, anchor)
 
     def node(self, size: int, anchor: str | None, line: int | None) -> None:
-        if size > 1:
-            self._spend(size, line)
-        else:
-            self._spend(1, line)
+        """A scalar (size 1) or an alias (the expanded size of the node it repeats)."""
+        self._spend(size, line)
         self._done(size, anchor)
 
     def _done(self, size: int, anchor: str | None) -> None:
