@@ -109,6 +109,7 @@ class Journal:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._lock = threading.Lock()
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # open() made it 0700
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         os.fchmod(fd, 0o600)
         self._fh = open(fd, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
