@@ -158,7 +158,9 @@ def _versions(b: dict[str, Any]) -> str:
     if new is None:
         return f"{b.get('path')}  " + (f"version {prev} (nothing written)" if prev is not None
                                        else "nothing written")
-    return f"{b.get('path')}  version {'none' if prev is None else prev} → {new}"
+    if prev is None:
+        return f"{b.get('path')}  created version {new}"
+    return f"{b.get('path')}  version {prev} → {new}"
 
 
 def _report_head(report: RunReport) -> list[str]:
