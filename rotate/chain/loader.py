@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import re
 from collections.abc import Mapping
 from importlib import resources
@@ -47,6 +48,14 @@ from rotate.core.strategy import Strategy
 
 SCHEMA_NAME = "chain.schema.json"
 
+#: Limits that keep a hostile file (an alias bomb, a huge flow list, deep nesting) from hanging
+#: or crashing the loader; each refusal is a chain-file error (exit 2) well within a second.
+#: The canonical example (10 services) is 7 KB and ~760 nodes; 10 000 nodes is ~130 services
+#: (ruamel's round-trip parser costs ~50 µs a node: 10 000 nodes stay near half a second).
+MAX_BYTES = 1 << 20
+MAX_NODES = 10_000  # after alias expansion: what _plain and jsonschema will walk
+MAX_DEPTH = 64
+
 
 @functools.lru_cache(maxsize=1)
 def chain_schema() -> dict[str, Any]:
@@ -65,13 +74,7 @@ def load_chain(path: Path, *, schema_check: bool = True) -> Chain:
     command that changes anything validates fully.
     """
     file = str(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not readable UTF-8"
-        problem = ChainFileProblem(file, None, "", f"cannot read the file: {why}")
-        raise ChainFileError([problem]) from None
-    root = _parse_yaml(text, file)
+    root = _parse_yaml(_read(path, file), file)
     data = _plain(root)
     if not isinstance(data, dict):
         raise ChainFileError([ChainFileProblem(file, 1, "", "the file must be a YAML mapping")])
@@ -92,12 +95,120 @@ def load_chain(path: Path, *, schema_check: bool = True) -> Chain:
 # --------------------------------------------------------------------------- YAML
 
 
+def _read(path: Path, file: str) -> str:
+    """The file's text; ChainFileError when unreadable, not UTF-8, or over MAX_BYTES."""
+    def refuse(reason: str) -> ChainFileError:
+        return ChainFileError([ChainFileProblem(file, None, "", reason)])
+
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read(MAX_BYTES + 1)
+            size = max(len(raw), os.fstat(fh.fileno()).st_size)
+    except OSError as exc:
+        raise refuse(f"cannot read the file: {exc.strerror or 'not readable'}") from None
+    if size > MAX_BYTES:
+        raise refuse(f"the file is {size / (1 << 20):.1f} MiB; a chain file is at most "
+                     f"{MAX_BYTES >> 20} MiB")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise refuse("cannot read the file: not readable UTF-8") from None
+
+
+@functools.lru_cache(maxsize=1)
+def _bounded_classes() -> tuple[type, type]:
+    """ruamel's round-trip parser, refusing a document deeper than MAX_DEPTH or expanding to
+    more than MAX_NODES nodes — checked event by event, before the (recursive) composer
+    descends and before anything walks the aliases (a shared node is walked once per alias).
+    """
+    from ruamel.yaml.events import (
+        AliasEvent,
+        CollectionStartEvent,
+        MappingEndEvent,
+        ScalarEvent,
+        SequenceEndEvent,
+    )
+    from ruamel.yaml.parser import RoundTripParser
+    from ruamel.yaml.scanner import RoundTripScanner
+
+    class BoundedScanner(RoundTripScanner):
+        """Refuses deep flow nesting as it is scanned: ruamel's scanner reads ahead and keeps
+        a possible key per flow level, so ``[[[[…`` costs quadratic time before any event."""
+
+        def fetch_flow_collection_start(self, token_class: Any, to_push: str) -> None:
+            if self.flow_level >= MAX_DEPTH:
+                raise _Refused(self.reader.line + 1,
+                               f"the YAML nests deeper than {MAX_DEPTH} levels")
+            super().fetch_flow_collection_start(token_class, to_push)
+
+    class BoundedParser(RoundTripParser):
+        def get_event(self) -> Any:
+            event = super().get_event()
+            budget: _Budget = self.__dict__.setdefault("_budget", _Budget())
+            line = event.start_mark.line + 1 if event.start_mark else None
+            if isinstance(event, CollectionStartEvent):
+                budget.open(event.anchor, line)
+            elif isinstance(event, MappingEndEvent | SequenceEndEvent):
+                budget.close()
+            elif isinstance(event, ScalarEvent):
+                budget.node(1, event.anchor, line)
+            elif isinstance(event, AliasEvent):
+                budget.node(budget.anchors.get(event.anchor, 1), None, line)
+            return event
+
+    return BoundedScanner, BoundedParser
+
+
+class _Budget:
+    """Expanded node count and nesting depth of the document parsed so far."""
+
+    def __init__(self) -> None:
+        self.total = 0
+        self.anchors: dict[str, int] = {}  # anchor → expanded size of its node
+        self.stack: list[list[Any]] = []  # open collections: [size so far, anchor]
+
+    def _spend(self, size: int, line: int | None) -> None:
+        self.total += size
+        if self.total > MAX_NODES:
+            raise _Refused(line, f"the YAML expands to more than {MAX_NODES} nodes "
+                                 "(aliases count once per use)")
+
+    def open(self, anchor: str | None, line: int | None) -> None:
+        self._spend(1, line)
+        self.stack.append([1, anchor])
+        if len(self.stack) > MAX_DEPTH:
+            raise _Refused(line, f"the YAML nests deeper than {MAX_DEPTH} levels")
+
+    def close(self) -> None:
+        size, anchor = self.stack.pop()
+        self._done(size, anchor)
+
+    def node(self, size: int, anchor: str | None, line: int | None) -> None:
+        """A scalar (size 1) or an alias (the expanded size of the node it repeats)."""
+        self._spend(size, line)
+        self._done(size, anchor)
+
+    def _done(self, size: int, anchor: str | None) -> None:
+        if anchor:
+            self.anchors[anchor] = size
+        if self.stack:
+            self.stack[-1][0] += size
+
+
+class _Refused(Exception):
+    def __init__(self, line: int | None, reason: str) -> None:
+        super().__init__(reason)
+        self.line = line
+        self.reason = reason
+
+
 def _parse_yaml(text: str, file: str) -> Any:
     from ruamel.yaml import YAML
     from ruamel.yaml.constructor import DuplicateKeyError
     from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
     yaml = YAML(typ="rt")
+    yaml.Scanner, yaml.Parser = _bounded_classes()
     try:
         return yaml.load(text)
     except DuplicateKeyError as exc:
@@ -113,6 +224,8 @@ def _parse_yaml(text: str, file: str) -> Any:
         raise ChainFileError([ChainFileProblem(file, line, "", reason)]) from None
     except YAMLError:
         raise ChainFileError([ChainFileProblem(file, None, "", "YAML syntax error")]) from None
+    except _Refused as exc:
+        raise ChainFileError([ChainFileProblem(file, exc.line, "", exc.reason)]) from None
 
 
 def _plain(node: Any) -> Any:

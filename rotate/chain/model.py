@@ -11,15 +11,17 @@ from it in tests without any system around.
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+# Re-exported: the template syntax lives in rotate.chain.templates.
+from rotate.chain.templates import is_json_pointer as is_json_pointer
+from rotate.chain.templates import render_template as render_template
+from rotate.chain.templates import template_refs as template_refs
 from rotate.core.errors import UsageError
 from rotate.core.refs import ObjectRef
-from rotate.core.secret import Secret
 from rotate.core.strategy import Strategy
 
 API_VERSION = "rotate/v1"
@@ -252,53 +254,9 @@ class Chain:
 
 # --------------------------------------------------------------------------- pure functions
 
-#: ``{/pointer}`` inside a template. Braces not opening a pointer are literal text.
-_TEMPLATE_REF = re.compile(r"\{(/[^{}]*)\}")
-_POINTER = re.compile(r"^(/([^~/]|~[01])*)+$")
-
-
-def template_refs(template: str) -> list[str]:
-    """The JSON Pointers a template references, in order of appearance (duplicates kept)."""
-    return [m.group(1) for m in _TEMPLATE_REF.finditer(template)]
-
-
-def is_json_pointer(text: str) -> bool:
-    """A non-empty RFC 6901 pointer (``~`` only as ``~0``/``~1``). The root is not allowed:
-    a value source fills one place in the document, never the whole document."""
-    return bool(_POINTER.match(text))
-
-
 def pointer_tokens(pointer: str) -> list[str]:
     """``/a~1b/c`` → ``["a/b", "c"]`` (RFC 6901 unescaping: ~1 before ~0)."""
     return [t.replace("~1", "/").replace("~0", "~") for t in pointer.split("/")[1:]]
-
-
-def render_template(template: str, lookup: Callable[[str], Any]) -> str | Secret:
-    """Fill every ``{/pointer}`` with ``lookup(pointer)``.
-
-    Non-string values are rendered as JSON scalars would be (numbers, ``true``); the result
-    is a :class:`Secret` when any filled value is one, so a password never escapes its
-    wrapper by being interpolated into a URL.
-    """
-    secret = False
-    parts: list[str] = []
-    pos = 0
-    for m in _TEMPLATE_REF.finditer(template):
-        parts.append(template[pos:m.start()])
-        value = lookup(m.group(1))
-        if isinstance(value, Secret):
-            secret = True
-            parts.append(value.reveal())
-        elif isinstance(value, bool):
-            parts.append("true" if value else "false")
-        elif value is None:
-            parts.append("null")
-        else:
-            parts.append(str(value))
-        pos = m.end()
-    parts.append(template[pos:])
-    text = "".join(parts)
-    return Secret(text) if secret else text
 
 
 def resolution_order(values: Mapping[str, ValueSource]) -> list[str]:

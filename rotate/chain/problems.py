@@ -19,7 +19,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rotate.chain.model import RESERVED_CREDENTIAL_NAMES, is_json_pointer, template_refs
+from rotate.chain.model import RESERVED_CREDENTIAL_NAMES
+from rotate.chain.templates import is_json_pointer, template_problems, template_refs
 from rotate.core.errors import ChainFileProblem
 from rotate.core.secret import ALPHABETS
 
@@ -266,12 +267,12 @@ def _value_problems(values: dict[str, Any]) -> Iterator[tuple[list[str | int], s
     for pointer, source in values.items():
         if not (isinstance(source, dict) and isinstance(source.get("template"), str)):
             continue
+        for reason in template_problems(source["template"]):
+            yield [pointer, "template"], reason
         refs = template_refs(source["template"])
         graph[pointer] = refs
         for ref in refs:
-            if not is_json_pointer(ref):
-                yield [pointer, "template"], f"{{{ref}}} is not a well-formed JSON Pointer"
-            elif ref not in values:
+            if ref not in values:
                 yield [pointer, "template"], (
                     f"template references {ref}, which is not a value of this document")
     # Cycle detection: colour DFS; each cycle reported once, at its first member in file order.

@@ -152,11 +152,22 @@ def show_plan(console: Console, plan: Plan) -> None:
 
 
 # -- run report (run / resume / rollback / show) ----------------------------------------------
+def _versions(b: dict[str, Any]) -> str:
+    """``path  version 7 → 8``; a run that wrote nothing never shows ``None``."""
+    prev, new = b.get("previous_version"), b.get("version")
+    if new is None:
+        return f"{b.get('path')}  " + (f"version {prev} (nothing written)" if prev is not None
+                                       else "nothing written")
+    if prev is None:
+        return f"{b.get('path')}  created version {new}"
+    return f"{b.get('path')}  version {prev} → {new}"
+
+
 def _report_head(report: RunReport) -> list[str]:
     b = report.backend or {}
     versions = ""
     if b.get("path"):
-        versions = f"{b.get('path')}  version {b.get('previous_version')} → {b.get('version')}"
+        versions = _versions(b)
     lines = [f"Run {report.run_id}  {report.credential}  {report.status}  "
              f"(exit {report.exit_code})"]
     lines += aligned([(k, v) for k, v in (

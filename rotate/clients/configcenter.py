@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from rotate.clients.seams import MintedToken, TokenInfo, VersionedDoc
+from rotate.clients.tls import tls_failure, tls_reason
 from rotate.core.errors import (
     ClientError,
     NotFoundError,
@@ -119,7 +120,12 @@ class HttpConfigCenter:
             raise PermanentError(SYSTEM, operation, "the URL scheme is not http(s)") from None
         except httpx.TimeoutException:
             raise TemporaryError(SYSTEM, operation, "timed out") from None
-        except httpx.TransportError:
+        except httpx.TransportError as exc:
+            tls = tls_failure(exc)
+            if tls is not None:
+                raise PermanentError(SYSTEM, operation, tls_reason(
+                    tls, self._url, "set SSL_CERT_FILE (or SSL_CERT_DIR) to the CA bundle that "
+                    "signed the Config Center's certificate")) from None
             raise TemporaryError(SYSTEM, operation, "unreachable") from None
         except httpx.HTTPError:
             raise TemporaryError(SYSTEM, operation, "request failed") from None

@@ -21,12 +21,14 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import ssl
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlencode
 
 from rotate.clients.seams import PatchType, WatchEvent
+from rotate.clients.tls import tls_failure, tls_reason
 from rotate.core.errors import (
     ClientError,
     ForbiddenError,
@@ -141,6 +143,10 @@ class KubeClient:
             except Exception:
                 raise UsageError("no kubeconfig found (set KUBECONFIG or --kubeconfig)") from None
         self._urllib3 = urllib3
+        where = f"kubeconfig {kubeconfig}" if kubeconfig else (
+            "the kubeconfig (KUBECONFIG or ~/.kube/config)")
+        self._ca_setting = (f"check certificate-authority / certificate-authority-data of the "
+                            f"cluster of {where}" + (f", context {context}" if context else ""))
         self._api = client.ApiClient(cfg)
         self._server = str(cfg.host)
 
@@ -187,12 +193,19 @@ class KubeClient:
             return self._api.call_api(*request, _request_timeout=timeout).response
         except ApiException as exc:  # the rest layer raises status 0 for TLS failures
             if not exc.status:
-                raise PermanentError(SYSTEM, operation, "TLS verification failed") from None
+                raise self._tls_error(exc, operation) from None
             raise error_for_status(int(exc.status), SYSTEM, operation) from None
         except self._urllib3.exceptions.TimeoutError:
             raise TemporaryError(SYSTEM, operation, "timed out") from None
-        except (self._urllib3.exceptions.HTTPError, OSError):
+        except (self._urllib3.exceptions.HTTPError, OSError) as exc:
+            if tls_failure(exc) is not None:
+                raise self._tls_error(exc, operation) from None
             raise TemporaryError(SYSTEM, operation, "unreachable") from None
+
+    def _tls_error(self, exc: BaseException, operation: str) -> PermanentError:
+        error = tls_failure(exc) or ssl.SSLCertVerificationError()
+        return PermanentError(SYSTEM, operation, tls_reason(error, self._server,
+                                                            self._ca_setting))
 
     def _error(self, status: int, raw: bytes, operation: str) -> ClientError:
         reason_enum, causes = "", []

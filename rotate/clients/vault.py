@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from rotate.clients.seams import KvMetadata, KvVersion
+from rotate.clients.tls import tls_failure, tls_reason
 from rotate.core.errors import (
     ClientError,
     ConflictError,
@@ -83,7 +84,8 @@ def _is_cas_mismatch(errors: Any) -> bool:
     return isinstance(errors, list) and any("check-and-set" in str(e) for e in errors)
 
 
-def _translate(exc: Exception, operation: str) -> ClientError:
+def _translate(exc: Exception, operation: str, address: str = "",
+               ca_cert: str | None = None) -> ClientError:
     import requests
     from hvac import exceptions as hx
 
@@ -102,8 +104,12 @@ def _translate(exc: Exception, operation: str) -> ClientError:
     if isinstance(exc, requests.exceptions.InvalidURL | requests.exceptions.MissingSchema
                   | requests.exceptions.InvalidSchema):
         return PermanentError(SYSTEM, operation, "the address is not a valid URL")
-    if isinstance(exc, requests.exceptions.SSLError):
-        return PermanentError(SYSTEM, operation, "TLS verification failed")
+    tls = tls_failure(exc)
+    if tls is not None:
+        setting = (f"the CA file in BAO_CACERT/VAULT_CACERT ({ca_cert}) did not sign its "
+                   "certificate" if ca_cert else
+                   "set BAO_CACERT or VAULT_CACERT to the CA file that signed its certificate")
+        return PermanentError(SYSTEM, operation, tls_reason(tls, address, setting))
     if isinstance(exc, requests.exceptions.RequestException):
         return TemporaryError(SYSTEM, operation, "unreachable")
     if isinstance(exc, OSError):
@@ -133,6 +139,7 @@ class HvacVault:
         self._auth: VaultAuth = TokenAuth(auth) if isinstance(auth, Secret) else auth
         self._mount = mount.strip("/")
         self._logged_in = isinstance(self._auth, TokenAuth)
+        self._ca_cert = ca_cert
         verify: bool | str = ca_cert or True
         token = self._auth.token.reveal() if isinstance(self._auth, TokenAuth) else None
         # The JSON adapter turns a 200 into a dict and drops the status; raw requests below go
@@ -140,6 +147,9 @@ class HvacVault:
         self._raw_request = hvac.adapters.RawAdapter.request
         self._client = hvac.Client(url=self._address, token=token, namespace=namespace or None,
                                    verify=verify, timeout=timeout)
+
+    def _translate(self, exc: Exception, operation: str) -> ClientError:
+        return _translate(exc, operation, self._address, self._ca_cert)
 
     def __repr__(self) -> str:
         return f"HvacVault({self._address!r}, mount={self._mount!r})"
@@ -165,7 +175,7 @@ class HvacVault:
                     self._login()
                 return fn(self._client)
             except Exception as exc:  # every library failure: translated, its text dropped
-                err = exc if isinstance(exc, ClientError) else _translate(exc, operation)
+                err = exc if isinstance(exc, ClientError) else self._translate(exc, operation)
                 relogin = not isinstance(self._auth, TokenAuth) and not fresh and attempt == 1
                 if isinstance(err, ForbiddenError) and relogin:
                     self._logged_in = False
@@ -213,7 +223,7 @@ class HvacVault:
             response = self._raw_request(self._client.adapter, "GET", "/v1/sys/health",
                                          raise_exception=False)
         except Exception as exc:
-            raise _translate(exc, op) from None
+            raise self._translate(exc, op) from None
         status = int(response.status_code)
         # 429/473: a (performance) standby — it forwards requests to the active node, so it is
         # as good as the active one for everything rotate does.

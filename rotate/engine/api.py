@@ -17,6 +17,7 @@ import secrets as _secrets
 import socket
 import time
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from rotate.chain.model import Chain, Credential, consumers_of
@@ -94,9 +95,11 @@ def _settings(chain: Chain, credential: Credential, options: Options) -> tuple[f
     return timeout, max(1, parallel)
 
 
-def _lease(chain: Chain, adapters: Adapters, credential: str, run_id: str) -> Lease:
+def _lease(chain: Chain, adapters: Adapters, credential: str, run_id: str,
+           state_dir: Path) -> Lease:
     return Lease(adapters.kube, chain.cluster.lock_namespace, credential, _holder(run_id),
-                 duration=chain.defaults.lease_duration)
+                 duration=chain.defaults.lease_duration,
+                 run_ended=lambda rid: journal_mod.has_ended(state_dir, rid))
 
 
 def _acquire(lease: Lease, options: Options, reclaim_run: str | None = None) -> None:
@@ -193,7 +196,7 @@ class Engine:
                 f"credential {cred.name} takes its value from stdin: use --value-stdin")
         adapters = self._adapters(chain, options)
         run_id = new_run_id(cred.name)
-        lease = _lease(chain, adapters, cred.name, run_id)
+        lease = _lease(chain, adapters, cred.name, run_id, options.state_dir)
         _acquire(lease, options)
         try:
             candidate = _candidate(cred, new_value)
@@ -241,7 +244,7 @@ class Engine:
         chain = self.load_chain(options)
         cred = chain.credential(state.credential)
         adapters = self._adapters(chain, options)
-        lease = _lease(chain, adapters, cred.name, run_id)
+        lease = _lease(chain, adapters, cred.name, run_id, options.state_dir)
         _acquire(lease, options, reclaim_run=run_id)
         try:
             timeout, parallel = _settings(chain, cred, options)
@@ -285,7 +288,7 @@ class Engine:
         cred = chain.credential(orig.credential)
         adapters = self._adapters(chain, options)
         rb_id = new_run_id(cred.name)
-        lease = _lease(chain, adapters, cred.name, rb_id)
+        lease = _lease(chain, adapters, cred.name, rb_id, options.state_dir)
         _acquire(lease, options, reclaim_run=run_id)
         try:
             written_from = backend_written(adapters.vault, cred, orig)
@@ -328,8 +331,8 @@ class Engine:
         return report_from(journal_mod.load(options.state_dir, run_id))
 
     def list_credentials(self, options: _Options) -> list[CredentialSummary]:
-        # A read-only listing: skip jsonschema (start-up cost); rotations validate fully.
-        chain = self.load_chain(options, schema_check=False)
+        # Validated as fully as a rotation: a file `rotate CRED` refuses must not list (issue 10).
+        chain = self.load_chain(options)
         history = self.runs(options)
         out = []
         for name, cred in chain.credentials.items():

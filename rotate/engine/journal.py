@@ -12,6 +12,11 @@ Record shape::
      "index", "stage", "kind", "target"   (step events only: which step),
      "data": {...versions, names, token ids, generations, timings...}}
 
+Files: the state directory, ``runs/`` and each run's directory are created 0700 and the
+journal 0600, whatever the umask — a journal names paths, hosts and holders, and is nobody
+else's business. ``run.start``/``run.resume`` carry the writing process (host, pid): a run
+left "running" by a process that is gone from this host (``kill -9``) reads as interrupted.
+
 Invariant: no secret value is ever written.  Besides discipline in the callers, every
 record is walked before writing and a :class:`Secret` anywhere in it raises TypeError —
 belt and braces, because a journal is a file that outlives the run and gets attached to
@@ -22,13 +27,14 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rotate.core.errors import UsageError
+from rotate.core.errors import EXIT_INTERRUPTED, UsageError
 from rotate.core.secret import Secret
 from rotate.core.strategy import Strategy
 from rotate.core.timestamps import rfc3339, utcnow
@@ -60,17 +66,58 @@ def _no_default(value: Any) -> Any:
     raise TypeError(f"cannot journal a {type(value).__name__}")
 
 
+def _not_a_directory(state_dir: Path) -> UsageError:
+    return UsageError(f"state directory {state_dir} is not a directory",
+                      hint="point --state-dir (or ROTATE_STATE_DIR, XDG_STATE_HOME) at a "
+                           "directory, or move the file away")
+
+
+def check_state_dir(state_dir: Path) -> None:
+    """UsageError (exit 2) when ``state_dir`` or one of its parents exists as a non-directory."""
+    for path in (state_dir, *state_dir.parents):
+        if path.exists():
+            if not path.is_dir():
+                raise _not_a_directory(state_dir)
+            return
+
+
+def _private_dirs(state_dir: Path, run_id: str) -> Path:
+    """Create state dir, ``runs/`` and the run's directory 0700 (umask notwithstanding);
+    directories that already existed are left as they are, except rotate's own ``runs/``."""
+    check_state_dir(state_dir)
+    target = run_dir(state_dir, run_id)
+    try:
+        missing = []
+        path = target
+        while not path.exists():
+            missing.append(path)
+            path = path.parent
+        for path in reversed(missing):
+            path.mkdir(mode=0o700)
+            os.chmod(path, 0o700)
+        os.chmod(target.parent, 0o700)
+    except NotADirectoryError:
+        raise _not_a_directory(state_dir) from None
+    except OSError as exc:
+        raise UsageError(f"cannot create the run directory {target}: "
+                         f"{exc.strerror or 'not allowed'}") from None
+    return target
+
+
 class Journal:
     """Append-only writer; thread-safe (parallel consumer steps share one journal)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._fh = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # open() made it 0700
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        os.fchmod(fd, 0o600)
+        self._fh = open(fd, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
 
     @classmethod
     def open(cls, state_dir: Path, run_id: str) -> Journal:
+        _private_dirs(state_dir, run_id)
         return cls(journal_path(state_dir, run_id))
 
     def append(
@@ -80,6 +127,8 @@ class Journal:
         if step is not None:
             record.update(index=step.index, stage=step.stage, kind=step.kind, target=step.target)
         record["data"] = dict(data or {})
+        if event in ("run.start", "run.resume"):
+            record["data"]["process"] = {"host": socket.gethostname(), "pid": os.getpid()}
         _refuse_secrets(record)
         line = json.dumps(record, default=_no_default, sort_keys=True)
         with self._lock:
@@ -163,6 +212,7 @@ def load_file(path: Path, run_id: str) -> RunState:
     state = RunState(run_id=run_id, start=start, steps=[StepState(s) for s in start.steps],
                      started_at=str(records[0]["ts"]))
     by_index = {s.step.index: s for s in state.steps}
+    process: Any = records[0]["data"].get("process")
     for rec in records[1:]:
         event = rec.get("event", "")
         data = rec.get("data") or {}
@@ -179,10 +229,39 @@ def load_file(path: Path, run_id: str) -> RunState:
         elif event == "run.resume":
             state.status = "running"
             state.finished_at = None
+            state.exit_code = None
+            process = data.get("process") or process
         elif event == "run.rolled-back":
             state.status = "rolled-back"
             state.rolled_back_by = str(data.get("by", ""))
+    if state.status == "running" and _gone(process):
+        _mark_interrupted(state, process)
     return state
+
+
+def _gone(process: Any) -> bool:
+    """Whether the process that last ran the journal is known dead: it ran on this host and
+    its pid no longer exists. Another host, or no record, cannot be told from here."""
+    if not isinstance(process, Mapping) or process.get("host") != socket.gethostname():
+        return False
+    try:
+        os.kill(int(process.get("pid", 0)), 0)
+    except ProcessLookupError:
+        return True
+    except (OSError, ValueError, TypeError, OverflowError):
+        return False
+    return False
+
+
+def _mark_interrupted(state: RunState, process: Mapping[str, Any]) -> None:
+    state.status = "interrupted"
+    state.exit_code = EXIT_INTERRUPTED
+    state.message = (f"the process that ran it (pid {process.get('pid')} on "
+                     f"{process.get('host')}) is gone without journaling its end (killed?); "
+                     f"continue with `rotate resume {state.run_id} --confirm`")
+    for st in state.steps:
+        if st.status == "running":
+            st.status = "interrupted"
 
 
 def _apply_step(st: StepState, event: str, ts: str, data: Mapping[str, Any]) -> None:
@@ -206,8 +285,17 @@ def _apply_step(st: StepState, event: str, ts: str, data: Mapping[str, Any]) -> 
                  "step.interrupted": "interrupted"}.get(event, st.status)
 
 
+def has_ended(state_dir: Path, run_id: str) -> bool:
+    """Whether the run journaled its end (``run.end`` after its last start or resume)."""
+    try:
+        return load(state_dir, run_id).finished_at is not None
+    except (UsageError, OSError, KeyError, ValueError, TypeError):
+        return False
+
+
 def list_run_ids(state_dir: Path) -> list[str]:
     """Run ids with a journal, newest first (run ids start with a UTC timestamp)."""
+    check_state_dir(state_dir)
     root = state_dir / "runs"
     if not root.is_dir():
         return []

@@ -10,8 +10,12 @@
 * release = delete, only if we still hold it.
 * a resume may reclaim the lease of *its own run* (holder ``…/<run id>``) at once when that
   holder ran on this host and its process is gone (``kill -9``): the Lease carries the
-  holder's host and pid as annotations for exactly this check.  Anything else — another
-  run, another host, a live process — waits for staleness and ``--take-over-lock``.
+  holder's host and pid as annotations for exactly this check.
+* a holder that is gone from this host and whose run journaled its end (killed between
+  ``run.end`` and the release) left a lease that protects nothing: it is taken at once.
+* a holder gone from this host whose run did not end: refused (exit 4) naming the two ways
+  on — resume that run, or ``--take-over-lock``, which then works without waiting for
+  staleness.  Another host or a live process: wait, or take over once the lease is stale.
 
 The Lease lives in ``cluster.lockNamespace``; rotate creates only the Lease, never the
 namespace (preflight checks it exists).
@@ -23,6 +27,7 @@ import math
 import os
 import socket
 import threading
+from collections.abc import Callable
 from datetime import timedelta
 from types import TracebackType
 from typing import Any
@@ -52,9 +57,11 @@ def _process_gone(pid: int) -> bool:
 class Lease:
     def __init__(
         self, kube: Kube, namespace: str, credential: str, holder: str, *,
-        duration: float = 30.0,
+        duration: float = 30.0, run_ended: Callable[[str], bool] | None = None,
     ) -> None:
+        """``run_ended(run_id)``: whether that run journaled its end (in this state dir)."""
         self.kube = kube
+        self._run_ended = run_ended or (lambda _run_id: False)
         self.namespace = namespace
         self.name = lease_name(credential)
         self.holder = holder
@@ -95,36 +102,54 @@ class Lease:
             self._thread.start()
 
     @staticmethod
-    def _dead_self(current: dict[str, Any], holder: str, reclaim_run: str | None) -> bool:
-        if not reclaim_run or not holder.endswith(f"/{reclaim_run}"):
-            return False
+    def _gone_from_here(current: dict[str, Any]) -> int | None:
+        """The holder's pid when it ran on this host and that process no longer exists."""
         ann = (current.get("metadata") or {}).get("annotations") or {}
         if ann.get(HOST_ANNOTATION) != socket.gethostname():
-            return False
+            return None
         try:
-            return _process_gone(int(ann.get(PID_ANNOTATION, "")))
+            pid = int(ann.get(PID_ANNOTATION, ""))
         except ValueError:
-            return False
+            return None
+        return pid if _process_gone(pid) else None
 
     def _take_over_or_refuse(self, take_over: bool, reclaim_run: str | None = None) -> None:
         current = self.kube.get("Lease", self.namespace, self.name)
         spec = current.get("spec") or {}
         holder = str(spec.get("holderIdentity") or "nobody")
+        holder_run = holder.rpartition("/")[2]
         renewed = str(spec.get("renewTime") or spec.get("acquireTime") or "")
         duration = int(spec.get("leaseDurationSeconds") or self.duration)
-        stale = True
+        expires = None
         if renewed:
             try:
-                stale = parse_rfc3339(renewed) + timedelta(seconds=duration) < utcnow()
+                expires = parse_rfc3339(renewed) + timedelta(seconds=duration)
             except ValueError:
-                stale = True
-        if self._dead_self(current, holder, reclaim_run):
-            stale, take_over = True, True
+                expires = None
+        stale = expires is None or expires < utcnow()
+        dead_pid = self._gone_from_here(current)
+        if dead_pid is not None and (holder_run == reclaim_run
+                                     or self._run_ended(holder_run)):
+            stale, take_over = True, True  # its own dead holder, or a run that had ended
+        elif dead_pid is not None and not take_over:
+            raise LockHeld(
+                f"Lease {self.namespace}/{self.name} is held by {holder}, whose process "
+                f"(pid {dead_pid} on this host, is gone) did not finish its run",
+                hint=f"finish that run with `rotate resume {holder_run} --confirm` (it "
+                     "reclaims its own lock), or re-run this command with --take-over-lock",
+            )
+        elif dead_pid is not None:
+            stale = True
         if not stale:
+            ann = (current.get("metadata") or {}).get("annotations") or {}
+            where = ann.get(HOST_ANNOTATION) or "another host"
+            at = f"{expires:%H:%M:%S} UTC" if expires is not None else "its expiry"
             raise LockHeld(
                 f"another run holds the lock: Lease {self.namespace}/{self.name} is held by "
                 f"{holder} (renewed {renewed})",
-                hint="wait for that run to finish, or check it with `rotate runs`",
+                hint=f"wait for that run to finish (`rotate runs` on {where}); if its process "
+                     f"is gone, the Lease goes stale at {at} — then re-run with "
+                     "--take-over-lock",
             )
         if not take_over:
             raise LockHeld(

@@ -6,7 +6,8 @@ engine runs the chain; the CLI exits with the report's code (0, 10–16, 130).
 
 ``--value-stdin`` reads the new value from stdin — never from argv, where ``ps`` and shell
 history would see it. On a terminal it is read without echo. The value goes straight into a
-:class:`~rotate.core.secret.Secret`; an empty value is refused (it would lock everybody out).
+:class:`~rotate.core.secret.Secret`; an empty, non-UTF-8, oversized value or one with control
+characters is refused with exit 2 before the engine is called (rotate.core.supplied).
 """
 
 from __future__ import annotations
@@ -39,31 +40,33 @@ from rotate.cli.options import (
 from rotate.cli.render import show_plan
 from rotate.cli.running import drive
 from rotate.cli.state import state_of
+from rotate.core import supplied
 from rotate.core.errors import EXIT_OK, EXIT_PREFLIGHT, PreflightFailed, UsageError
 from rotate.core.secret import Secret
+from rotate.core.supplied import strip_line_end
 
 Credential = Annotated[str, typer.Argument(
     metavar="CREDENTIAL", show_default=False, help="A credential name from the chain file.")]
 
 
 def read_value_stdin(credential: str) -> Secret:
-    """One line from stdin (newline stripped) as a Secret; empty is refused."""
+    """One line from stdin (line end stripped) as a Secret, checked by
+    :func:`rotate.core.supplied.accept` (UTF-8, not empty, no control characters, size) —
+    at most one byte over the limit is read, so a huge stream cannot exhaust memory."""
     stream = sys.stdin
     if stream is None:
         raise UsageError("--value-stdin: there is no stdin to read from")
     if stream.isatty():
-        value = getpass.getpass(f"new value for {credential} (not echoed): ", stream=sys.stderr)
+        typed = getpass.getpass(f"new value for {credential} (not echoed): ", stream=sys.stderr)
+        raw = typed.encode("utf-8", "surrogateescape")
     else:
-        value = stream.readline()
-        if value.endswith("\n"):
-            value = value[:-1]
-        if value.endswith("\r"):
-            value = value[:-1]
-    if not value:
-        raise UsageError("--value-stdin: refusing an empty value",
-                         hint="pipe the value in, e.g. `rotate NAME --confirm --value-stdin "
-                              "< file`")
-    return Secret(value)
+        buffer = getattr(stream, "buffer", None)
+        limit = supplied.MAX_VALUE_BYTES + 3  # the value, one byte over, and "\r\n"
+        if buffer is not None:
+            raw = strip_line_end(buffer.readline(limit))
+        else:
+            raw = strip_line_end(stream.readline(limit).encode("utf-8", "surrogateescape"))
+    return supplied.accept(raw)
 
 
 def rotate(
