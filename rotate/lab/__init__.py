@@ -1,4 +1,4 @@
-"""The lab: the whole rotation chain on one machine (see ../shared/spec/lab.md).
+"""The lab: the whole rotation chain on one machine (see docs/lab.md).
 
 A separate world. The product (``rotate.engine``, ``rotate.stages``, ``rotate.clients``) never
 imports anything from here; only ``rotate.cli.commands.lab`` does, lazily.
