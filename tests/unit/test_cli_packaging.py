@@ -96,12 +96,15 @@ def test_bash_completion_offers_commands_and_credentials(tmp_path: Path) -> None
     assert "--confirm" in _complete("rotate dragonfly --con", 2, EXAMPLE, tmp_path)
 
 
-def test_show_completion_prints_a_script_for_the_named_shell(tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, "-m", "rotate", "--show-completion", "bash"],
-                          capture_output=True, text=True, timeout=60, cwd=tmp_path,
-                          env=_child_env(HOME=str(tmp_path)))
-    assert done.returncode == 0
-    assert "_ROTATE_COMPLETE" in done.stdout and "complete" in done.stdout
+@pytest.mark.parametrize(("shell", "marker"), [("bash", "COMP_WORDS"), ("zsh", "compdef"),
+                                             ("fish", "complete --command rotate")])
+def test_the_completion_script_of_a_named_shell(tmp_path: Path, shell: str,
+                                                marker: str) -> None:
+    done = subprocess.run([sys.executable, "-m", "rotate"], capture_output=True, text=True,
+                          timeout=60, cwd=tmp_path,
+                          env=_child_env(_ROTATE_COMPLETE=f"source_{shell}", HOME=str(tmp_path)))
+    assert done.returncode == 0, done.stderr
+    assert "_ROTATE_COMPLETE" in done.stdout and marker in done.stdout
 
 
 # -- state directory ------------------------------------------------------------------------
