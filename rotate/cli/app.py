@@ -10,6 +10,10 @@ this module imports typer and our own light modules only. Rich help formatting i
 (plain click help: cheaper and stable for golden tests); rich itself, the engine and the
 lab are imported inside the command functions.
 
+The root group also carries ``--version`` (the installed distribution's version) and typer's
+``--install-completion``/``--show-completion``; :meth:`RotateGroup.shell_complete` adds the
+chain file's credential names to the first word's completions (docs/cli.md).
+
 Exit codes (cli.md): the command's own (report exit code, 0/3 for plans); a
 :class:`~rotate.core.errors.RotateError` exits with its ``exit_code`` and prints its
 message, which is safe by contract; click usage errors exit 2; anything else is a bug:
@@ -196,6 +200,7 @@ app = typer.Typer(
     options_metavar="",
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
 )
+
 
 def installed_version() -> str:
     """The installed distribution's version (what pip/pipx installed), else the source's."""

@@ -5,8 +5,7 @@ line numbers, JSON Schema validation): :func:`credential_names` scans the block-
 for the keys directly under the top-level ``credentials:`` mapping. A chain file written in
 flow style (JSON) completes nothing — never an error: completion must never print one.
 
-The chain file is ``--chain`` when it was already typed, else ``ROTATE_CHAIN``, else
-``./rotate.yaml`` — the same order as the commands themselves.
+The chain file is ``ROTATE_CHAIN``, else ``./rotate.yaml``, as for the commands themselves.
 """
 
 from __future__ import annotations
@@ -48,9 +47,7 @@ def credential_names(chain_file: Path) -> list[str]:
     return names
 
 
-def chain_for_completion(typed: object = None) -> Path:
-    """The chain file a completion reads: the ``--chain`` typed, ``ROTATE_CHAIN``, or
-    ``./rotate.yaml``."""
-    if isinstance(typed, (str, Path)) and str(typed):
-        return Path(typed)
+def chain_for_completion() -> Path:
+    """The chain file a completion reads: ``ROTATE_CHAIN``, else ``./rotate.yaml``. (The
+    first word is completed before any ``--chain`` can be typed: options follow it.)"""
     return Path(os.environ.get("ROTATE_CHAIN") or "rotate.yaml")
