@@ -79,7 +79,7 @@ def _status_rows(status: dict[str, Any]) -> list[tuple[str, str, str]]:
 
 def show_status(console: Console, status: dict[str, Any]) -> None:
     if console.json_mode:
-        console.json(status)
+        console.json({"kind": "lab-status", **status})
         return
     running = status.get("running")
     lines = [f"lab in {status.get('dir')}"
@@ -148,7 +148,7 @@ def fault(
     console = console_for(ctx, output)
     active = lab_control(ctx).fault(dir, kind, target, clear)
     if console.json_mode:
-        console.json({"faults": active})
+        console.json({"kind": "lab-faults", "faults": active})
         return
     faults = active if isinstance(active, dict) else {}
     console.lines(["faults: " + (", ".join(

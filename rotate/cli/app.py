@@ -10,6 +10,10 @@ this module imports typer and our own light modules only. Rich help formatting i
 (plain click help: cheaper and stable for golden tests); rich itself, the engine and the
 lab are imported inside the command functions.
 
+The root group also carries ``--version`` (the installed distribution's version) and typer's
+``--install-completion``/``--show-completion``; :meth:`RotateGroup.shell_complete` adds the
+chain file's credential names to the first word's completions (docs/cli.md).
+
 Exit codes (cli.md): the command's own (report exit code, 0/3 for plans); a
 :class:`~rotate.core.errors.RotateError` exits with its ``exit_code`` and prints its
 message, which is safe by contract; click usage errors exit 2; anything else is a bug:
@@ -24,7 +28,7 @@ import os
 import sys
 import threading
 import traceback
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 from typer._click.exceptions import UsageError as ClickUsageError
@@ -57,6 +61,19 @@ class CredentialCommand(TyperCommand):
 
 class RotateGroup(TyperGroup):
     """Commands first; any other first word is a CREDENTIAL for the hidden command."""
+
+    def shell_complete(self, ctx: Any, incomplete: str) -> list[Any]:
+        """The first word completes to the commands and the chain file's credentials."""
+        from typer._click.shell_completion import CompletionItem
+
+        from rotate.cli.completion import chain_for_completion, credential_names
+
+        items: list[Any] = list(super().shell_complete(ctx, incomplete))
+        if not incomplete.startswith("-"):
+            items += [CompletionItem(name, help="credential")
+                      for name in credential_names(chain_for_completion())
+                      if name.startswith(incomplete) and name not in self.commands]
+        return items
 
     def collect_usage_pieces(self, ctx: Any) -> list[str]:
         return [self.subcommand_metavar]
@@ -104,9 +121,16 @@ def _report_error(ctx: Any, exc: RotateError) -> None:
     error document on stdout, unless the command already wrote its one document."""
     console = _console(ctx)
     console.error(exc.message, exc.hint)
-    if console.json_mode and not console.json_written:
-        console.json({"kind": "error", "error": type(exc).__name__,
-                      "exit_code": exc.exit_code, "message": exc.message})
+    _error_document(console, {"kind": "error", "error": type(exc).__name__,
+                               "exit_code": exc.exit_code, "message": exc.message})
+
+
+def _error_document(console: Console, document: dict[str, Any]) -> None:
+    """The error as the invocation's one document, unless the command already wrote one
+    (stdout under ``-o json``; the ``--report-file`` in every mode)."""
+    if console.json_mode and console.json_written:
+        return
+    console.document(document)
 
 
 def _wants_json(argv: list[str]) -> bool:
@@ -119,11 +143,12 @@ def _report_usage_json(ctx: Any, exc: ClickUsageError) -> None:
     """Under ``-o json`` a usage error still yields one JSON document on stdout; click
     prints the usage and the message on stderr as usual."""
     console = _console(ctx)
-    if console.json_written or not (console.json_mode or _wants_json(ctx.meta.get(ARGV_KEY,
-                                                                                 []))):
-        return
-    Console("json").json({"kind": "error", "error": "UsageError", "exit_code": EXIT_USAGE,
-                          "message": exc.format_message()})
+    document = {"kind": "error", "error": "UsageError", "exit_code": EXIT_USAGE,
+                "message": exc.format_message()}
+    if console.json_mode or console.report_file is not None:
+        _error_document(console, document)
+    elif _wants_json(ctx.meta.get(ARGV_KEY, [])):
+        Console("json").json(document)
 
 
 def _report_bug(ctx: Any, exc: BaseException) -> None:
@@ -132,9 +157,8 @@ def _report_bug(ctx: Any, exc: BaseException) -> None:
         sys.stderr.write("".join(traceback.format_exception(exc)))
     console.error(f"internal error (a bug): {type(exc).__module__}.{type(exc).__qualname__}",
                   "run again with ROTATE_DEBUG=1 for the traceback, and report it")
-    if console.json_mode and not console.json_written:
-        console.json({"kind": "error", "error": "internal", "exit_code": EXIT_INTERNAL,
-                      "message": "internal error (a bug)"})
+    _error_document(console, {"kind": "error", "error": "internal",
+                              "exit_code": EXIT_INTERNAL, "message": "internal error (a bug)"})
 
 
 def _report_thread_bug(args: threading.ExceptHookArgs) -> None:
@@ -169,13 +193,41 @@ app = typer.Typer(
     help=HELP,
     epilog=EPILOG,
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     rich_markup_mode=None,
     pretty_exceptions_enable=False,
     subcommand_metavar="CREDENTIAL [OPTIONS] | COMMAND [ARGS]...",
     options_metavar="",
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
 )
+
+
+def installed_version() -> str:
+    """The installed distribution's version (what pip/pipx installed), else the source's."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("rotate")
+    except PackageNotFoundError:
+        from rotate import __version__
+
+        return __version__
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"rotate {installed_version()}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: Annotated[bool, typer.Option(
+        "--version", callback=_print_version, is_eager=True,
+        help="Print the version and exit.")] = False,
+) -> None:
+    pass
+
 
 app.command(CREDENTIAL_COMMAND, hidden=True, cls=CredentialCommand)(rotate_cmd.rotate)
 app.command("list")(list_cmd.list_credentials)

@@ -12,6 +12,10 @@ Rules (cli.md "Human output"):
 Plain lines are printed with markup and highlighting off and without wrapping, so that text
 such as ``[2/14]`` or a target name is printed as is and piped output is stable.
 
+Versioning: every JSON document the CLI prints (and every ``--report-file``) starts with
+``apiVersion`` (:data:`API_VERSION`) and ``kind``; :func:`versioned` puts them there, so a
+document without a ``kind`` cannot be printed. docs/cli.md lists every kind and its fields.
+
 Secrets: nothing should hand this object a :class:`~rotate.core.secret.Secret`; if something
 does, it is rendered through ``str()`` — the mask — and never revealed (JSON included).
 """
@@ -20,6 +24,8 @@ from __future__ import annotations
 
 import json as _json
 import sys
+from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from rotate.core.secret import Secret
@@ -27,6 +33,24 @@ from rotate.core.secret import Secret
 if TYPE_CHECKING:
     from rich.console import Console as RichConsole
     from rich.console import RenderableType
+
+
+#: the version of every JSON document the CLI prints; additive changes keep it
+API_VERSION = "rotate/v1"
+
+
+def versioned(document: Mapping[str, Any]) -> dict[str, Any]:
+    """``document`` with ``apiVersion`` and ``kind`` first. It must name its ``kind``."""
+    kind = document.get("kind")
+    if not isinstance(kind, str) or not kind:
+        raise ValueError("a JSON document needs a kind (docs/cli.md)")
+    rest = {k: v for k, v in document.items() if k not in ("apiVersion", "kind")}
+    return {"apiVersion": API_VERSION, "kind": kind, **rest}
+
+
+def dumps(document: Mapping[str, Any]) -> str:
+    """The versioned document as printed: indented JSON, Secrets masked."""
+    return _json.dumps(versioned(document), indent=2, default=_json_default) + "\n"
 
 
 def _json_default(value: Any) -> Any:
@@ -44,11 +68,13 @@ def _safe(value: Any) -> Any:
 class Console:
     """Output for one invocation. Create it inside the command (streams are read then)."""
 
-    def __init__(self, output: str = "text") -> None:
+    def __init__(self, output: str = "text", report_file: Path | None = None) -> None:
         self.json_mode = output == "json"
+        self.report_file = report_file
         self._out: RichConsole | None = None
         self._err: RichConsole | None = None
         self._json_written = False
+        self._report_kept = False
 
     # -- the two rich consoles, built lazily so `--help` never imports rich.console --------
     @staticmethod
@@ -90,17 +116,39 @@ class Console:
         """A rich renderable (a table on a terminal)."""
         self.out.print(_safe(renderable))
 
-    def json(self, document: Any) -> None:
-        """The one JSON document of this invocation, on stdout."""
+    def json(self, document: Mapping[str, Any]) -> None:
+        """The one JSON document of this invocation, on stdout (versioned)."""
         if self._json_written:
             raise RuntimeError("a second JSON document would break `-o json` consumers")
+        text = dumps(document)
         self._json_written = True
-        sys.stdout.write(_json.dumps(document, indent=2, default=_json_default) + "\n")
+        sys.stdout.write(text)
         sys.stdout.flush()
 
     @property
     def json_written(self) -> bool:
         return self._json_written
+
+    def document(self, document: Mapping[str, Any]) -> None:
+        """The invocation's result document: on stdout under ``-o json``, and in the
+        ``--report-file`` (if any) in every mode. Only the first one is kept."""
+        if self.json_mode:
+            self.json(document)
+        self.keep(document)
+
+    def keep(self, document: Mapping[str, Any]) -> None:
+        """Write ``document`` to the ``--report-file``, once; a write failure is reported
+        on stderr and does not change the command's exit code."""
+        if self.report_file is None or self._report_kept:
+            return
+        self._report_kept = True
+        from rotate.cli.report_file import write_report_file
+
+        try:
+            write_report_file(self.report_file, dumps(document))
+        except OSError as exc:
+            self.error(f"could not write the report to {self.report_file}: "
+                       f"{exc.strerror or type(exc).__name__}")
 
     # -- side channel (always stderr) ---------------------------------------------------
     def note(self, text: str) -> None:
@@ -120,10 +168,11 @@ class Console:
 CONSOLE_KEY = "rotate.console"
 
 
-def console_for(ctx: Any, output: Any = "text") -> Console:
+def console_for(ctx: Any, output: Any = "text", report_file: Path | None = None) -> Console:
     """The invocation's Console, remembered on the context so that the error handler in
-    ``app.py`` answers in the same mode (a JSON error document under ``-o json``)."""
+    ``app.py`` answers in the same mode (a JSON error document under ``-o json``, and in the
+    ``--report-file``)."""
     value = getattr(output, "value", output)
-    console = Console(str(value))
+    console = Console(str(value), report_file)
     ctx.meta[CONSOLE_KEY] = console
     return console

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import os
 import shlex
+import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -19,6 +21,7 @@ from typing import Annotated, Any
 
 import typer
 
+from rotate.cli.report_file import check_report_path
 from rotate.core.durations import parse_duration
 
 
@@ -40,10 +43,30 @@ def _duration(text: str) -> float:
         raise typer.BadParameter(str(exc)) from None
 
 
-def default_state_dir() -> Path:
-    """``$XDG_STATE_HOME/rotate``, falling back to ``~/.local/state/rotate`` (XDG spec)."""
-    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(base) / "rotate"
+#: where the journal goes when neither XDG_STATE_HOME nor HOME is set (a container running
+#: under an arbitrary UID): the current directory, said on stderr (docs/cli.md "State")
+NO_HOME_STATE_DIR = Path(".rotate-state")
+
+
+def default_state_dir(environ: Mapping[str, str] | None = None) -> tuple[Path, str]:
+    """The journal location when ``--state-dir``/``ROTATE_STATE_DIR`` is not given, and a
+    note for stderr ("" when there is nothing to say).
+
+    XDG: ``$XDG_STATE_HOME/rotate`` (only an absolute XDG_STATE_HOME counts, as the spec
+    says), else ``$HOME/.local/state/rotate``. ``Path.home()`` is not used: without HOME it
+    consults the password database, which has no entry for the arbitrary UID of a container
+    and raises. Without either variable the journal goes to ``./.rotate-state``.
+    """
+    env = os.environ if environ is None else environ
+    xdg = env.get("XDG_STATE_HOME", "")
+    if xdg and Path(xdg).is_absolute():
+        return Path(xdg) / "rotate", ""
+    home = env.get("HOME", "")
+    if home and Path(home).is_absolute():
+        return Path(home) / ".local" / "state" / "rotate", ""
+    return NO_HOME_STATE_DIR, (
+        f"note: HOME and XDG_STATE_HOME are not set: the journal is in ./{NO_HOME_STATE_DIR} "
+        "(set ROTATE_STATE_DIR or --state-dir to keep it elsewhere)")
 
 
 Chain = Annotated[Path, typer.Option(
@@ -65,13 +88,18 @@ Timeout = Annotated[float | None, typer.Option(
     help="Per-step deadline override, e.g. 90s, 5m.")]
 StateDir = Annotated[Path | None, typer.Option(
     "--state-dir", envvar="ROTATE_STATE_DIR", metavar="DIR", show_envvar=False,
-    help="Journal location (env ROTATE_STATE_DIR) [default: $XDG_STATE_HOME/rotate].")]
+    help="Journal location (env ROTATE_STATE_DIR) [default: $XDG_STATE_HOME/rotate, "
+         "else ~/.local/state/rotate].")]
 KubeContext = Annotated[str | None, typer.Option(
     "--context", metavar="NAME", help="Kubeconfig context, as kubectl.")]
 Kubeconfig = Annotated[str | None, typer.Option(
     "--kubeconfig", metavar="FILE", help="Kubeconfig file, as kubectl.")]
 TakeOverLock = Annotated[bool, typer.Option(
     "--take-over-lock", help="Take the Lease of a run whose holder is gone.")]
+ReportFile = Annotated[Path | None, typer.Option(
+    "--report-file", metavar="PATH", callback=check_report_path,
+    help="Also write the JSON document (run report, plan or error) to PATH (mode 0600), "
+         "whatever the outcome.")]
 
 DEFAULT_CHAIN = Path("rotate.yaml")
 
@@ -91,10 +119,16 @@ class Common:
     take_over_lock: bool = False
 
     def engine_options(self, engine: Any) -> Any:
-        """``engine.Options`` (docs/design.md) built from these values."""
+        """``engine.Options`` (docs/design.md) built from these values. A state directory
+        chosen by the no-HOME fallback is said on stderr."""
+        state_dir = self.state_dir
+        if state_dir is None:
+            state_dir, note = default_state_dir()
+            if note:
+                sys.stderr.write(note + "\n")
         return engine.Options(
             chain_file=self.chain,
-            state_dir=self.state_dir if self.state_dir is not None else default_state_dir(),
+            state_dir=state_dir,
             strategy=self.strategy.value if self.strategy is not None else None,
             max_parallel=self.max_parallel,
             timeout=self.timeout,

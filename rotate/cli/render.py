@@ -5,7 +5,8 @@ terminal, and plain aligned lines otherwise (pipes, CI logs, the golden tests). 
 built from one row list means the piped output says exactly what the table says.
 
 Only names, versions, timings and messages the engine marked safe reach this module — never
-a value. The JSON forms are the engine model's ``to_json()`` (cli.md "JSON shapes").
+a value. The JSON forms are the engine model's ``to_json()``, versioned by the console
+(docs/cli.md "JSON documents"); :meth:`Console.document` also hands them to ``--report-file``.
 """
 
 from __future__ import annotations
@@ -140,9 +141,10 @@ def plan_tables(plan: Plan) -> list[Any]:
 
 
 def show_plan(console: Console, plan: Plan) -> None:
+    console.document(plan.to_json())
     if console.json_mode:
-        console.json(plan.to_json())
-    elif console.result_is_terminal:
+        return
+    if console.result_is_terminal:
         for table in plan_tables(plan):
             console.render(table)
             console.lines([""])
@@ -208,8 +210,9 @@ def show_report(console: Console, report: RunReport) -> None:
     The way out of a failed run goes to stderr in every mode, so it reaches a human even when
     stdout is piped into a file or a JSON parser.
     """
+    console.document(report.to_json())
     if console.json_mode:
-        console.json(report.to_json())
+        pass
     elif not console.result_is_terminal:
         console.lines(report_lines(report))
     else:
@@ -233,7 +236,7 @@ def _run_row(r: RunSummary) -> tuple[str, ...]:
 
 def show_runs(console: Console, runs: Sequence[RunSummary]) -> None:
     if console.json_mode:
-        console.json({"kind": "runs", "runs": [
+        console.document({"kind": "runs", "runs": [
             dict(zip(("run_id", "operation", "credential", "started_at", "status",
                       "failed_step"),
                      (r.run_id, r.operation, r.credential, r.started_at, r.status,
@@ -257,7 +260,7 @@ def doctor_footer(checks: Sequence[Check]) -> str:
 
 def show_doctor(console: Console, checks: Sequence[Check]) -> None:
     if console.json_mode:
-        console.json({"kind": "doctor", "ok": all(c.ok or not c.fatal for c in checks),
+        console.document({"kind": "doctor", "ok": all(c.ok or not c.fatal for c in checks),
                       "checks": [c.to_json() for c in checks]})
         return
     if console.result_is_terminal:
@@ -307,7 +310,7 @@ def _credential_json(c: Any) -> dict[str, Any]:
 
 def show_list(console: Console, credentials: Sequence[Any]) -> None:
     if console.json_mode:
-        console.json({"kind": "credentials",
+        console.document({"kind": "credentials",
                       "credentials": [_credential_json(c) for c in credentials]})
         return
     _show_rows(console, LIST_COLUMNS, [_credential_row(c) for c in credentials])

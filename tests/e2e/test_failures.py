@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import stat
+from pathlib import Path
 
 import pytest
 
@@ -43,16 +45,25 @@ def wait_at_sync_wait(lab: Lab, known: set[str]) -> str:
     return run_id
 
 
-def test_failing_readyz_exits_16_then_resume_then_rollback(lab: Lab) -> None:
+def _report_file(path: Path) -> dict[str, object]:
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    doc = json.loads(path.read_text())
+    assert doc["apiVersion"] == "rotate/v1" and doc["kind"] == "run"
+    return doc  # type: ignore[no-any-return]
+
+
+def test_failing_readyz_exits_16_then_resume_then_rollback(lab: Lab, tmp_path: Path) -> None:
     v0 = lab.bao_version()
     old_password = lab.bao_password()
     lab.fault("readyz-fail", "cart")
     try:
-        res = lab.rotate("dragonfly", "--confirm", "--timeout", "8s", "-o", "json")
+        res = lab.rotate("dragonfly", "--confirm", "--timeout", "8s", "-o", "json",
+                         "--report-file", str(tmp_path / "run.json"))
     finally:
         lab.fault("readyz-fail", None, clear=True)
     assert res.code == 16, res.output
     report = json.loads(res.stdout)
+    assert _report_file(tmp_path / "run.json") == report  # the same document, even failed
     run_id = report["run_id"]
     assert report["status"] == "failed"
     assert report["resume"] == f"rotate resume {run_id} --confirm"
@@ -65,8 +76,13 @@ def test_failing_readyz_exits_16_then_resume_then_rollback(lab: Lab) -> None:
     resume_keeps_the_value(lab, run_id, v0 + 1, new_password)
     assert {svc: lab.readyz(svc) for svc in SHOP} == {svc: 200 for svc in SHOP}
 
-    res = lab.rotate("rollback", run_id, "--confirm")
+    res = lab.rotate("rollback", run_id, "--confirm", "--report-file",
+                     str(tmp_path / "rollback.json"))
     assert res.code == 0, res.output
+    rolled = _report_file(tmp_path / "rollback.json")
+    assert (rolled["operation"], rolled["of_run"], rolled["exit_code"]) == ("rollback", run_id, 0)
+    text = (tmp_path / "rollback.json").read_text() + (tmp_path / "run.json").read_text()
+    assert old_password not in text and new_password not in text
     # Version N's data written back as a new version, through the whole chain.
     assert lab.bao_version() == v0 + 2
     assert lab.bao_password() == old_password

@@ -80,7 +80,8 @@ def test_status_json_is_the_control_dict() -> None:
     lab = FakeLab()
     result = invoke(["lab", "status", "-o", "json"], lab=lab)
     assert result.exit_code == 0
-    assert json.loads(result.stdout) == STATUS
+    assert json.loads(result.stdout) == {"apiVersion": "rotate/v1", "kind": "lab-status",
+                                         **STATUS}
     assert lab.calls == [("status", Path(".rotate-lab"))]
 
 

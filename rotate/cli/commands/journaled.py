@@ -26,6 +26,7 @@ from rotate.cli.options import (
     MaxParallel,
     Output,
     OutputOpt,
+    ReportFile,
     StateDir,
     TakeOverLock,
     Timeout,
@@ -60,8 +61,9 @@ def journaled_command(verb: str, summary: str, call: EngineCall) -> Callable[...
         context: KubeContext = None,
         kubeconfig: Kubeconfig = None,
         take_over_lock: TakeOverLock = False,
+        report_file: ReportFile = None,
     ) -> None:
-        console = console_for(ctx, output)
+        console = console_for(ctx, output, report_file)
         change = plan_or_confirm(confirm, dry_run)
         engine = state_of(ctx).engine()
         options = Common(chain=chain, state_dir=state_dir, max_parallel=max_parallel,

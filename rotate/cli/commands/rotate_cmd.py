@@ -30,6 +30,7 @@ from rotate.cli.options import (
     MaxParallel,
     Output,
     OutputOpt,
+    ReportFile,
     StateDir,
     StrategyOpt,
     TakeOverLock,
@@ -84,9 +85,10 @@ def rotate(
     context: KubeContext = None,
     kubeconfig: Kubeconfig = None,
     take_over_lock: TakeOverLock = False,
+    report_file: ReportFile = None,
 ) -> None:
     """Plan the rotation of CREDENTIAL (changes nothing), or run it with --confirm."""
-    console = console_for(ctx, output)
+    console = console_for(ctx, output, report_file)
     change = plan_or_confirm(confirm, dry_run)
     common = Common(chain=chain, state_dir=state_dir, strategy=strategy,
                     max_parallel=max_parallel, timeout=timeout, context=context,

@@ -1,0 +1,53 @@
+"""Shell completion of CREDENTIAL: the credential names of the chain file, found cheaply.
+
+A completion runs on every Tab, so it must not load the chain file the full way (YAML with
+line numbers, JSON Schema validation): :func:`credential_names` scans the block-style YAML
+for the keys directly under the top-level ``credentials:`` mapping. A chain file written in
+flow style (JSON) completes nothing — never an error: completion must never print one.
+
+The chain file is ``ROTATE_CHAIN``, else ``./rotate.yaml``, as for the commands themselves.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+#: a mapping key on its own line: ``  name:`` (optionally quoted), nothing else but a comment
+_KEY = re.compile(r"""^(?P<indent>[ ]+)(?P<q>["']?)(?P<name>[a-z0-9][-a-z0-9]*)(?P=q)\s*:"""
+                  r"""\s*(#.*)?$""")
+_TOP = re.compile(r"^\S")
+
+
+def credential_names(chain_file: Path) -> list[str]:
+    """The names under ``credentials:`` in ``chain_file``; [] when unreadable or not found."""
+    try:
+        text = chain_file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return []
+    names: list[str] = []
+    inside, indent = False, ""
+    for line in text.splitlines():
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        if _TOP.match(line):
+            inside = re.match(r"^credentials\s*:\s*(#.*)?$", line) is not None
+            indent = ""
+            continue
+        if not inside:
+            continue
+        key = _KEY.match(line)
+        if key is None:
+            continue
+        if not indent:
+            indent = key.group("indent")
+        if key.group("indent") == indent:
+            names.append(key.group("name"))
+    return names
+
+
+def chain_for_completion() -> Path:
+    """The chain file a completion reads: ``ROTATE_CHAIN``, else ``./rotate.yaml``. (The
+    first word is completed before any ``--chain`` can be typed: options follow it.)"""
+    return Path(os.environ.get("ROTATE_CHAIN") or "rotate.yaml")
