@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import rotate
+from rotate.chain.apply_fields import build_applies
 from rotate.chain.model import (
     AuthConfig,
     BackendConfig,
@@ -175,6 +176,7 @@ def _credential(name: str, raw: dict[str, Any]) -> Credential:
         strategy=raw.get("strategy", "restart"),
         timeout=parse_duration(raw["timeout"]) if "timeout" in raw else None,
         overlap=OverlapConfig(overlap["previousKey"]) if overlap else None,
+        applies=build_applies(raw["providers"]),
     )
 
 

@@ -125,6 +125,76 @@ class OverlapConfig:
     previous_key: str  # key (in Vault and in the Secret) that keeps the previous value
 
 
+# --------------------------------------------------------------------------- provider apply
+
+#: How a provider takes a new value (docs/chain-file.md "Provider apply methods").
+ApplyMethod = Literal["rollout", "redis-acl", "postgres"]
+APPLY_METHODS: tuple[ApplyMethod, ...] = ("rollout", "redis-acl", "postgres")
+DEFAULT_APPLY_PORT = {"redis-acl": 6379, "postgres": 5432}
+DEFAULT_ADMIN_USER = {"redis-acl": "default", "postgres": "postgres"}
+DEFAULT_REDIS_USER = "default"  # the requirepass password
+DEFAULT_DATABASE = "postgres"
+DEFAULT_SSLMODE = "prefer"
+
+
+@dataclass(frozen=True)
+class ServicePortRef:
+    """The provider's Service and port the admin connection goes to."""
+
+    namespace: str
+    name: str
+    port: int | str  # a number, or a port name to look up in the Service
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}:{self.port}"
+
+
+@dataclass(frozen=True)
+class AdminAuth:
+    """Who the admin connection authenticates as.
+
+    ``password`` None means "the credential itself": rotate authenticates as the rotated user
+    with its current value (the old one before the change, the new one after it).
+    """
+
+    user: str
+    password: SecretKeyRef | None = None
+
+
+@dataclass(frozen=True)
+class LiveApply:
+    """A provider changed live over an admin connection (``redis-acl`` or ``postgres``).
+
+    Exactly one of ``user`` / ``users`` is set.  ``users`` (two roles) is the alternating-users
+    scheme of ``postgres`` with ``strategy: overlap``; then ``username_key`` names the key (in
+    the backend and in the Secret) that carries the active role's name.
+    """
+
+    method: Literal["redis-acl", "postgres"]
+    service: ServicePortRef
+    admin: AdminAuth
+    user: str | None = None
+    users: tuple[str, str] | None = None
+    username_key: str | None = None
+    address_env: str | None = None  # host:port override, e.g. behind kubectl port-forward
+    tls: bool = False  # redis-acl
+    database: str = DEFAULT_DATABASE  # postgres
+    sslmode: str = DEFAULT_SSLMODE  # postgres
+
+    def admin_is_credential(self, credential_secret: SecretKeyRef) -> bool:
+        """Whether the admin authenticates with the rotated credential's own value."""
+        return self.admin.password is None or self.admin.password == credential_secret
+
+
+@dataclass(frozen=True)
+class ProviderApply:
+    """How one provider workload takes a new value; ``live`` is None exactly for rollout."""
+
+    provider: ObjectRef
+    method: ApplyMethod = "rollout"
+    live: LiveApply | None = None
+
+
 @dataclass(frozen=True)
 class Credential:
     """``generate`` is None exactly when the value is read from stdin (``value_from``)."""
@@ -140,6 +210,19 @@ class Credential:
     timeout: float | None = None  # overrides Defaults.timeout for this credential
     overlap: OverlapConfig | None = None
     description: str = ""
+    #: One entry per provider, in ``providers`` order; empty means every provider rolls out.
+    applies: tuple[ProviderApply, ...] = ()
+
+    def apply_of(self, provider: ObjectRef) -> ProviderApply:
+        """How ``provider`` takes the new value (``rollout`` unless the chain says otherwise)."""
+        for entry in self.applies:
+            if entry.provider == provider:
+                return entry
+        return ProviderApply(provider)
+
+    @property
+    def live_applies(self) -> tuple[ProviderApply, ...]:
+        return tuple(a for a in self.applies if a.live is not None)
 
 
 # --------------------------------------------------------------------------- value sources
@@ -342,6 +425,32 @@ def depends_on_secret(
         if isinstance(source, TemplateSource):
             todo.extend(source.refs)
     return False
+
+
+def strategy_problem(credential: Credential, strategy: str) -> str | None:
+    """Why ``strategy`` cannot run on this credential's providers, or None when it can.
+
+    The one rule behind exit 2 for "overlap on a method that cannot hold two values", used by
+    the loader (the chain's own ``strategy``) and at run time (``--strategy``):
+
+    * ``rollout`` holds two values only through ``overlap.previousKey`` (the provider reads
+      both keys of the Secret when it starts);
+    * ``redis-acl`` holds two values natively (an ACL user has several passwords);
+    * ``postgres`` never does (a role has one password): overlap needs alternating users.
+    """
+    if strategy != "overlap":
+        return None
+    for ref in credential.providers:
+        entry = credential.apply_of(ref)
+        if entry.method == "rollout" and credential.overlap is None:
+            return (f"credential {credential.name!r}: strategy overlap needs "
+                    f"overlap.previousKey for provider {ref} (apply: rollout): it can hold two "
+                    "values only by reading the previous one from the Secret")
+        if entry.live is not None and entry.method == "postgres" and entry.live.users is None:
+            return (f"credential {credential.name!r}: strategy overlap on provider {ref} "
+                    "(apply: postgres) needs two alternating login roles (users: [a, b]): "
+                    "a PostgreSQL role holds one password at a time")
+    return None
 
 
 def consumers_of(chain: Chain, credential_name: str) -> tuple[str, ...]:
