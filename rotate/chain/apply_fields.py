@@ -18,13 +18,14 @@ from typing import Any
 
 from rotate.chain.model import (
     DEFAULT_ADMIN_USER,
-    DEFAULT_APPLY_PORT,
     DEFAULT_DATABASE,
+    DEFAULT_PORT,
     DEFAULT_REDIS_USER,
     DEFAULT_SSLMODE,
+    PROTOCOL_OF_METHOD,
     AdminAuth,
-    LiveApply,
     ProviderApply,
+    ProviderConnection,
     SecretKeyRef,
     ServicePortRef,
 )
@@ -32,19 +33,18 @@ from rotate.core.refs import ObjectRef
 
 Problem = tuple[list[str | int], str]
 
-_LIVE_FIELDS = ("user", "users", "usernameKey", "service", "addressEnv", "admin", "tls",
-                "database", "sslmode")
-_NOT_FOR = {
-    "redis-acl": ("users", "usernameKey", "database", "sslmode"),
-    "postgres": ("tls",),
-}
-_INSTEAD = {
-    ("redis-acl", "users"): "an ACL user holds several passwords: use user",
-    ("redis-acl", "usernameKey"): "only alternating PostgreSQL users carry a username",
-    ("redis-acl", "database"): "a postgres field",
-    ("redis-acl", "sslmode"): "use tls",
-    ("postgres", "tls"): "use sslmode",
-}
+_CONNECTION_FIELDS = ("service", "addressEnv", "tls", "database", "sslmode")
+_LIVE_ONLY = ("users", "usernameKey", "admin")
+_PROTOCOL_ONLY = {"redis": ("tls",), "postgres": ("database", "sslmode")}
+_INSTEAD = {"tls": "use sslmode", "database": "a postgres field", "sslmode": "use tls"}
+
+
+def _protocol(entry: dict[str, Any]) -> str | None:
+    method = entry.get("apply", "rollout")
+    if method == "rollout":
+        probe = entry.get("probe")
+        return probe if isinstance(probe, str) else None
+    return PROTOCOL_OF_METHOD.get(str(method))
 
 
 def provider_problems(credential: dict[str, Any]) -> Iterator[Problem]:
@@ -57,18 +57,34 @@ def provider_problems(credential: dict[str, Any]) -> Iterator[Problem]:
             continue
         method = entry.get("apply", "rollout")
         where: list[str | int] = ["providers", i]
+        protocol = _protocol(entry)
         if method == "rollout":
-            for name in _LIVE_FIELDS:
+            for name in _LIVE_ONLY:
                 if name in entry:
                     yield [*where, name], (f"{name} is for apply: redis-acl or postgres; "
                                            "apply: rollout only restarts the workload")
-            continue
-        if method not in _NOT_FOR:
+            if protocol is None:
+                for name in (*_CONNECTION_FIELDS, "user"):
+                    if name in entry:
+                        yield [*where, name], (f"{name} needs probe: redis or postgres (how "
+                                               "provider.verify reaches a rollout provider)")
+                continue
+        elif "probe" in entry:
+            yield [*where, "probe"], (f"probe is for apply: rollout; apply: {method} is "
+                                      "proven over its own protocol")
+        if protocol not in _PROTOCOL_ONLY:
             continue  # the schema reports the unknown method
-        for name in _NOT_FOR[method]:
-            if name in entry:
-                yield [*where, name], (f"{name} is not a field of apply: {method} "
-                                       f"({_INSTEAD[(method, name)]})")
+        for other, fields in _PROTOCOL_ONLY.items():
+            if other != protocol:
+                for name in fields:
+                    if name in entry:
+                        yield [*where, name], (f"{name} is not a field of {protocol} "
+                                               f"providers ({_INSTEAD[name]})")
+        if protocol == "redis" and "users" in entry:
+            yield [*where, "users"], ("an ACL user holds several passwords: use user "
+                                      "(users is PostgreSQL's alternating scheme)")
+        if protocol == "postgres" and method == "rollout" and "user" not in entry:
+            yield where, "probe: postgres needs user (the role provider.verify logs in as)"
         yield from _admin_problems(entry, where)
         if method == "postgres":
             if "users" in entry:
@@ -142,32 +158,38 @@ def build_applies(raw_providers: list[dict[str, Any]]) -> tuple[ProviderApply, .
     for p in raw_providers:
         ref = ObjectRef(p["kind"], p["namespace"], p["name"])
         method = p.get("apply", "rollout")
-        live = None if method == "rollout" else _live(method, p)
-        out.append(ProviderApply(ref, method, live))
+        protocol = _protocol(p)
+        connection = _connection(protocol, p) if protocol is not None else None
+        users = p.get("users")
+        user = p.get("user")
+        if user is None and protocol == "redis" and not users:
+            user = DEFAULT_REDIS_USER
+        out.append(ProviderApply(
+            provider=ref, method=method, connection=connection, user=user,
+            users=(users[0], users[1]) if users else None,
+            username_key=p.get("usernameKey"),
+            admin=_admin(protocol, p, user) if method != "rollout" and protocol else None,
+        ))
     return tuple(out)
 
 
-def _live(method: Any, p: dict[str, Any]) -> LiveApply:
+def _connection(protocol: Any, p: dict[str, Any]) -> ProviderConnection:
     svc = p.get("service", {})
-    users = p.get("users")
-    user = p.get("user", DEFAULT_REDIS_USER if method == "redis-acl" and not users else None)
-    admin = p.get("admin", {})
-    key = admin.get("secretKey")
-    if key is not None:
-        auth = AdminAuth(admin.get("user", DEFAULT_ADMIN_USER[method]),
-                         SecretKeyRef(key["namespace"], key["name"], key["key"]))
-    else:
-        auth = AdminAuth(admin.get("user", user or ""), None)
-    return LiveApply(
-        method=method,
+    return ProviderConnection(
+        protocol=protocol,
         service=ServicePortRef(svc.get("namespace", p["namespace"]), svc.get("name", p["name"]),
-                               svc.get("port", DEFAULT_APPLY_PORT[method])),
-        admin=auth,
-        user=user,
-        users=(users[0], users[1]) if users else None,
-        username_key=p.get("usernameKey"),
+                               svc.get("port", DEFAULT_PORT[protocol])),
         address_env=p.get("addressEnv"),
         tls=bool(p.get("tls", False)),
         database=p.get("database", DEFAULT_DATABASE),
         sslmode=p.get("sslmode", DEFAULT_SSLMODE),
     )
+
+
+def _admin(protocol: str, p: dict[str, Any], user: str | None) -> AdminAuth:
+    admin = p.get("admin", {})
+    key = admin.get("secretKey")
+    if key is not None:
+        return AdminAuth(admin.get("user", DEFAULT_ADMIN_USER[protocol]),
+                         SecretKeyRef(key["namespace"], key["name"], key["key"]))
+    return AdminAuth(admin.get("user", user or ""), None)

@@ -130,8 +130,12 @@ class OverlapConfig:
 #: How a provider takes a new value (docs/chain-file.md "Provider apply methods").
 ApplyMethod = Literal["rollout", "redis-acl", "postgres"]
 APPLY_METHODS: tuple[ApplyMethod, ...] = ("rollout", "redis-acl", "postgres")
-DEFAULT_APPLY_PORT = {"redis-acl": 6379, "postgres": 5432}
-DEFAULT_ADMIN_USER = {"redis-acl": "default", "postgres": "postgres"}
+#: The wire protocol a provider is proven with (provider.verify): live methods imply theirs,
+#: a rollout provider names it with ``probe``.
+WireProtocol = Literal["redis", "postgres"]
+PROTOCOL_OF_METHOD: dict[str, WireProtocol] = {"redis-acl": "redis", "postgres": "postgres"}
+DEFAULT_PORT: dict[str, int] = {"redis": 6379, "postgres": 5432}
+DEFAULT_ADMIN_USER: dict[str, str] = {"redis": "default", "postgres": "postgres"}
 DEFAULT_REDIS_USER = "default"  # the requirepass password
 DEFAULT_DATABASE = "postgres"
 DEFAULT_SSLMODE = "prefer"
@@ -139,7 +143,7 @@ DEFAULT_SSLMODE = "prefer"
 
 @dataclass(frozen=True)
 class ServicePortRef:
-    """The provider's Service and port the admin connection goes to."""
+    """The provider's Service and port that rotate connects to."""
 
     namespace: str
     name: str
@@ -147,6 +151,19 @@ class ServicePortRef:
 
     def __str__(self) -> str:
         return f"{self.namespace}/{self.name}:{self.port}"
+
+
+@dataclass(frozen=True)
+class ProviderConnection:
+    """How rotate reaches a provider from outside: for the admin session of a live method,
+    and for the AUTH/login probes of provider.verify."""
+
+    protocol: WireProtocol
+    service: ServicePortRef
+    address_env: str | None = None  # host:port override, e.g. behind kubectl port-forward
+    tls: bool = False  # redis
+    database: str = DEFAULT_DATABASE  # postgres
+    sslmode: str = DEFAULT_SSLMODE  # postgres
 
 
 @dataclass(frozen=True)
@@ -162,37 +179,33 @@ class AdminAuth:
 
 
 @dataclass(frozen=True)
-class LiveApply:
-    """A provider changed live over an admin connection (``redis-acl`` or ``postgres``).
-
-    Exactly one of ``user`` / ``users`` is set.  ``users`` (two roles) is the alternating-users
-    scheme of ``postgres`` with ``strategy: overlap``; then ``username_key`` names the key (in
-    the backend and in the Secret) that carries the active role's name.
-    """
-
-    method: Literal["redis-acl", "postgres"]
-    service: ServicePortRef
-    admin: AdminAuth
-    user: str | None = None
-    users: tuple[str, str] | None = None
-    username_key: str | None = None
-    address_env: str | None = None  # host:port override, e.g. behind kubectl port-forward
-    tls: bool = False  # redis-acl
-    database: str = DEFAULT_DATABASE  # postgres
-    sslmode: str = DEFAULT_SSLMODE  # postgres
-
-    def admin_is_credential(self, credential_secret: SecretKeyRef) -> bool:
-        """Whether the admin authenticates with the rotated credential's own value."""
-        return self.admin.password is None or self.admin.password == credential_secret
-
-
-@dataclass(frozen=True)
 class ProviderApply:
-    """How one provider workload takes a new value; ``live`` is None exactly for rollout."""
+    """How one provider workload takes a new value, and how it is proven.
+
+    * ``rollout``: ``connection`` is set only when the chain names a ``probe``; ``user`` is the
+      account the probe logs in as; ``admin``/``users`` are None.
+    * ``redis-acl`` / ``postgres``: ``connection`` and ``admin`` are always set; exactly one of
+      ``user`` / ``users``.  ``users`` (two roles) is the alternating-users scheme of
+      ``postgres`` with ``strategy: overlap``; ``username_key`` then names the key (in the
+      backend and in the Secret) that carries the active role's name.
+    """
 
     provider: ObjectRef
     method: ApplyMethod = "rollout"
-    live: LiveApply | None = None
+    connection: ProviderConnection | None = None
+    user: str | None = None
+    users: tuple[str, str] | None = None
+    username_key: str | None = None
+    admin: AdminAuth | None = None
+
+    @property
+    def live(self) -> bool:
+        return self.method != "rollout"
+
+    def admin_is_credential(self, credential_secret: SecretKeyRef) -> bool:
+        """Whether the admin authenticates with the rotated credential's own value."""
+        return self.admin is not None and (
+            self.admin.password is None or self.admin.password == credential_secret)
 
 
 @dataclass(frozen=True)
@@ -222,7 +235,7 @@ class Credential:
 
     @property
     def live_applies(self) -> tuple[ProviderApply, ...]:
-        return tuple(a for a in self.applies if a.live is not None)
+        return tuple(a for a in self.applies if a.live)
 
 
 # --------------------------------------------------------------------------- value sources
@@ -446,7 +459,7 @@ def strategy_problem(credential: Credential, strategy: str) -> str | None:
             return (f"credential {credential.name!r}: strategy overlap needs "
                     f"overlap.previousKey for provider {ref} (apply: rollout): it can hold two "
                     "values only by reading the previous one from the Secret")
-        if entry.live is not None and entry.method == "postgres" and entry.live.users is None:
+        if entry.method == "postgres" and entry.users is None:
             return (f"credential {credential.name!r}: strategy overlap on provider {ref} "
                     "(apply: postgres) needs two alternating login roles (users: [a, b]): "
                     "a PostgreSQL role holds one password at a time")

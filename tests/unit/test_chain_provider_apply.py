@@ -12,8 +12,8 @@ from rotate.chain.loader import load_chain
 from rotate.chain.model import (
     AdminAuth,
     Chain,
-    LiveApply,
     ProviderApply,
+    ProviderConnection,
     SecretKeyRef,
     ServicePortRef,
     strategy_problem,
@@ -83,29 +83,28 @@ def problems(tmp_path: Path, credentials: str) -> list[str]:
 def test_redis_acl_defaults_derive_the_service_the_user_and_self_admin(tmp_path: Path) -> None:
     cred = load(tmp_path, DRAGONFLY).credential("dragonfly")
     ref = ObjectRef("Deployment", "dragonfly", "dragonfly")
-    assert cred.apply_of(ref) == ProviderApply(ref, "redis-acl", LiveApply(
-        method="redis-acl",
-        service=ServicePortRef("dragonfly", "dragonfly", 6379),
-        admin=AdminAuth("default", None),
-        user="default",
-    ))
-    live = cred.apply_of(ref).live
-    assert live is not None and live.admin_is_credential(cred.secret)
+    applied = cred.apply_of(ref)
+    assert applied == ProviderApply(
+        ref, "redis-acl",
+        ProviderConnection("redis", ServicePortRef("dragonfly", "dragonfly", 6379)),
+        user="default", admin=AdminAuth("default", None),
+    )
+    assert applied.live and applied.admin_is_credential(cred.secret)
     # overlap needs no previousKey: the ACL user holds both passwords itself
     assert cred.overlap is None and strategy_problem(cred, "overlap") is None
 
 
 def test_postgres_alternating_users_are_built_with_their_admin(tmp_path: Path) -> None:
     cred = load(tmp_path, POSTGRES).credential("postgres")
-    live = cred.live_applies[0].live
-    assert live == LiveApply(
-        method="postgres",
-        service=ServicePortRef("db", "postgres-rw", 5433),
+    (applied,) = cred.live_applies
+    assert applied == ProviderApply(
+        ObjectRef("StatefulSet", "db", "postgres"), "postgres",
+        ProviderConnection("postgres", ServicePortRef("db", "postgres-rw", 5433),
+                           database="shop", sslmode="require"),
+        users=("shop_a", "shop_b"), username_key="username",
         admin=AdminAuth("rotator", SecretKeyRef("db", "postgres-admin", "password")),
-        users=("shop_a", "shop_b"), username_key="username", database="shop",
-        sslmode="require",
     )
-    assert not live.admin_is_credential(cred.secret)
+    assert not applied.admin_is_credential(cred.secret)
     assert strategy_problem(cred, "overlap") is None
 
 
@@ -114,8 +113,21 @@ def test_providers_without_apply_roll_out_as_before(tmp_path: Path) -> None:
         "    strategy: overlap\n", "")
     cred = load(tmp_path, text).credential("dragonfly")
     ref = cred.providers[0]
-    assert cred.apply_of(ref) == ProviderApply(ref, "rollout", None)
+    assert cred.apply_of(ref) == ProviderApply(ref, "rollout")
     assert cred.live_applies == ()
+
+
+def test_a_rollout_provider_can_name_its_probe(tmp_path: Path) -> None:
+    """provider.verify needs a protocol to prove a rollout provider from outside."""
+    text = POSTGRES.split("        apply: postgres\n")[0].replace("    strategy: overlap\n", "")
+    text += "        probe: postgres\n        user: shop\n        database: shop\n"
+    cred = load(tmp_path, text).credential("postgres")
+    applied = cred.apply_of(cred.providers[0])
+    assert applied == ProviderApply(
+        cred.providers[0], "rollout",
+        ProviderConnection("postgres", ServicePortRef("db", "postgres", 5432), database="shop"),
+        user="shop")
+    assert not applied.live and applied.admin is None
 
 
 def test_overlap_on_a_single_postgres_role_is_refused_naming_the_credential(
@@ -135,7 +147,13 @@ def test_overlap_with_a_rollout_provider_still_needs_previous_key(tmp_path: Path
 
 @pytest.mark.parametrize(("old", "new", "path", "words"), [
     ("        apply: redis-acl\n", "        user: app\n", "/providers/0/user",
+     "needs probe: redis or postgres"),
+    ("        apply: redis-acl\n", "        admin: {user: app}\n", "/providers/0/admin",
      "apply: rollout only restarts"),
+    ("        apply: redis-acl\n", "        apply: redis-acl\n        probe: redis\n",
+     "/providers/0/probe", "probe is for apply: rollout"),
+    ("        apply: redis-acl\n", "        apply: redis-acl\n        sslmode: require\n",
+     "/providers/0/sslmode", "use tls"),
     ("        apply: redis-acl\n", "        apply: redis-acl\n        users: [a, b]\n",
      "/providers/0/users", "use user"),
     ("        apply: redis-acl\n", "        apply: redis-acl\n        admin: {user: boss}\n",
