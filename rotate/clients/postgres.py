@@ -17,7 +17,7 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any, LiteralString
 
 import psycopg
@@ -120,7 +120,7 @@ class PostgresRoles:
     def endpoint(self) -> Endpoint:
         return self._endpoint
 
-    def _rows(self, operation: str, query: sql.Composable | LiteralString,
+    def _rows(self, operation: str, query: sql.Composed | sql.SQL | LiteralString,
               params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         with translated(operation), self._conn.cursor() as cur:
             cur.execute(query, params or None)
@@ -195,6 +195,32 @@ class PostgresRoles:
         return int(rows[0][0]) if rows else 0
 
     def login_ok(self, user: str, password: Secret) -> bool:
+        return PostgresLoginProbe(self._endpoint, database=self._database,
+                                  sslmode=self._sslmode, timeout=self._timeout).accepts(
+            user, password)
+
+    def close(self) -> None:
+        with suppress(psycopg.Error):
+            self._conn.close()
+
+
+class PostgresLoginProbe:
+    """A real login from outside: a fresh connection per call, closed at once."""
+
+    def __init__(self, endpoint: Endpoint, *, database: str = "postgres",
+                 sslmode: str = "prefer", timeout: float = 5.0) -> None:
+        self._endpoint = endpoint
+        self._database = database
+        self._sslmode = sslmode
+        self._timeout = timeout
+
+    @property
+    def endpoint(self) -> Endpoint:
+        return self._endpoint
+
+    def accepts(self, user: str, password: Secret) -> bool:
+        """True: logged in; False: refused (wrong password, unknown role, NOLOGIN, no CONNECT
+        on the database); TemporaryError when the server cannot be reached."""
         try:
             with translated(f"log in as {user} at {self._endpoint}"):
                 conn = _connect(self._endpoint, user, password, database=self._database,
@@ -203,12 +229,6 @@ class PostgresRoles:
             return True
         except ForbiddenError:
             return False
-
-    def close(self) -> None:
-        try:
-            self._conn.close()
-        except psycopg.Error:
-            pass
 
 
 #: Privileges granted directly to a role on databases, schemas and relations (aclexplode).

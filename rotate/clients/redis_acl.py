@@ -20,7 +20,7 @@ passwords, so the ``default`` user needs no special case here.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any
 
 import redis
@@ -101,7 +101,7 @@ class RedisAcl:
 
     def _acl(self, operation: str, *args: str) -> Any:
         with translated(operation):
-            return self._conn.execute_command("ACL", *args)
+            return self._conn.execute_command("ACL", *args)  # type: ignore[no-untyped-call]
 
     def user(self, user: str) -> AclUser:
         reply = self._acl(f"ACL GETUSER {user}", "GETUSER", user)
@@ -133,6 +133,28 @@ class RedisAcl:
                   ">" + password.reveal())
 
     def auth_ok(self, user: str, password: Secret) -> bool:
+        return RedisAuthProbe(self._endpoint, tls=self._tls, timeout=self._timeout).accepts(
+            user, password)
+
+    def close(self) -> None:
+        _close_quietly(self._conn)
+
+
+class RedisAuthProbe:
+    """``AUTH`` from outside: a fresh connection per call, closed at once."""
+
+    def __init__(self, endpoint: Endpoint, *, tls: bool = False, timeout: float = 5.0) -> None:
+        self._endpoint = endpoint
+        self._tls = tls
+        self._timeout = timeout
+
+    @property
+    def endpoint(self) -> Endpoint:
+        return self._endpoint
+
+    def accepts(self, user: str, password: Secret) -> bool:
+        """True: AUTH accepted; False: refused (WRONGPASS, disabled user); TemporaryError
+        when the server cannot be reached."""
         try:
             with translated(f"AUTH {user} at {self._endpoint}"):
                 probe = _client(self._endpoint, user, password, tls=self._tls,
@@ -145,15 +167,10 @@ class RedisAcl:
         except ForbiddenError:
             return False
 
-    def close(self) -> None:
-        _close_quietly(self._conn)
-
 
 def _close_quietly(client: redis.Redis) -> None:
-    try:
+    with suppress(rx.RedisError, OSError):
         client.close()
-    except (rx.RedisError, OSError):
-        pass
 
 
 def _text(value: Any) -> str:

@@ -255,6 +255,17 @@ class Endpoint:
         return f"{self.host}:{self.port}"
 
 
+class AuthProbe(Protocol):
+    """Authentication from outside, the way a consumer connecting now would see it."""
+
+    @property
+    def endpoint(self) -> Endpoint: ...
+
+    def accepts(self, user: str, password: Secret) -> bool:
+        """A fresh connection authenticating as ``user``: True accepted, False refused;
+        TemporaryError when the server cannot be reached."""
+
+
 @dataclass(frozen=True)
 class AclUser:
     """What ``ACL GETUSER`` says about one user (never the password hashes themselves)."""
@@ -358,3 +369,22 @@ class PostgresAdmin(Protocol):
         """A fresh login as ``user`` from outside: True accepted, False refused."""
 
     def close(self) -> None: ...
+
+
+class ProviderConnector(Protocol):
+    """Opens provider connections (real: ``rotate.clients.provider_connect.Connector``).
+
+    Admin sessions raise ForbiddenError when the admin credential is refused and
+    TemporaryError when the provider is unreachable.
+    """
+
+    def redis_admin(self, endpoint: Endpoint, user: str, password: Secret, *,
+                    tls: bool) -> RedisAclAdmin: ...
+
+    def postgres_admin(self, endpoint: Endpoint, user: str, password: Secret, *,
+                       database: str, sslmode: str) -> PostgresAdmin: ...
+
+    def redis_probe(self, endpoint: Endpoint, *, tls: bool) -> AuthProbe: ...
+
+    def postgres_probe(self, endpoint: Endpoint, *, database: str,
+                       sslmode: str) -> AuthProbe: ...

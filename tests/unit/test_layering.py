@@ -23,7 +23,8 @@ ALLOWED: dict[str, set[str]] = {
     "cli": {"cli", "engine", "core", "chain", "lab"},
 }
 #: third-party/system libraries only the client adapters may import
-ADAPTER_ONLY = {"hvac", "kubernetes", "httpx", "requests", "urllib3", "subprocess"}
+ADAPTER_ONLY = {"hvac", "kubernetes", "httpx", "requests", "urllib3", "subprocess", "redis",
+                "psycopg"}
 #: the only product modules that may reach into the lab (lazily, for `rotate lab ...`)
 LAB_GATES = {"cli/commands/lab.py", "cli/state.py"}
 
