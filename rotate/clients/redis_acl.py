@@ -48,22 +48,26 @@ def translated(operation: str) -> Iterator[None]:
         yield
     except ClientError:
         raise
-    except (rx.AuthenticationError, rx.AuthorizationError):
-        raise ForbiddenError(SYSTEM, operation, "authentication refused") from None
-    except rx.NoPermissionError:
-        raise ForbiddenError(SYSTEM, operation, "the admin user lacks the ACL permission "
-                                                "(NOPERM)") from None
-    except rx.AuthenticationWrongNumberOfArgsError:
-        raise PermanentError(SYSTEM, operation, "the server does not support ACL users "
-                                                "(Redis < 6?)") from None
-    except (rx.BusyLoadingError, rx.TryAgainError):
-        raise TemporaryError(SYSTEM, operation, "server is loading") from None
-    except (rx.ConnectionError, rx.TimeoutError, OSError):
-        raise TemporaryError(SYSTEM, operation, "unreachable") from None
-    except rx.ResponseError:
-        raise PermanentError(SYSTEM, operation, "refused by the server") from None
-    except rx.RedisError:
-        raise PermanentError(SYSTEM, operation, "failed") from None
+    except (rx.RedisError, OSError) as exc:
+        raise _translate(exc, operation) from None
+
+
+def _translate(exc: Exception, operation: str) -> ClientError:
+    if isinstance(exc, rx.AuthenticationError | rx.AuthorizationError):
+        return ForbiddenError(SYSTEM, operation, "authentication refused")
+    if isinstance(exc, rx.NoPermissionError):
+        return ForbiddenError(SYSTEM, operation, "the admin user lacks the ACL permission "
+                                                 "(NOPERM)")
+    if isinstance(exc, rx.AuthenticationWrongNumberOfArgsError):
+        return PermanentError(SYSTEM, operation, "the server does not support ACL users "
+                                                 "(Redis < 6?)")
+    if isinstance(exc, rx.BusyLoadingError | rx.TryAgainError):
+        return TemporaryError(SYSTEM, operation, "server is loading")
+    if isinstance(exc, rx.ConnectionError | rx.TimeoutError | OSError):
+        return TemporaryError(SYSTEM, operation, "unreachable")
+    if isinstance(exc, rx.ResponseError):
+        return PermanentError(SYSTEM, operation, "refused by the server")
+    return PermanentError(SYSTEM, operation, "failed")
 
 
 def _client(endpoint: Endpoint, user: str, password: Secret, *, tls: bool,
@@ -72,7 +76,7 @@ def _client(endpoint: Endpoint, user: str, password: Secret, *, tls: bool,
         host=endpoint.host, port=endpoint.port, username=user, password=password.reveal(),
         ssl=tls, socket_timeout=timeout, socket_connect_timeout=timeout,
         retry=Retry(NoBackoff(), 0), single_connection_client=True,
-        client_name="rotate", decode_responses=False, protocol=2,
+        decode_responses=False, protocol=2,
     )
 
 
@@ -154,18 +158,24 @@ class RedisAuthProbe:
 
     def accepts(self, user: str, password: Secret) -> bool:
         """True: AUTH accepted; False: refused (WRONGPASS, disabled user); TemporaryError
-        when the server cannot be reached."""
+        when the server cannot be reached.
+
+        Only AUTH is judged: redis-py authenticates while connecting, and nothing else is
+        sent, because the user may lack every other command (a NOPERM after a successful
+        AUTH still means the password was accepted).
+        """
+        operation = f"AUTH {user} at {self._endpoint}"
         try:
-            with translated(f"AUTH {user} at {self._endpoint}"):
-                probe = _client(self._endpoint, user, password, tls=self._tls,
-                                timeout=self._timeout)
-                try:
-                    probe.ping()
-                finally:
-                    _close_quietly(probe)
-            return True
-        except ForbiddenError:
+            probe = _client(self._endpoint, user, password, tls=self._tls,
+                            timeout=self._timeout)
+        except rx.AuthenticationError:
             return False
+        except rx.NoPermissionError:
+            return True
+        except (rx.RedisError, OSError) as exc:
+            raise _translate(exc, operation) from None
+        _close_quietly(probe)
+        return True
 
 
 def _close_quietly(client: redis.Redis) -> None:
