@@ -18,16 +18,8 @@ from rotate.core.errors import (
 )
 from rotate.core.scram import parse_verifier, scram_verifier
 from rotate.core.secret import Secret, generate
-from tests.adapters.provider_worlds import (  # noqa: F401  (fixtures)
-    ADMIN_PW,
-    PgWorld,
-    RedisWorld,
-    pg_world,
-    postgres,
-    redis_world,
-    unique,
-)
 from tests.provider_servers import PostgresServer, free_port
+from tests.providers.conftest import ADMIN_PW, PgWorld, RedisWorld, unique
 
 # --------------------------------------------------------------------------- redis contract
 

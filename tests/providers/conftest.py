@@ -1,6 +1,6 @@
-"""One Redis and one PostgreSQL "world" per test, real or fake, with the same set-up verbs, so
-the contract and stage tests run the same checks against both (tests/fakes_providers.py is
-held to the real adapters this way)."""
+"""Fixtures of the provider tests: one Redis and one PostgreSQL "world" per test, real or
+fake, with the same set-up verbs, so the contract and stage tests run the same checks against
+both (tests/fakes_providers.py is held to the real adapters this way)."""
 
 from __future__ import annotations
 
