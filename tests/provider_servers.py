@@ -122,7 +122,7 @@ class PostgresServer:
         with psycopg.connect(host=self.host, port=self.port, user=self.superuser,
                              password=self.superuser_password, dbname="postgres",
                              autocommit=True, passfile="/dev/null") as conn:
-            cur = conn.execute(statement, params or None)  # type: ignore[arg-type]
+            cur = conn.execute(statement, params or None)
             return list(cur.fetchall()) if cur.description is not None else []
 
 

@@ -47,6 +47,9 @@ EXIT_BY_STEP_KIND: dict[str, int] = {
     "sync.wait": 11,
     "provider.restart": 12,
     "provider.wait": 12,
+    "provider.apply": 12,  # live methods (docs/chain-file.md "Provider apply methods")
+    "provider.verify": 12,
+    "provider.retire": 12,
     "config.harvest": 13,
     "config.write": 13,
     "token.mint": 14,
