@@ -17,7 +17,7 @@ from rotate.chain.model import (
     ServicePortRef,
 )
 from rotate.clients.seams import Endpoint
-from rotate.core.errors import NotFoundError, PermanentError, RejectedError
+from rotate.core.errors import NotFoundError, PermanentError, RejectedError, StageFailed
 from rotate.core.refs import ObjectRef
 from rotate.core.secret import Secret, generate
 from rotate.core.waiting import Deadline
@@ -174,6 +174,7 @@ def test_postgres_alternating_users(pg_world: PgWorld) -> None:
     assert pa.postgres_undo_apply(w.admin, w.probe, acc, old, before).changed
     assert w.probe.accepts(a, old) and not w.probe.accepts(b, new)
     assert not w.admin.role(b).can_login
+    assert new.reveal() not in w.statements() and old.reveal() not in w.statements()
 
 
 def test_postgres_preflight_refuses_roles_with_different_grants(pg_world: PgWorld) -> None:
@@ -282,3 +283,8 @@ def test_admin_candidates() -> None:
     assert admin_pw == Secret("admin-pw")
     with pytest.raises(NotFoundError, match="admin secret"):
         access.admin_candidates(StubKube({}), named, CRED_SECRET, old, new)  # type: ignore[arg-type]
+
+
+def test_provider_steps_fail_with_exit_12() -> None:
+    for kind in ("provider.apply", "provider.verify", "provider.retire"):
+        assert StageFailed(kind, "x").exit_code == 12
