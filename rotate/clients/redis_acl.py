@@ -118,9 +118,11 @@ class RedisAcl:
                        password_count=len(passwords) if isinstance(passwords, list) else 0)
 
     def add_password(self, user: str, password: Secret) -> None:
+        self.user(user)  # ACL SETUSER would create a missing user: rotate creates nothing
         self._acl(f"ACL SETUSER {user} >(new)", "SETUSER", user, ">" + password.reveal())
 
     def remove_password(self, user: str, password: Secret) -> None:
+        self.user(user)
         try:
             self._acl(f"ACL SETUSER {user} <(old)", "SETUSER", user, "<" + password.reveal())
         except ForbiddenError:
@@ -133,6 +135,7 @@ class RedisAcl:
         return None
 
     def set_only_password(self, user: str, password: Secret) -> None:
+        self.user(user)
         self._acl(f"ACL SETUSER {user} resetpass >(new)", "SETUSER", user, "resetpass",
                   ">" + password.reveal())
 

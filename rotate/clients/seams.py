@@ -277,7 +277,10 @@ class AclUser:
 
 
 class RedisAclAdmin(Protocol):
-    """An authenticated admin connection to one Redis/Dragonfly server."""
+    """An authenticated admin connection to one Redis/Dragonfly server.
+
+    Every change raises NotFoundError for a user that does not exist (``ACL SETUSER`` alone
+    would create it, disabled): rotate never creates accounts."""
 
     @property
     def endpoint(self) -> Endpoint: ...

@@ -62,9 +62,14 @@ def test_redis_default_user_is_the_requirepass_password(redis_world: RedisWorld)
 
 
 def test_redis_unknown_user_and_refused_admin(redis_world: RedisWorld) -> None:
+    """ACL SETUSER creates a user it does not know: the adapter refuses instead."""
     w = redis_world
+    ghost = unique("nobody")
+    for change in (w.admin.add_password, w.admin.remove_password, w.admin.set_only_password):
+        with pytest.raises(NotFoundError):
+            change(ghost, generate())
     with pytest.raises(NotFoundError):
-        w.admin.user(unique("nobody"))
+        w.admin.user(ghost)
     with pytest.raises(ForbiddenError):
         w.connect("default", Secret("wrong-password"))
 
