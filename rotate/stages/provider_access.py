@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from rotate.chain.model import ProviderApply, ProviderConnection, SecretKeyRef
-from rotate.clients.seams import AuthProbe, Endpoint, Kube, ProviderConnector
+from rotate.clients.seams import AuthProbe, Endpoint, Kube, ProviderConnector, Vault
 from rotate.core.errors import ForbiddenError, NotFoundError, PermanentError, RejectedError
 from rotate.core.secret import Secret
 
@@ -89,3 +89,13 @@ def probe_for(connector: ProviderConnector, connection: ProviderConnection,
         return connector.redis_probe(endpoint, tls=connection.tls)
     return connector.postgres_probe(endpoint, database=connection.database,
                                     sslmode=connection.sslmode)
+
+
+def active_username(vault: Vault, path: str, username_key: str, version: int) -> str | None:
+    """The alternating users' active role as the backend holds it at ``version`` (None when
+    the key is absent: the first of ``users`` is active).  Not a secret, but stored wrapped
+    like every backend value."""
+    if version < 1:
+        return None
+    value = vault.read(path, version).get(username_key)
+    return value.reveal() if value is not None else None

@@ -288,3 +288,41 @@ def test_admin_candidates() -> None:
 def test_provider_steps_fail_with_exit_12() -> None:
     for kind in ("provider.apply", "provider.verify", "provider.retire"):
         assert StageFailed(kind, "x").exit_code == 12
+
+
+class StubVault:
+    """KV v2 at one path, just enough for backend.write / active_username."""
+
+    def __init__(self, first: dict[str, str]) -> None:
+        self.versions = [first]
+
+    def read_metadata(self, path: str) -> Any:
+        from rotate.clients.seams import KvMetadata
+
+        return KvMetadata(path, len(self.versions), 1, {}, {})
+
+    def read(self, path: str, version: int | None = None) -> dict[str, Secret]:
+        return {k: Secret(v) for k, v in self.versions[(version or len(self.versions)) - 1].items()}
+
+    def write(self, path: str, data: Mapping[str, Secret], *, cas: int) -> int:
+        assert cas == len(self.versions)
+        self.versions.append({k: v.reveal() for k, v in data.items()})
+        return len(self.versions)
+
+    def set_custom_metadata(self, path: str, metadata: Mapping[str, str]) -> None:
+        return None
+
+
+def test_alternating_users_username_and_password_change_in_one_version() -> None:
+    from rotate.stages import backend
+
+    vault: Any = StubVault({"password": "old-pw", "host": "db"})
+    assert access.active_username(vault, "infra/pg", "username", 1) is None
+    applied = pg_apply(users=("app_a", "app_b"))
+    acc = pa.accounts_for(applied, "overlap", access.active_username(vault, "infra/pg",
+                                                                     "username", 1))
+    w = backend.write(vault, "infra/pg", "password", Secret("new-pw"), "run-1",
+                      expected_version=1, also={"username": Secret(acc.new)})
+    assert vault.versions[-1] == {"password": "new-pw", "host": "db", "username": "app_b"}
+    assert access.active_username(vault, "infra/pg", "username", w.version) == "app_b"
+    assert pa.accounts_for(applied, "overlap", "app_b").new == "app_a"
