@@ -9,10 +9,19 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from rotate.chain.model import ProviderApply, ProviderConnection, SecretKeyRef
-from rotate.clients.seams import AuthProbe, Endpoint, Kube, ProviderConnector, Vault
+from rotate.chain.model import AdminAuth, ProviderApply, ProviderConnection, SecretKeyRef
+from rotate.clients.seams import (
+    AuthProbe,
+    Endpoint,
+    Kube,
+    PostgresAdmin,
+    ProviderConnector,
+    RedisAclAdmin,
+    Vault,
+)
 from rotate.core.errors import ForbiddenError, NotFoundError, PermanentError, RejectedError
 from rotate.core.secret import Secret
+from rotate.stages.provider_apply import Accounts, postgres_preflight, redis_preflight
 
 T = TypeVar("T")
 
@@ -99,3 +108,65 @@ def active_username(vault: Vault, path: str, username_key: str, version: int) ->
         return None
     value = vault.read(path, version).get(username_key)
     return value.reveal() if value is not None else None
+
+
+# --------------------------------------------------------------------------- opening
+
+
+def open_probe(connector: ProviderConnector, kube: Kube, applied: ProviderApply,
+               environ: Mapping[str, str]) -> AuthProbe | None:
+    """The probe provider.verify uses; None for a rollout provider without ``probe``."""
+    if applied.connection is None:
+        return None
+    endpoint = resolve_endpoint(kube, applied.connection, environ)
+    return probe_for(connector, applied.connection, endpoint)
+
+
+def open_redis_admin(connector: ProviderConnector, kube: Kube, applied: ProviderApply,
+                     candidates: Sequence[Secret],
+                     environ: Mapping[str, str]) -> RedisAclAdmin:
+    """The admin session of a ``redis-acl`` provider, with the first accepted candidate
+    (see :func:`admin_candidates`)."""
+    conn, admin = _live(applied)
+    endpoint = resolve_endpoint(kube, conn, environ)
+    return connect_first(
+        lambda pw: connector.redis_admin(endpoint, admin.user, pw, tls=conn.tls), candidates)
+
+
+def open_postgres_admin(connector: ProviderConnector, kube: Kube, applied: ProviderApply,
+                        candidates: Sequence[Secret],
+                        environ: Mapping[str, str]) -> PostgresAdmin:
+    conn, admin = _live(applied)
+    endpoint = resolve_endpoint(kube, conn, environ)
+    return connect_first(
+        lambda pw: connector.postgres_admin(endpoint, admin.user, pw, database=conn.database,
+                                            sslmode=conn.sslmode), candidates)
+
+
+def _live(applied: ProviderApply) -> tuple[ProviderConnection, AdminAuth]:
+    if applied.connection is None or applied.admin is None:
+        raise PermanentError(applied.method, f"admin of {applied.provider}",
+                             "apply: rollout has no admin connection")
+    return applied.connection, applied.admin
+
+
+def preflight(connector: ProviderConnector, kube: Kube, applied: ProviderApply,
+              credential_secret: SecretKeyRef, accounts: Accounts, current: Secret,
+              environ: Mapping[str, str]) -> str:
+    """Observe only (exit 3 on any ClientError, nothing changed): the admin Secret exists,
+    the admin authenticates (with the credential itself: the *current* value), and the
+    method's own preconditions hold (:mod:`rotate.stages.provider_apply`)."""
+    candidates = admin_candidates(kube, applied, credential_secret, current, current)[:1]
+    probe = open_probe(connector, kube, applied, environ)
+    assert probe is not None  # live methods always have a connection
+    if applied.method == "redis-acl":
+        redis = open_redis_admin(connector, kube, applied, candidates, environ)
+        try:
+            return redis_preflight(redis, probe, accounts, current)
+        finally:
+            redis.close()
+    pg = open_postgres_admin(connector, kube, applied, candidates, environ)
+    try:
+        return postgres_preflight(pg, probe, accounts, current)
+    finally:
+        pg.close()

@@ -81,7 +81,7 @@ def redis_world(request: pytest.FixtureRequest) -> Iterator[RedisWorld]:
             admin.close()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def postgres() -> Iterator[PostgresServer]:
     with postgres_server() as server:
         yield server
