@@ -1,7 +1,8 @@
 """How provider steps reach a provider: its endpoint, the admin password, the probes.
 
-Pure set-up shared by preflight, provider.apply, provider.verify and rollback; it changes
-nothing.  See :mod:`rotate.stages.provider_apply` for what is done once connected.
+Set-up shared by preflight, provider.apply, provider.verify and rollback.  Nothing here
+changes a provider (it reads the Service, the admin Secret and the backend, and logs in);
+see :mod:`rotate.stages.provider_apply` for what is done once connected.
 """
 
 from __future__ import annotations
