@@ -19,6 +19,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from rotate.chain.apply_fields import build_applies
 from rotate.chain.model import (
     AuthConfig,
     BackendConfig,
@@ -286,6 +287,7 @@ def _credential(name: str, raw: dict[str, Any]) -> Credential:
         strategy=Strategy(raw.get("strategy", "restart")),
         timeout=parse_duration(raw["timeout"]) if "timeout" in raw else None,
         overlap=OverlapConfig(overlap["previousKey"]) if overlap else None,
+        applies=build_applies(raw["providers"]),
     )
 
 

@@ -127,6 +127,89 @@ class OverlapConfig:
     previous_key: str  # key (in Vault and in the Secret) that keeps the previous value
 
 
+# --------------------------------------------------------------------------- provider apply
+
+#: How a provider takes a new value (docs/chain-file.md "Provider apply methods").
+ApplyMethod = Literal["rollout", "redis-acl", "postgres"]
+APPLY_METHODS: tuple[ApplyMethod, ...] = ("rollout", "redis-acl", "postgres")
+#: The wire protocol a provider is proven with (provider.verify): live methods imply theirs,
+#: a rollout provider names it with ``probe``.
+WireProtocol = Literal["redis", "postgres"]
+PROTOCOL_OF_METHOD: dict[str, WireProtocol] = {"redis-acl": "redis", "postgres": "postgres"}
+DEFAULT_PORT: dict[str, int] = {"redis": 6379, "postgres": 5432}
+DEFAULT_ADMIN_USER: dict[str, str] = {"redis": "default", "postgres": "postgres"}
+DEFAULT_REDIS_USER = "default"  # the requirepass password
+DEFAULT_DATABASE = "postgres"
+DEFAULT_SSLMODE = "prefer"
+
+
+@dataclass(frozen=True)
+class ServicePortRef:
+    """The provider's Service and port that rotate connects to."""
+
+    namespace: str
+    name: str
+    port: int | str  # a number, or a port name to look up in the Service
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}:{self.port}"
+
+
+@dataclass(frozen=True)
+class ProviderConnection:
+    """How rotate reaches a provider from outside: for the admin session of a live method,
+    and for the AUTH/login probes of provider.verify."""
+
+    protocol: WireProtocol
+    service: ServicePortRef
+    address_env: str | None = None  # host:port override, e.g. behind kubectl port-forward
+    tls: bool = False  # redis
+    database: str = DEFAULT_DATABASE  # postgres
+    sslmode: str = DEFAULT_SSLMODE  # postgres
+
+
+@dataclass(frozen=True)
+class AdminAuth:
+    """Who the admin connection authenticates as.
+
+    ``password`` None means "the credential itself": rotate authenticates as the rotated user
+    with its current value (the old one before the change, the new one after it).
+    """
+
+    user: str
+    password: SecretKeyRef | None = None
+
+
+@dataclass(frozen=True)
+class ProviderApply:
+    """How one provider workload takes a new value, and how it is proven.
+
+    * ``rollout``: ``connection`` is set only when the chain names a ``probe``; ``user`` is the
+      account the probe logs in as; ``admin``/``users`` are None.
+    * ``redis-acl`` / ``postgres``: ``connection`` and ``admin`` are always set; exactly one of
+      ``user`` / ``users``.  ``users`` (two roles) is the alternating-users scheme of
+      ``postgres`` with ``strategy: overlap``; ``username_key`` then names the key (in the
+      backend and in the Secret) that carries the active role's name.
+    """
+
+    provider: ObjectRef
+    method: ApplyMethod = "rollout"
+    connection: ProviderConnection | None = None
+    user: str | None = None
+    users: tuple[str, str] | None = None
+    username_key: str | None = None
+    admin: AdminAuth | None = None
+
+    @property
+    def live(self) -> bool:
+        return self.method != "rollout"
+
+    def admin_is_credential(self, credential_secret: SecretKeyRef) -> bool:
+        """Whether the admin authenticates with the rotated credential's own value."""
+        return self.admin is not None and (
+            self.admin.password is None or self.admin.password == credential_secret)
+
+
 @dataclass(frozen=True)
 class Credential:
     """``generate`` is None exactly when the value is read from stdin (``value_from``)."""
@@ -142,6 +225,19 @@ class Credential:
     timeout: float | None = None  # overrides Defaults.timeout for this credential
     overlap: OverlapConfig | None = None
     description: str = ""
+    #: One entry per provider, in ``providers`` order; empty means every provider rolls out.
+    applies: tuple[ProviderApply, ...] = ()
+
+    def apply_of(self, provider: ObjectRef) -> ProviderApply:
+        """How ``provider`` takes the new value (``rollout`` unless the chain says otherwise)."""
+        for entry in self.applies:
+            if entry.provider == provider:
+                return entry
+        return ProviderApply(provider)
+
+    @property
+    def live_applies(self) -> tuple[ProviderApply, ...]:
+        return tuple(a for a in self.applies if a.live)
 
 
 # --------------------------------------------------------------------------- value sources
@@ -300,6 +396,32 @@ def depends_on_secret(
         if isinstance(source, TemplateSource):
             todo.extend(source.refs)
     return False
+
+
+def strategy_problem(credential: Credential, strategy: str) -> str | None:
+    """Why ``strategy`` cannot run on this credential's providers, or None when it can.
+
+    The one rule behind exit 2 for "overlap on a method that cannot hold two values", used by
+    the loader (the chain's own ``strategy``) and at run time (``--strategy``):
+
+    * ``rollout`` holds two values only through ``overlap.previousKey`` (the provider reads
+      both keys of the Secret when it starts);
+    * ``redis-acl`` holds two values natively (an ACL user has several passwords);
+    * ``postgres`` never does (a role has one password): overlap needs alternating users.
+    """
+    if strategy != "overlap":
+        return None
+    for ref in credential.providers:
+        entry = credential.apply_of(ref)
+        if entry.method == "rollout" and credential.overlap is None:
+            return (f"credential {credential.name!r}: strategy overlap needs "
+                    f"overlap.previousKey for provider {ref} (apply: rollout): it can hold two "
+                    "values only by reading the previous one from the Secret")
+        if entry.method == "postgres" and entry.users is None:
+            return (f"credential {credential.name!r}: strategy overlap on provider {ref} "
+                    "(apply: postgres) needs two alternating login roles (users: [a, b]): "
+                    "a PostgreSQL role holds one password at a time")
+    return None
 
 
 def consumers_of(chain: Chain, credential_name: str) -> tuple[str, ...]:

@@ -19,6 +19,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rotate.chain.apply_fields import provider_problems
 from rotate.chain.model import RESERVED_CREDENTIAL_NAMES
 from rotate.chain.templates import is_json_pointer, template_problems, template_refs
 from rotate.core.errors import ChainFileProblem
@@ -221,6 +222,8 @@ def semantic_problems(
                 if prev is not None and prev in (secret.get("key"), bkey):
                     add([*where, "overlap", "previousKey"],
                         "previousKey must differ from the credential's key")
+            for parts, reason in provider_problems(cred):
+                add([*where, *parts], reason)
 
     services = data.get("services")
     if isinstance(services, dict):

@@ -18,6 +18,7 @@ Invariants:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from rotate.clients.seams import Vault
@@ -78,8 +79,12 @@ def _write_over(
 def write(
     vault: Vault, path: str, key: str, value: Secret, run_id: str, *, expected_version: int | None,
     previous_key: str | None = None, keep_previous: bool = True,
+    also: Mapping[str, Secret] | None = None,
 ) -> BackendWrite:
     """Write ``value`` at ``key`` as version N+1 (cas=N), keeping the other keys.
+
+    ``also``: more keys set in the same version, e.g. the active role's name of PostgreSQL
+    alternating users (``usernameKey``), so the username and the password change together.
 
     ``expected_version`` is the N the plan showed; if the path moved since, refuse rather
     than rotate on top of someone else's change.  With ``previous_key``, that key gets the
@@ -96,6 +101,7 @@ def write(
     if previous_key is not None:
         old = data.get(key)
         data[previous_key] = old if keep_previous and old is not None else value
+    data.update(also or {})
     data[key] = value
     version = _write_over(vault, path, data, run_id, n, "write")
     return BackendWrite(path, key, n, version)

@@ -25,7 +25,8 @@ ALLOWED: dict[str, set[str]] = {
     "cli": {"cli", "engine", "core", "chain", "lab"},
 }
 #: third-party/system libraries only the client adapters may import
-ADAPTER_ONLY = {"hvac", "kubernetes", "httpx", "requests", "urllib3", "subprocess"}
+ADAPTER_ONLY = {"hvac", "kubernetes", "httpx", "requests", "urllib3", "subprocess", "redis",
+                "psycopg"}
 #: product modules that may import the lab (rotate_lab, a separate distribution): none.
 #: `rotate lab ...` reaches it through the entry point rotate.plugins:lab (cli/commands/plugins.py).
 LAB_GATES: set[str] = set()

@@ -1,0 +1,323 @@
+"""Provider stage logic (rotate.stages.provider_apply / provider_access) on real servers and
+on the fakes: every act observes first (resume may repeat it), every proof is a fresh
+AUTH/login from outside, every undo restores the old password."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+
+from rotate.chain.model import (
+    AdminAuth,
+    ProviderApply,
+    ProviderConnection,
+    SecretKeyRef,
+    ServicePortRef,
+)
+from rotate.clients.seams import Endpoint
+from rotate.core.errors import NotFoundError, PermanentError, RejectedError
+from rotate.core.refs import ObjectRef
+from rotate.core.secret import Secret, generate
+from rotate.core.waiting import Deadline
+from rotate.stages import provider_access as access
+from rotate.stages import provider_apply as pa
+from tests.providers.conftest import PgWorld, RedisWorld, unique
+
+DRAGONFLY = ObjectRef("Deployment", "dragonfly", "dragonfly")
+POSTGRES = ObjectRef("StatefulSet", "db", "postgres")
+CRED_SECRET = SecretKeyRef("dragonfly", "dragonfly-password-secret", "password")
+
+
+def redis_apply(user: str, method: str = "redis-acl") -> ProviderApply:
+    conn = ProviderConnection("redis", ServicePortRef("dragonfly", "dragonfly", 6379))
+    admin = AdminAuth(user) if method != "rollout" else None
+    return ProviderApply(DRAGONFLY, method, conn, user=user, admin=admin)  # type: ignore[arg-type]
+
+
+def pg_apply(*, user: str | None = None, users: tuple[str, str] | None = None,
+             method: str = "postgres") -> ProviderApply:
+    conn = ProviderConnection("postgres", ServicePortRef("db", "postgres", 5432))
+    admin = AdminAuth("postgres", SecretKeyRef("db", "pg-admin", "password"))
+    return ProviderApply(POSTGRES, method, conn, user=user, users=users,  # type: ignore[arg-type]
+                         username_key="username" if users else None,
+                         admin=admin if method != "rollout" else None)
+
+
+def soon() -> Deadline:
+    return Deadline.after(5)
+
+
+def briefly() -> Deadline:
+    """For proofs that must fail: nothing will change, so a short deadline suffices."""
+    return Deadline.after(0.3)
+
+
+# --------------------------------------------------------------------------- redis-acl
+
+
+def test_redis_overlap_apply_retire_and_undo(redis_world: RedisWorld) -> None:
+    w = redis_world
+    user, old, new = unique("app"), generate(), generate()
+    w.create_user(user, [old.reveal()])
+    applied = redis_apply(user)
+    acc = pa.accounts_for(applied, "overlap", None)
+    assert "1 password(s)" in pa.redis_preflight(w.admin, w.probe, acc, old)
+
+    assert pa.redis_apply(w.admin, w.probe, acc, old, new, "overlap").changed
+    assert not pa.redis_apply(w.admin, w.probe, acc, old, new, "overlap").changed  # resume
+    pa.prove(w.probe, applied, acc, old, new, phase="overlap", protocol="redis",
+             deadline=soon())
+    assert pa.redis_retire(w.admin, w.probe, acc, old).changed
+    assert not pa.redis_retire(w.admin, w.probe, acc, old).changed
+    pa.prove(w.probe, applied, acc, old, new, phase="retired", protocol="redis",
+             deadline=soon())
+
+    assert pa.redis_undo_retire(w.admin, w.probe, acc, old).changed
+    assert w.probe.accepts(user, old) and w.probe.accepts(user, new)
+    assert pa.redis_undo_apply(w.admin, w.probe, acc, old, new).changed
+    assert not pa.redis_undo_apply(w.admin, w.probe, acc, old, new).changed
+    assert w.probe.accepts(user, old) and not w.probe.accepts(user, new)
+
+
+def test_redis_restart_swaps_the_default_user_with_itself_as_admin(
+        redis_world: RedisWorld) -> None:
+    """The admin is the credential itself: the old value before the swap, the new one after
+    (a resumed run connects with whichever works)."""
+    w = redis_world
+    old = Secret("admin-password-0123456789")
+    new = generate()
+    applied = redis_apply("default")
+    assert applied.admin_is_credential(CRED_SECRET)
+    acc = pa.accounts_for(applied, "restart", None)
+    candidates = (old, new)
+    admin = access.connect_first(lambda pw: w.connect("default", pw), candidates)
+    assert pa.redis_apply(admin, w.probe, acc, old, new, "restart").changed
+    pa.prove(w.probe, applied, acc, old, new, phase="cut", protocol="redis", deadline=soon())
+    resumed = access.connect_first(lambda pw: w.connect("default", pw), candidates)
+    assert not pa.redis_apply(resumed, w.probe, acc, old, new, "restart").changed
+    assert pa.redis_undo_apply(resumed, w.probe, acc, old, new).changed
+    assert w.probe.accepts("default", old) and not w.probe.accepts("default", new)
+
+
+def test_redis_preflight_refuses_a_nopass_user(redis_world: RedisWorld) -> None:
+    if redis_world.kind == "real":
+        import redis as redis_py
+
+        probe_ep = redis_world.probe.endpoint
+        with redis_py.Redis(host=probe_ep.host, port=probe_ep.port,
+                            password="admin-password-0123456789") as r:
+            r.execute_command("ACL", "SETUSER", "open", "on", "nopass", "~*", "+@read")
+    else:
+        redis_world.create_user("open", [])
+        redis_world.admin._check("open").nopass = True  # type: ignore[attr-defined]
+    acc = pa.accounts_for(redis_apply("open"), "overlap", None)
+    with pytest.raises(PermanentError, match="nopass"):
+        pa.redis_preflight(redis_world.admin, redis_world.probe, acc, generate())
+
+
+def test_redis_preflight_refuses_when_the_provider_has_another_value(
+        redis_world: RedisWorld) -> None:
+    user = unique("app")
+    redis_world.create_user(user, [generate().reveal()])
+    acc = pa.accounts_for(redis_apply(user), "overlap", None)
+    with pytest.raises(PermanentError, match="refuses the current value"):
+        pa.redis_preflight(redis_world.admin, redis_world.probe, acc, generate())
+
+
+# --------------------------------------------------------------------------- postgres
+
+
+def test_postgres_single_role_cut_and_undo(pg_world: PgWorld) -> None:
+    w = pg_world
+    role, old, new = unique("shop"), generate(), generate()
+    w.create_role(role, old.reveal())
+    applied = pg_apply(user=role)
+    acc = pa.accounts_for(applied, "restart", None)
+    assert role in pa.postgres_preflight(w.admin, w.probe, acc, old)
+    assert pa.postgres_apply(w.admin, w.probe, acc, new).changed
+    assert not pa.postgres_apply(w.admin, w.probe, acc, new).changed
+    pa.prove(w.probe, applied, acc, old, new, phase="cut", protocol="postgres",
+             deadline=soon())
+    assert pa.postgres_undo_apply(w.admin, w.probe, acc, old, {}).changed
+    assert not pa.postgres_undo_apply(w.admin, w.probe, acc, old, {}).changed
+    assert w.probe.accepts(role, old) and not w.probe.accepts(role, new)
+    assert new.reveal() not in w.statements() and old.reveal() not in w.statements()
+
+
+def test_postgres_alternating_users(pg_world: PgWorld) -> None:
+    w = pg_world
+    group, a, b = unique("grp"), unique("shop_a"), unique("shop_b")
+    old, new = generate(), generate()
+    w.create_role(a, old.reveal(), member_of=(group,))
+    w.create_role(b, None, login=False, member_of=(group,))
+    applied = pg_apply(users=(a, b))
+    acc = pa.accounts_for(applied, "overlap", None)  # no username yet: the first is active
+    assert (acc.old, acc.new) == (a, b)
+    pa.postgres_preflight(w.admin, w.probe, acc, old)
+    before = pa.postgres_before(w.admin, acc)
+    assert before == {"role": b, "could_login": False}
+
+    assert pa.postgres_apply(w.admin, w.probe, acc, new).changed
+    assert not pa.postgres_apply(w.admin, w.probe, acc, new).changed
+    pa.prove(w.probe, applied, acc, old, new, phase="overlap", protocol="postgres",
+             deadline=soon())
+    assert pa.postgres_retire(w.admin, w.probe, acc, old).changed
+    assert not pa.postgres_retire(w.admin, w.probe, acc, old).changed
+    pa.prove(w.probe, applied, acc, old, new, phase="retired", protocol="postgres",
+             deadline=soon())
+    # the next rotation starts from b
+    assert pa.accounts_for(applied, "overlap", b) == pa.Accounts(new=a, old=b)
+
+    assert pa.postgres_undo_retire(w.admin, w.probe, acc, old).changed
+    assert pa.postgres_undo_apply(w.admin, w.probe, acc, old, before).changed
+    assert w.probe.accepts(a, old) and not w.probe.accepts(b, new)
+    assert not w.admin.role(b).can_login
+    assert new.reveal() not in w.statements() and old.reveal() not in w.statements()
+
+
+def test_postgres_preflight_refuses_roles_with_different_grants(pg_world: PgWorld) -> None:
+    w = pg_world
+    a, b = unique("shop_a"), unique("shop_b")
+    old = generate()
+    w.create_role(a, old.reveal(), member_of=(unique("grp"),))
+    w.create_role(b, None, login=False)
+    acc = pa.accounts_for(pg_apply(users=(a, b)), "overlap", a)
+    with pytest.raises(PermanentError, match="same grants"):
+        pa.postgres_preflight(w.admin, w.probe, acc, old)
+
+
+def test_postgres_preflight_refuses_a_missing_role(pg_world: PgWorld) -> None:
+    acc = pa.accounts_for(pg_apply(user=unique("ghost")), "restart", None)
+    with pytest.raises(NotFoundError, match="creates nothing"):
+        pa.postgres_preflight(pg_world.admin, pg_world.probe, acc, generate())
+
+
+# --------------------------------------------------------------------------- verify fails
+
+
+def test_verify_fails_for_a_provider_that_still_holds_the_old_password(
+        pg_world: PgWorld) -> None:
+    """apply: rollout on PostgreSQL: the restart changed nothing, the role keeps its old
+    password.  provider.verify says so, names the likely cause, and leaks nothing."""
+    w = pg_world
+    role, old, new = unique("shop"), generate(), generate()
+    w.create_role(role, old.reveal())
+    applied = pg_apply(user=role, method="rollout")
+    acc = pa.accounts_for(applied, "restart", None)
+    with pytest.raises(pa.ProviderProofFailed) as info:
+        pa.prove(w.probe, applied, acc, old, new, phase="cut", protocol="postgres",
+                 deadline=briefly())
+    err = info.value
+    assert f"{role} refuses the new value" in err.message
+    assert err.hint is not None and "apply: postgres" in err.hint and "initdb" in err.hint
+    assert new.reveal() not in err.message and old.reveal() not in err.message
+
+
+def test_verify_of_a_hard_cut_fails_while_the_old_value_still_works(
+        redis_world: RedisWorld) -> None:
+    w = redis_world
+    user, old, new = unique("app"), generate(), generate()
+    w.create_user(user, [old.reveal(), new.reveal()])
+    applied = redis_apply(user, method="rollout")
+    acc = pa.accounts_for(applied, "restart", None)
+    with pytest.raises(pa.ProviderProofFailed, match="still accepts the old value") as info:
+        pa.prove(w.probe, applied, acc, old, new, phase="cut", protocol="redis",
+                 deadline=briefly())
+    assert info.value.hint is not None and "apply: redis-acl" in info.value.hint
+
+
+# --------------------------------------------------------------------------- set-up (pure)
+
+
+def test_accounts_for_alternating_users() -> None:
+    applied = pg_apply(users=("app_a", "app_b"))
+    assert pa.accounts_for(applied, "overlap", "app_b") == pa.Accounts("app_a", "app_b")
+    assert pa.accounts_for(applied, "restart", "app_b") == pa.Accounts("app_b", "app_b")
+    with pytest.raises(PermanentError, match="not one of users"):
+        pa.accounts_for(applied, "overlap", "intruder")
+
+
+class StubKube:
+    def __init__(self, objects: Mapping[tuple[str, str, str], dict[str, Any]],
+                 secrets: Mapping[tuple[str, str, str], str] | None = None) -> None:
+        self.objects, self.secrets = objects, secrets or {}
+
+    def get(self, kind: str, namespace: str | None, name: str) -> dict[str, Any]:
+        try:
+            return self.objects[(kind, namespace or "", name)]
+        except KeyError:
+            raise NotFoundError("kubernetes", f"{kind} {namespace}/{name}", "not found") from None
+
+    def read_secret_key(self, namespace: str, name: str, key: str) -> Secret | None:
+        value = self.secrets.get((namespace, name, key))
+        return Secret(value) if value is not None else None
+
+
+def test_resolve_endpoint() -> None:
+    conn = ProviderConnection("redis", ServicePortRef("dragonfly", "dragonfly", "redis"),
+                              address_env="DF_ADDR")
+    svc = {"spec": {"clusterIP": "10.0.0.7", "ports": [{"name": "redis", "port": 6379}]}}
+    kube: Any = StubKube({("Service", "dragonfly", "dragonfly"): svc})
+    assert access.resolve_endpoint(kube, conn, {}) == Endpoint("10.0.0.7", 6379)
+    assert access.resolve_endpoint(kube, conn, {"DF_ADDR": "127.0.0.1:16379"}) \
+        == Endpoint("127.0.0.1", 16379)
+    with pytest.raises(RejectedError):
+        access.resolve_endpoint(kube, conn, {"DF_ADDR": "no-port"})
+    headless = {"spec": {"clusterIP": "None",
+                         "ports": [{"name": "redis", "port": 6379, "targetPort": 7000}]}}
+    eps = {"subsets": [{"addresses": [{"ip": "127.5.0.3"}]}]}
+    kube = StubKube({("Service", "dragonfly", "dragonfly"): headless,
+                     ("Endpoints", "dragonfly", "dragonfly"): eps})
+    assert access.resolve_endpoint(kube, conn, {}) == Endpoint("127.5.0.3", 7000)
+
+
+def test_admin_candidates() -> None:
+    old, new = generate(), generate()
+    kube: Any = StubKube({}, {("db", "pg-admin", "password"): "admin-pw"})
+    self_admin = redis_apply("default")
+    assert access.admin_candidates(kube, self_admin, CRED_SECRET, old, new) == (old, new)
+    named = pg_apply(user="shop")
+    (admin_pw,) = access.admin_candidates(kube, named, CRED_SECRET, old, new)
+    assert admin_pw == Secret("admin-pw")
+    with pytest.raises(NotFoundError, match="admin secret"):
+        access.admin_candidates(StubKube({}), named, CRED_SECRET, old, new)  # type: ignore[arg-type]
+
+
+class StubVault:
+    """KV v2 at one path, just enough for backend.write / active_username."""
+
+    def __init__(self, first: dict[str, str]) -> None:
+        self.versions = [first]
+
+    def read_metadata(self, path: str) -> Any:
+        from rotate.clients.seams import KvMetadata
+
+        return KvMetadata(path, len(self.versions), 1, {}, {})
+
+    def read(self, path: str, version: int | None = None) -> dict[str, Secret]:
+        return {k: Secret(v) for k, v in self.versions[(version or len(self.versions)) - 1].items()}
+
+    def write(self, path: str, data: Mapping[str, Secret], *, cas: int) -> int:
+        assert cas == len(self.versions)
+        self.versions.append({k: v.reveal() for k, v in data.items()})
+        return len(self.versions)
+
+    def set_custom_metadata(self, path: str, metadata: Mapping[str, str]) -> None:
+        return None
+
+
+def test_alternating_users_username_and_password_change_in_one_version() -> None:
+    from rotate.stages import backend
+
+    vault: Any = StubVault({"password": "old-pw", "host": "db"})
+    assert access.active_username(vault, "infra/pg", "username", 1) is None
+    applied = pg_apply(users=("app_a", "app_b"))
+    acc = pa.accounts_for(applied, "overlap", access.active_username(vault, "infra/pg",
+                                                                     "username", 1))
+    w = backend.write(vault, "infra/pg", "password", Secret("new-pw"), "run-1",
+                      expected_version=1, also={"username": Secret(acc.new)})
+    assert vault.versions[-1] == {"password": "new-pw", "host": "db", "username": "app_b"}
+    assert access.active_username(vault, "infra/pg", "username", w.version) == "app_b"
+    assert pa.accounts_for(applied, "overlap", "app_b").new == "app_a"
