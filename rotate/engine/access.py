@@ -60,7 +60,7 @@ class VaultGrant:
     why: str
 
 
-def _dedup(perms: Iterable[Permission]) -> list[Permission]:
+def deduplicate(perms: Iterable[Permission]) -> list[Permission]:
     """First-seen order; a named permission covered by an unnamed one is dropped (so that
     every generated rule is needed and removing it is noticed)."""
     perms = list(dict.fromkeys(perms))
@@ -111,7 +111,7 @@ def permissions_needed(chain: Chain, credential: Credential) -> list[Permission]
             perms += [Permission(v, "Pod", ref.namespace) for v in ("list", "delete", "watch")]
     for ns in dict.fromkeys(ref.namespace for ref in workloads):
         perms += [Permission("list", kind, ns) for kind in VSO_KINDS]
-    return _dedup(perms)
+    return deduplicate(perms)
 
 
 def describe(perm: Permission, plural: str) -> str:
