@@ -30,8 +30,17 @@ import typer
 from typer._click.exceptions import UsageError as ClickUsageError
 from typer.core import TyperCommand, TyperGroup
 
-from rotate.cli.commands import doctor, list_cmd, resume, rollback, rotate_cmd, runs, show
-from rotate.cli.commands import rbac, vault_policy
+from rotate.cli.commands import (
+    doctor,
+    list_cmd,
+    rbac,
+    resume,
+    rollback,
+    rotate_cmd,
+    runs,
+    show,
+    vault_policy,
+)
 from rotate.cli.commands.lab import lab_app
 from rotate.cli.console import CONSOLE_KEY, Console
 from rotate.core.errors import EXIT_INTERNAL, EXIT_USAGE, RotateError

@@ -66,16 +66,17 @@ def rules(perms: Iterable[Permission]) -> list[Obj]:
         group, resource = _resource(p)
         verbs.setdefault((group, resource, p.name), set()).add(p.verb)
     grouped: dict[tuple[str, str, tuple[str, ...], bool], list[str]] = {}
-    for (group, resource, name), vs in verbs.items():
-        names = grouped.setdefault((group, resource, tuple(sorted(vs)), name is not None), [])
+    for (group, resource, name), verb_set in verbs.items():
+        key = (group, resource, tuple(sorted(verb_set)), name is not None)
+        names = grouped.setdefault(key, [])
         if name is not None:
             names.append(name)
     out: list[Obj] = []
-    for (group, resource, vs, named), names in sorted(grouped.items()):
+    for (group, resource, sorted_verbs, named), names in sorted(grouped.items()):
         rule: Obj = {"apiGroups": [group], "resources": [resource]}
         if named:
             rule["resourceNames"] = sorted(names)
-        rule["verbs"] = list(vs)
+        rule["verbs"] = list(sorted_verbs)
         out.append(rule)
     return out
 

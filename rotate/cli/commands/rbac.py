@@ -81,10 +81,9 @@ def to_yaml(objects: list[dict[str, Any]]) -> str:
 
     from ruamel.yaml import YAML
 
-    yaml = YAML(typ="safe", pure=True)
+    yaml = YAML(typ="rt")
     yaml.default_flow_style = False
     yaml.explicit_start = True
-    yaml.sort_base_mapping_type_on_output = False  # type: ignore[attr-defined]
     buffer = io.StringIO()
     yaml.dump_all(objects, buffer)
     return buffer.getvalue()
