@@ -5,8 +5,10 @@
 makes, as a :class:`Permission`; :func:`vault_grants` lists every OpenBao/Vault capability.
 Preflight and ``doctor`` check exactly these (SelfSubjectAccessReview, ``capabilities-self``);
 the generated RBAC and policy grant exactly these.  So a permission added here is checked
-and granted at once, and a request the engine makes that is missing here shows up as a
-failure of the lab proof (tests/e2e/test_least_privilege.py), not as a drift between copies.
+and granted at once.  A request the engine makes that is missing here fails the lab proof
+(tests/e2e/test_least_privilege.py: a ServiceAccount with exactly these grants rotates
+``dragonfly`` — Deployment provider and consumers, restart strategy); the StatefulSet and
+DaemonSet pod permissions and the overlap strategy are listed from the code, not proven there.
 
 Invariants:
 
