@@ -7,8 +7,9 @@ Preflight and ``doctor`` check exactly these (SelfSubjectAccessReview, ``capabil
 the generated RBAC and policy grant exactly these.  So a permission added here is checked
 and granted at once.  A request the engine makes that is missing here fails the lab proof
 (tests/e2e/test_least_privilege.py: a ServiceAccount with exactly these grants rotates
-``dragonfly`` — Deployment provider and consumers, restart strategy); the StatefulSet and
-DaemonSet pod permissions and the overlap strategy are listed from the code, not proven there.
+``dragonfly`` and ``dragonfly-acl`` — Deployment provider and consumers, restart and overlap
+strategies); the StatefulSet and DaemonSet pod permissions are listed from the code, not
+proven there.
 
 Invariants:
 

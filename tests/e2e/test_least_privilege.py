@@ -5,7 +5,8 @@ A fresh ServiceAccount bound to exactly what ``rotate rbac dragonfly`` prints (a
 vault-policy dragonfly`` prints (``bao policy write`` + ``bao token create
 -no-default-policy``):
 
-- (a) passes doctor's dragonfly checks and completes ``rotate dragonfly --confirm``;
+- (a) passes doctor's dragonfly checks and completes ``rotate dragonfly --confirm``; the
+  same for ``dragonfly-acl`` (another consumer, the overlap strategy) with its own account;
 - (b) with any single generated rule removed — every RBAC rule and every policy
   capability, the full matrix — doctor names it, and ``rotate dragonfly --confirm`` stops in
   preflight with exit 3 having changed nothing (OpenBao version, the Secret's
@@ -38,7 +39,7 @@ ROOT = Path(__file__).resolve().parents[2]
 CHAIN = ROOT / "examples" / "ecommerce" / "rotate.yaml"
 BAO = str(Path(sys.executable).parent / "bao")
 SA_NAMESPACE, SA_NAME = "rotate-system", "rotate-lp"
-POLICY = "rotate-lp"
+POLICY = SA_NAME  # grant() names the policy after the ServiceAccount
 
 
 def generated_rbac() -> list[dict[str, Any]]:
@@ -108,40 +109,48 @@ def apply(lab: Lab, objects: list[dict[str, Any]]) -> None:
     lab.kubectl_apply({"apiVersion": "v1", "kind": "List", "items": objects})
 
 
-@pytest.fixture(scope="module")
-def limited(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Limited]:
-    # The RBAC and policy as an operator gets them: from the CLI, piped to the tools.
-    rbac = lab.rotate("rbac", "dragonfly", "--service-account", f"{SA_NAMESPACE}/{SA_NAME}")
+def grant(lab: Lab, credential: str, sa_name: str, directory: Path) -> Limited:
+    """A fresh ServiceAccount and OpenBao token holding exactly what ``rotate rbac`` and
+    ``rotate vault-policy`` print for ``credential`` — as an operator gets them: from the
+    CLI, piped to kubectl and bao."""
+    sa = f"{SA_NAMESPACE}/{sa_name}"
+    rbac = lab.rotate("rbac", credential, "--service-account", sa)
     assert rbac.code == 0, rbac.output
     applied = subprocess.run(["kubectl", "apply", "-f", "-"], env=lab.process_env, text=True,
                              input=rbac.stdout, capture_output=True, timeout=30)
     assert applied.returncode == 0, applied.stderr
-    assert f"serviceaccount/{SA_NAME} created" in applied.stdout
-    objects = generated_rbac()
-    assert json.loads(lab.rotate("rbac", "dragonfly", "-o", "json", "--service-account",
-                                 f"{SA_NAMESPACE}/{SA_NAME}").stdout)["items"] == objects
+    assert f"serviceaccount/{sa_name} created" in applied.stdout
+    objects = json.loads(lab.rotate("rbac", credential, "-o", "json", "--service-account",
+                                    sa).stdout)["items"]
 
-    policy = lab.rotate("vault-policy", "dragonfly")
+    policy = lab.rotate("vault-policy", credential)
     assert policy.code == 0, policy.output
-    bao(lab, "policy", "write", POLICY, "-", stdin=policy.stdout)
-    created = json.loads(bao(lab, "token", "create", f"-policy={POLICY}", "-no-default-policy",
+    bao(lab, "policy", "write", sa_name, "-", stdin=policy.stdout)
+    created = json.loads(bao(lab, "token", "create", f"-policy={sa_name}", "-no-default-policy",
                              "-ttl=1h", "-format=json"))
-    assert created["auth"]["policies"] == [POLICY]
+    assert created["auth"]["policies"] == [sa_name]
     vault_token = created["auth"]["client_token"]
 
-    sa_token = lab.kubectl("create", "token", SA_NAME, "-n", SA_NAMESPACE).strip()
+    sa_token = lab.kubectl("create", "token", sa_name, "-n", SA_NAMESPACE).strip()
     config = json.loads(Path(lab.env["KUBECONFIG"]).read_text())
-    config["users"] = [{"name": SA_NAME, "user": {"token": sa_token}}]
-    config["contexts"] = [{"name": SA_NAME, "context": {"cluster": config["clusters"][0]["name"],
-                                                        "user": SA_NAME}}]
-    config["current-context"] = SA_NAME
-    path = tmp_path_factory.mktemp("sa") / "kubeconfig"
+    config["users"] = [{"name": sa_name, "user": {"token": sa_token}}]
+    config["contexts"] = [{"name": sa_name, "context": {"cluster": config["clusters"][0]["name"],
+                                                        "user": sa_name}}]
+    config["current-context"] = sa_name
+    path = directory / "kubeconfig"
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as fh:
         json.dump(config, fh)
     env = {**lab.process_env, "KUBECONFIG": str(path), "BAO_TOKEN": vault_token,
            "VAULT_TOKEN": vault_token}
-    yield Limited(lab, env, objects, policy.stdout)
+    return Limited(lab, env, objects, policy.stdout)
+
+
+@pytest.fixture(scope="module")
+def limited(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Limited]:
+    granted = grant(lab, "dragonfly", SA_NAME, tmp_path_factory.mktemp("sa"))
+    assert granted.rbac == generated_rbac()  # what the rule matrix below removes one by one
+    yield granted
 
 
 def _checks(res: Result) -> dict[str, dict[str, Any]]:
@@ -174,6 +183,20 @@ def test_exactly_the_generated_grants_rotate_dragonfly(limited: Limited) -> None
     assert lab.dragonfly_auth(new_password)
     for svc in ("cart", "order", "user"):
         assert lab.bootstrap(svc)["value"]["dragonfly"]["password"] == new_password
+
+
+def test_exactly_the_generated_grants_rotate_the_overlap_credential(
+        lab: Lab, tmp_path: Path) -> None:
+    """dragonfly-acl: another consumer (search) and the overlap strategy's extra steps."""
+    acl = grant(lab, "dragonfly-acl", "rotate-acl", tmp_path)
+    path = "infra/dragonfly-acl"
+    before = int(lab.bao("GET", f"secret/metadata/{path}").json()["data"]["current_version"])
+    res = acl.rotate("dragonfly-acl", "--confirm", "-o", "json")
+    assert res.code == 0, res.output
+    assert json.loads(res.stdout)["status"] == "succeeded"
+    assert "warning" not in res.stderr, res.stderr
+    after = int(lab.bao("GET", f"secret/metadata/{path}").json()["data"]["current_version"])
+    assert after > before
 
 
 def _stops_in_preflight(limited: Limited, missing: str) -> None:
