@@ -36,6 +36,8 @@ from typer.core import TyperCommand, TyperGroup
 
 from rotate.cli.commands import doctor, list_cmd, resume, rollback, rotate_cmd, runs, show
 from rotate.cli.commands.plugins import lab_app
+from rotate.cli.commands.rbac import rbac
+from rotate.cli.commands.vault_policy import vault_policy
 from rotate.cli.console import CONSOLE_KEY, Console
 from rotate.core.errors import EXIT_INTERNAL, EXIT_USAGE, RotateError
 
@@ -236,6 +238,8 @@ app.command("show")(show.show)
 app.command("resume")(resume.resume)
 app.command("rollback")(rollback.rollback)
 app.command("doctor")(doctor.doctor)
+app.command("rbac")(rbac)
+app.command("vault-policy")(vault_policy)
 app.add_typer(lab_app, name="lab")
 
 

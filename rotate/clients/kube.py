@@ -380,7 +380,8 @@ class KubeClient:
         return str((obj.get("metadata") or {}).get("resourceVersion", ""))
 
     def can_i(
-        self, verb: str, kind: str, namespace: str | None, *, subresource: str | None = None
+        self, verb: str, kind: str, namespace: str | None, *, subresource: str | None = None,
+        name: str | None = None,
     ) -> bool:
         info = kind_info(kind)
         attrs: dict[str, str] = {"verb": verb, "group": info.group, "resource": info.plural}
@@ -388,6 +389,8 @@ class KubeClient:
             attrs["namespace"] = namespace
         if subresource:
             attrs["subresource"] = subresource
+        if name:
+            attrs["name"] = name
         body = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
                 "spec": {"resourceAttributes": attrs}}
         doc = self._request("POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",

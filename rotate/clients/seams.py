@@ -141,9 +141,10 @@ class Kube(Protocol):
         """Set one key of an existing Secret (merge patch); return the new resourceVersion."""
 
     def can_i(
-        self, verb: str, kind: str, namespace: str | None, *, subresource: str | None = None
+        self, verb: str, kind: str, namespace: str | None, *, subresource: str | None = None,
+        name: str | None = None,
     ) -> bool:
-        """SelfSubjectAccessReview."""
+        """SelfSubjectAccessReview (on object ``name`` when given: RBAC resourceNames)."""
 
     def proxy_get(
         self, namespace: str, service: str, port: str | int, path: str, *, timeout: float = 5

@@ -14,8 +14,6 @@ from typing import Any
 from rotate.chain.model import (
     Chain,
     Credential,
-    SecretKeySource,
-    ServiceSource,
     consumers_of,
 )
 from rotate.clients.seams import ConfigCenter, Kube, Vault
@@ -24,6 +22,7 @@ from rotate.core.refs import ObjectRef
 from rotate.core.secret import Secret
 from rotate.core.strategy import Strategy
 from rotate.core.urls import display_url
+from rotate.engine.access import check_permissions, check_vault_capabilities, permissions_needed
 from rotate.engine.model import Adapters, Check, PreflightResult, Trap
 from rotate.engine.targets import workload_ref
 from rotate.stages import backend, harvest, rollout, sync, tokens, traps
@@ -45,72 +44,6 @@ class _Collector:
 
     def add(self, name: str, ok: bool, detail: str, fatal: bool = True) -> None:
         self.checks.append(Check(name, ok, detail, fatal))
-
-
-Permission = tuple[str, str, str | None, str | None]  # verb, kind, namespace, subresource
-
-
-def permissions_needed(chain: Chain, credential: Credential) -> list[Permission]:
-    """Every Kubernetes verb a run of ``credential`` needs (SelfSubjectAccessReview each)."""
-    perms: list[Permission] = []
-    es = credential.external_secret
-    perms += [("get", "ExternalSecret", es.namespace, None),
-              ("watch", "ExternalSecret", es.namespace, None),
-              ("patch", "ExternalSecret", es.namespace, None),
-              ("get", "Secret", credential.secret.namespace, None)]
-    lock_ns = chain.cluster.lock_namespace
-    perms += [(v, "Lease", lock_ns, None) for v in ("get", "create", "update", "delete")]
-    workloads = list(credential.providers)
-    for name in consumers_of(chain, credential.name):
-        svc = chain.services[name]
-        workloads.append(workload_ref(svc))
-        tok = svc.token
-        perms += [("get", "Secret", tok.namespace, None), ("patch", "Secret", tok.namespace, None),
-                  ("create", "Secret", tok.namespace, None)]
-        for source in svc.values.values():
-            if isinstance(source, SecretKeySource):
-                perms.append(("get", "Secret", source.namespace, None))
-            elif isinstance(source, ServiceSource) and isinstance(source.port, str):
-                perms.append(("get", "Service", source.namespace, None))
-        if svc.readyz.url is None:
-            perms.append(("get", "Service", svc.namespace, "proxy"))
-    for ref in workloads:
-        perms += [(v, ref.kind, ref.namespace, None) for v in ("get", "list", "watch", "patch")]
-        if ref.kind == "StatefulSet":
-            perms += [("get", "Pod", ref.namespace, None), ("delete", "Pod", ref.namespace, None),
-                      ("watch", "Pod", ref.namespace, None)]
-    seen: set[Permission] = set()
-    return [p for p in perms if not (p in seen or seen.add(p))]  # type: ignore[func-returns-value]
-
-
-def check_permissions(kube: Kube, perms: Iterable[Permission]) -> list[str]:
-    """The permissions the caller lacks, as "verb kind[/sub] in ns" strings."""
-    missing: list[str] = []
-    for verb, kind, ns, sub in perms:
-        if not kube.can_i(verb, kind, ns, subresource=sub):
-            what = f"{kind.lower()}s" + (f"/{sub}" if sub else "")
-            missing.append(f"{verb} {what}" + (f" in {ns}" if ns else ""))
-    return missing
-
-
-def vault_paths(chain: Chain, credential: Credential) -> tuple[str, str]:
-    mount = chain.backend.kv_mount
-    return (f"{mount}/data/{credential.backend.path}",
-            f"{mount}/metadata/{credential.backend.path}")
-
-
-def check_vault_capabilities(vault: Vault, chain: Chain, credential: Credential) -> str:
-    caps = vault.capabilities(list(vault_paths(chain, credential)))
-    lacking = []
-    for path, got in caps.items():
-        if "root" in got:
-            continue
-        for need in ("read", "update"):
-            if need not in got:
-                lacking.append(f"{need} on {path}")
-    if lacking:
-        raise NotFoundError("vault", "capabilities", "missing " + ", ".join(lacking))
-    return "read/update on " + " and ".join(caps)
 
 
 def preflight(

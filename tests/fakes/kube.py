@@ -225,7 +225,7 @@ class FakeKube:
         return rv
 
     def can_i(self, verb: str, kind: str, namespace: str | None, *,
-              subresource: str | None = None) -> bool:
+              subresource: str | None = None, name: str | None = None) -> bool:
         return (verb, kind, namespace) not in self.denied
 
     def proxy_get(self, namespace: str, service: str, port: str | int, path: str, *,

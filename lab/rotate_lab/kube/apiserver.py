@@ -38,8 +38,9 @@ from urllib.parse import parse_qs, urlsplit
 
 from rotate_lab.kube import discovery, rest, tables
 from rotate_lab.kube.apierrors import ApiError, bad_request
-from rotate_lab.kube.auth import Identity, access_review, forbidden, unauthorized
+from rotate_lab.kube.auth import Authorizer, Identity, access_review, forbidden, unauthorized
 from rotate_lab.kube.proxy import ProxyResolver, forward
+from rotate_lab.kube.rbac import RbacIdentity, ServiceAccountUser, name_from_field_selector
 from rotate_lab.kube.rest import Route
 from rotate_lab.kube.store import Store, Watch
 from rotate_lab.kube.tls import TlsMaterial
@@ -83,8 +84,10 @@ class ApiServer:
     (``port`` is the name or number from the URL, "" when absent); it raises
     :class:`ApiError` (503) or returns None when there is none.  ``logs(namespace, pod,
     container)`` serves ``pods/log`` (``kubectl logs``) when given.  ``tokens`` signs and
-    reviews service-account JWTs (a fresh in-memory key when not given).  Service-account
-    JWTs are not bearer identities of this server: only ``identities`` are.
+    reviews service-account JWTs (a fresh in-memory key when not given).  A bearer token that
+    is none of ``identities`` but a valid service-account JWT of ``tokens`` (the API server's
+    audience, the ServiceAccount still there with the same uid) is that ServiceAccount,
+    authorised by the RBAC objects in the store (:mod:`rotate_lab.kube.rbac`).
     """
 
     def __init__(self, store: Store, *, host: str = "127.0.0.1", port: int = 0,
@@ -159,14 +162,23 @@ class ApiServer:
             self._thread.join(5)
         self._tmp.cleanup()
 
-    def identify(self, header: str | None) -> Identity | None:
+    def identify(self, header: str | None) -> Authorizer | None:
         if not header or not header.startswith("Bearer "):
             return None
-        token = header[len("Bearer "):].strip().encode()
+        token = header[len("Bearer "):].strip()
         for known, identity in self.identities.items():
-            if hmac.compare_digest(known.encode(), token):
+            if hmac.compare_digest(known.encode(), token.encode()):
                 return identity
-        return None
+        return self._service_account(token)
+
+    def _service_account(self, token: str) -> RbacIdentity | None:
+        """A ServiceAccount token, reviewed as TokenReview does (audience: this server)."""
+        review = self.tokens.review(self.store, {"spec": {"token": token}})
+        user = (review.get("status") or {}).get("user") or {}
+        parts = str(user.get("username") or "").split(":")
+        if len(parts) != 4 or parts[:2] != ["system", "serviceaccount"]:
+            return None
+        return RbacIdentity(self.store, ServiceAccountUser(parts[2], parts[3]))
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -291,10 +303,13 @@ class _Handler(BaseHTTPRequestHandler):
         self._json(200, doc)
         return True
 
-    def _resource(self, identity: Identity, route: Route, query: dict[str, str],
+    def _resource(self, identity: Authorizer, route: Route, query: dict[str, str],
                   raw_query: str) -> None:
         verb = rest.verb_of(self.command, route, query)
-        if not identity.allows(verb, route.kind.group, route.resource):
+        name = route.name
+        if name is None and verb in ("list", "watch"):
+            name = name_from_field_selector(query.get("fieldSelector"))
+        if not identity.allows(verb, route.kind.group, route.resource, route.namespace, name):
             raise forbidden(identity.name, verb, route.kind.group, route.resource,
                             route.namespace, route.name)
         if route.sub == "proxy":
@@ -318,7 +333,7 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._json(*rest.serve(self.server.api.store, verb, req))
 
-    def _virtual(self, identity: Identity, route: Route, body: dict[str, Any]) -> Any:
+    def _virtual(self, identity: Authorizer, route: Route, body: dict[str, Any]) -> Any:
         """The create-only answers that store nothing."""
         tokens, store = self.server.api.tokens, self.server.api.store
         if route.sub == "token":

@@ -1,13 +1,14 @@
-"""Who is calling and what they may do: bearer-token identities with RBAC-like rules.
+"""Who is calling and what they may do: bearer-token identities with RBAC-like rules, and
+ServiceAccount tokens authorised by the RBAC objects in the store (:mod:`rotate_lab.kube.rbac`).
 
-The same :meth:`Identity.allows` answers every request and every SelfSubjectAccessReview, so
+The same ``allows`` answers every request and every SelfSubjectAccessReview, so
 ``rotate doctor`` (which asks SSAR) and the real calls it predicts cannot disagree.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from rotate_lab.kube.apierrors import ApiError
 
@@ -33,6 +34,22 @@ class Rule:
                 and (resource in self.resources or "*" in self.resources))
 
 
+class Authorizer(Protocol):
+    """A caller: its user name, and whether (and why) it may make a request.  ``namespace``
+    is None for cluster-scoped requests; ``name`` is the object's (None for create, and for a
+    list or watch without a ``metadata.name`` field selector)."""
+
+    @property
+    def name(self) -> str: ...
+
+    def allows(self, verb: str, group: str, resource: str, namespace: str | None = None,
+               name: str | None = None) -> bool: ...
+
+    def reason(self, verb: str, group: str, resource: str, namespace: str | None = None,
+               name: str | None = None) -> str:
+        """Why it is allowed, as kube-apiserver words it; "" exactly when it is not."""
+
+
 @dataclass(frozen=True)
 class Identity:
     """A user: allowed when some ``allow`` rule matches and no ``deny`` rule does."""
@@ -41,12 +58,15 @@ class Identity:
     allow: tuple[Rule, ...]
     deny: tuple[Rule, ...] = ()
 
-    def allows(self, verb: str, group: str, resource: str) -> bool:
+    def allows(self, verb: str, group: str, resource: str, namespace: str | None = None,
+               name: str | None = None) -> bool:
+        """Namespace and object name do not matter to these fixed rule lists."""
         if any(r.matches(verb, group, resource) for r in self.deny):
             return False
         return any(r.matches(verb, group, resource) for r in self.allow)
 
-    def reason(self, verb: str, group: str, resource: str) -> str:
+    def reason(self, verb: str, group: str, resource: str, namespace: str | None = None,
+               name: str | None = None) -> str:
         if self.allows(verb, group, resource):
             return f'RBAC: allowed by ClusterRoleBinding "{self.name}" of ClusterRole ' \
                    f'"{self.name}" to User "{self.name}"'
@@ -100,7 +120,7 @@ def forbidden(user: str, verb: str, group: str, resource: str, namespace: str | 
         f'"{group}"{where}', details=details)
 
 
-def access_review(identity: Identity, body: dict[str, Any]) -> dict[str, Any]:
+def access_review(identity: Authorizer, body: dict[str, Any]) -> dict[str, Any]:
     """Answer a SelfSubjectAccessReview body truthfully from ``identity``'s rules."""
     spec = body.get("spec") if isinstance(body.get("spec"), dict) else {}
     assert isinstance(spec, dict)
@@ -110,8 +130,9 @@ def access_review(identity: Identity, body: dict[str, Any]) -> dict[str, Any]:
         if attrs.get("subresource"):
             resource = f"{resource}/{attrs['subresource']}"
         verb, group = str(attrs.get("verb") or ""), str(attrs.get("group") or "")
-        allowed = identity.allows(verb, group, resource)
-        reason = identity.reason(verb, group, resource)
+        namespace, name = attrs.get("namespace") or None, attrs.get("name") or None
+        reason = identity.reason(verb, group, resource, namespace, name)
+        allowed = reason != ""
     else:  # nonResourceAttributes: discovery and health paths are open to every user
         allowed, reason = True, "non-resource URLs are readable by every lab user"
     status: dict[str, Any] = {"allowed": allowed}

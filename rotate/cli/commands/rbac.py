@@ -1,0 +1,89 @@
+"""``rotate rbac [CREDENTIAL]... -o yaml|json`` — the Kubernetes RBAC a rotation needs.
+
+Prints a ServiceAccount, a Role + RoleBinding per namespace and a ClusterRole +
+ClusterRoleBinding for the cluster-scoped permissions, granting exactly what ``doctor`` and
+preflight check (:mod:`rotate.engine.access`), for the named credentials (all when none is
+named).  Apply it with ``rotate rbac | kubectl apply -f -``.  Reads the chain file only.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+from typing import Annotated, Any
+
+import typer
+
+from rotate.cli.console import console_for
+from rotate.cli.options import DEFAULT_CHAIN, Chain, Common
+from rotate.cli.state import state_of
+
+DEFAULT_SERVICE_ACCOUNT = "rotate-system/rotate"
+_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+
+
+class ManifestFormat(StrEnum):
+    yaml = "yaml"
+    json = "json"
+
+
+def _service_account(text: str) -> tuple[str, str]:
+    namespace, sep, name = text.partition("/")
+    if not sep or not _LABEL.match(namespace) or not _NAME.match(name):
+        raise typer.BadParameter("expected NAMESPACE/NAME (lowercase RFC 1123 names), "
+                                 f"e.g. {DEFAULT_SERVICE_ACCOUNT}",
+                                 param_hint="'--service-account'")
+    return namespace, name
+
+
+Credentials = Annotated[list[str] | None, typer.Argument(
+    metavar="CREDENTIAL", show_default=False,
+    help="Credentials whose rotation the grants cover [default: all in the chain file].")]
+ServiceAccount = Annotated[str, typer.Option(
+    "--service-account", metavar="NS/NAME", help="The ServiceAccount rotate runs as.")]
+ManifestOutput = Annotated[ManifestFormat, typer.Option(
+    "-o", "--output", case_sensitive=False,
+    help="yaml: one document per object; json: one v1 List.")]
+
+
+def selected(ctx: typer.Context, chain_file: Any, names: list[str] | None) -> tuple[Any, list[Any]]:
+    """The loaded chain and the named credentials (all of them when none is named)."""
+    engine = state_of(ctx).engine()
+    chain = engine.load_chain(Common(chain=chain_file).engine_options(engine))
+    wanted = list(dict.fromkeys(names or chain.credentials))
+    return chain, [chain.credential(name) for name in wanted]
+
+
+def rbac(
+    ctx: typer.Context,
+    credentials: Credentials = None,
+    chain: Chain = DEFAULT_CHAIN,
+    output: ManifestOutput = ManifestFormat.yaml,
+    service_account: ServiceAccount = DEFAULT_SERVICE_ACCOUNT,
+) -> None:
+    """Kubernetes RBAC for a rotation: ServiceAccount, Roles, bindings."""
+    namespace, name = _service_account(service_account)
+    console = console_for(ctx, output)
+    loaded, creds = selected(ctx, chain, credentials)
+    from rotate.engine.grants import ServiceAccountRef, rbac_objects
+
+    objects = rbac_objects(loaded, creds, ServiceAccountRef(namespace, name))
+    if output is ManifestFormat.json:
+        console.json({"apiVersion": "v1", "kind": "List", "items": objects})
+        return
+    typer.echo(to_yaml(objects), nl=False)
+
+
+def to_yaml(objects: list[dict[str, Any]]) -> str:
+    """Kubernetes-style YAML: ``---`` before each document, lists not indented (as kubectl)."""
+    import io
+
+    from ruamel.yaml import YAML
+
+    yaml = YAML(typ="rt")
+    yaml.default_flow_style = False
+    yaml.explicit_start = True
+    buffer = io.StringIO()
+    yaml.dump_all(objects, buffer)
+    return buffer.getvalue()

@@ -1,0 +1,184 @@
+"""What a run of one credential may do: the one list behind ``doctor``, preflight,
+``rotate rbac`` and ``rotate vault-policy``.
+
+:func:`permissions_needed` lists every Kubernetes request a run (rotate, resume, rollback)
+makes, as a :class:`Permission`; :func:`vault_grants` lists every OpenBao/Vault capability.
+Preflight and ``doctor`` check exactly these (SelfSubjectAccessReview, ``capabilities-self``);
+the generated RBAC and policy grant exactly these.  So a permission added here is checked
+and granted at once.  A request the engine makes that is missing here fails the lab proof
+(tests/e2e/test_least_privilege.py: a ServiceAccount with exactly these grants rotates
+``dragonfly`` and ``dragonfly-acl`` — Deployment provider and consumers, restart and overlap
+strategies); the StatefulSet and DaemonSet pod permissions are listed from the code, not
+proven there.
+
+Invariants:
+
+* ``name`` is set only where the request names its object *and* RBAC can restrict it:
+  never on ``create`` (the name is in the body, RBAC cannot see it), never on a ``list`` or
+  ``watch`` the engine makes without a ``metadata.name`` field selector (Pods, VSO objects).
+  ``KubeClient.watch(name=...)`` sends that field selector, so a named watch is restricted.
+* The list is deduplicated and in first-seen order, so the output is deterministic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from rotate.chain.model import (
+    Chain,
+    Credential,
+    SecretKeySource,
+    ServiceSource,
+    consumers_of,
+)
+from rotate.clients.seams import Kube, Vault
+from rotate.core.errors import ForbiddenError, NotFoundError
+from rotate.core.refs import ObjectRef
+from rotate.engine.lock import lease_name
+from rotate.stages.rollout import VSO_KINDS
+
+#: what preflight and doctor call to learn the token's capabilities
+CAPABILITIES_SELF = "sys/capabilities-self"
+
+
+@dataclass(frozen=True)
+class Permission:
+    """``verb`` on ``kind`` (``/subresource``) in ``namespace`` (None: cluster-scoped), on the
+    object ``name`` when set, on any object of the kind otherwise."""
+
+    verb: str
+    kind: str
+    namespace: str | None
+    subresource: str | None = None
+    name: str | None = None
+
+
+@dataclass(frozen=True)
+class VaultGrant:
+    """Capabilities on one OpenBao/Vault API path (``secret/data/infra/dragonfly``)."""
+
+    path: str
+    capabilities: tuple[str, ...]
+    why: str
+
+
+def deduplicate(perms: Iterable[Permission]) -> list[Permission]:
+    """First-seen order; a named permission covered by an unnamed one is dropped (so that
+    every generated rule is needed and removing it is noticed)."""
+    perms = list(dict.fromkeys(perms))
+    unnamed = {(p.verb, p.kind, p.namespace, p.subresource) for p in perms if p.name is None}
+    return [p for p in perms
+            if p.name is None or (p.verb, p.kind, p.namespace, p.subresource) not in unnamed]
+
+
+def permissions_needed(chain: Chain, credential: Credential) -> list[Permission]:
+    """Every Kubernetes request a run of ``credential`` makes (SelfSubjectAccessReview each)."""
+    perms: list[Permission] = []
+    es = credential.external_secret
+    perms += [Permission(v, "ExternalSecret", es.namespace, name=es.name)
+              for v in ("get", "watch", "patch")]
+    sec = credential.secret
+    perms.append(Permission("get", "Secret", sec.namespace, name=sec.name))
+    lock_ns = chain.cluster.lock_namespace
+    perms.append(Permission("get", "Namespace", None, name=lock_ns))
+    perms.append(Permission("create", "Lease", lock_ns))
+    perms += [Permission(v, "Lease", lock_ns, name=lease_name(credential.name))
+              for v in ("get", "update", "delete")]
+    workloads = list(credential.providers)
+    for svc_name in consumers_of(chain, credential.name):
+        svc = chain.services[svc_name]
+        workloads.append(ObjectRef(svc.workload.kind, svc.namespace, svc.workload.name))
+        tok = svc.token
+        perms += [Permission(v, "Secret", tok.namespace, name=tok.name) for v in ("get", "patch")]
+        perms.append(Permission("create", "Secret", tok.namespace))
+        for source in svc.values.values():
+            if isinstance(source, SecretKeySource):
+                perms.append(Permission("get", "Secret", source.namespace, name=source.name))
+            elif isinstance(source, ServiceSource) and isinstance(source.port, str):
+                perms.append(Permission("get", "Service", source.namespace, name=source.name))
+        ready = svc.readyz
+        if ready.url is None:
+            service = ready.service or svc.name
+            # the service proxy's object name is "NAME:PORT", as KubeClient.proxy_get sends it
+            perms.append(Permission("get", "Service", svc.namespace, "proxy",
+                                    name=f"{service}:{ready.port or ''}"))
+            if ready.service:
+                perms.append(Permission("get", "Service", svc.namespace, name=ready.service))
+    for ref in workloads:
+        perms += [Permission(v, ref.kind, ref.namespace, name=ref.name)
+                  for v in ("get", "watch", "patch")]
+        if ref.kind == "StatefulSet":  # OnDelete: pods deleted by ordinal, watched in the ns
+            perms += [Permission(v, "Pod", ref.namespace) for v in ("get", "delete", "watch")]
+        elif ref.kind == "DaemonSet":  # OnDelete: its pods found by listing, then deleted
+            perms += [Permission(v, "Pod", ref.namespace) for v in ("list", "delete", "watch")]
+    for ns in dict.fromkeys(ref.namespace for ref in workloads):
+        perms += [Permission("list", kind, ns) for kind in VSO_KINDS]
+    return deduplicate(perms)
+
+
+def describe(perm: Permission, plural: str) -> str:
+    """``patch deployments in shop`` — the words doctor prints (without the name)."""
+    what = plural + (f"/{perm.subresource}" if perm.subresource else "")
+    return f"{perm.verb} {what}" + (f" in {perm.namespace}" if perm.namespace else "")
+
+
+def check_permissions(kube: Kube, perms: Iterable[Permission]) -> list[str]:
+    """The permissions the caller lacks, as ``verb kind[/sub] in ns (names)`` strings, one
+    per verb and resource, naming the objects when the permission is for named ones."""
+    from rotate.clients.kube import kind_info
+
+    missing: dict[str, list[str]] = {}
+    for perm in perms:
+        if not kube.can_i(perm.verb, perm.kind, perm.namespace, subresource=perm.subresource,
+                          name=perm.name):
+            names = missing.setdefault(describe(perm, kind_info(perm.kind).plural), [])
+            if perm.name:
+                names.append(perm.name)
+    return [what + (f" ({', '.join(names)})" if names else "") for what, names in missing.items()]
+
+
+# --------------------------------------------------------------------------- OpenBao / Vault
+
+
+def vault_grants(chain: Chain, credential: Credential) -> list[VaultGrant]:
+    """The KV v2 paths a run of ``credential`` uses and the capabilities on each.
+
+    ``create`` on both: the path may be new (the first run writes v1, and the custom
+    metadata before it); KV v2 asks for ``create`` rather than ``update`` then.
+    """
+    mount, path = chain.backend.kv_mount, credential.backend.path
+    return [
+        VaultGrant(f"{mount}/data/{path}", ("create", "read", "update"),
+                   "read the current and older versions; write the new one (check-and-set)"),
+        VaultGrant(f"{mount}/metadata/{path}", ("create", "read", "update"),
+                   "current version; custom metadata naming the run"),
+    ]
+
+
+def capabilities_self_grant() -> VaultGrant:
+    """Not per credential: preflight and doctor ask the token's own capabilities."""
+    return VaultGrant(CAPABILITIES_SELF, ("update",),
+                      "preflight and doctor check the capabilities above")
+
+
+def vault_paths(chain: Chain, credential: Credential) -> tuple[str, ...]:
+    return tuple(g.path for g in vault_grants(chain, credential))
+
+
+def check_vault_capabilities(vault: Vault, chain: Chain, credential: Credential) -> str:
+    grants = vault_grants(chain, credential)
+    try:
+        caps = vault.capabilities([g.path for g in grants])
+    except ForbiddenError:
+        raise NotFoundError("vault", "capabilities", "forbidden: the token is invalid or lacks "
+                            f"update on {CAPABILITIES_SELF}") from None
+    lacking = []
+    for grant in grants:
+        got = caps.get(grant.path, [])
+        if "root" in got:
+            continue
+        lacking += [f"{need} on {grant.path}" for need in grant.capabilities if need not in got]
+    if lacking:
+        raise NotFoundError("vault", "capabilities", "missing " + ", ".join(lacking))
+    return "/".join(grants[0].capabilities) + " on " + " and ".join(g.path for g in grants)

@@ -1,0 +1,71 @@
+"""rotate/engine/access.py: the one permission list, and the checks built on it."""
+
+from __future__ import annotations
+
+import pytest
+
+from rotate.chain.loader import load_chain
+from rotate.core.errors import ForbiddenError, NotFoundError
+from rotate.engine.access import (
+    Permission,
+    check_permissions,
+    check_vault_capabilities,
+    permissions_needed,
+)
+from rotate.engine.lock import lease_name
+from tests.fakes import FakeKube, FakeVault
+from tests.paths import EXAMPLE_CHAIN
+
+CHAIN = EXAMPLE_CHAIN
+
+
+def test_named_where_rbac_can_restrict_and_only_there() -> None:
+    chain = load_chain(CHAIN)
+    perms = permissions_needed(chain, chain.credential("dragonfly"))
+    assert len(perms) == len(set(perms))
+    assert Permission("create", "Lease", "rotate-system") in perms
+    assert Permission("update", "Lease", "rotate-system",
+                      name=lease_name("dragonfly")) in perms
+    assert Permission("get", "Namespace", None, name="rotate-system") in perms
+    assert Permission("get", "Service", "shop", "proxy", name="cart:http") in perms
+    assert not [p for p in perms if p.verb in ("create", "list") and p.name]
+    # named watches only: the kube adapter sends a metadata.name field selector for them
+    assert {p.kind for p in perms if p.verb == "watch"} == {"ExternalSecret", "Deployment"}
+
+
+class NamedKube(FakeKube):
+    def __init__(self, refused: set[tuple[str, str, str | None]]) -> None:
+        super().__init__()
+        self.refused = refused
+
+    def can_i(self, verb: str, kind: str, namespace: str | None, *,
+              subresource: str | None = None, name: str | None = None) -> bool:
+        return (verb, kind, name) not in self.refused
+
+
+def test_check_permissions_names_the_objects() -> None:
+    chain = load_chain(CHAIN)
+    perms = permissions_needed(chain, chain.credential("dragonfly"))
+    kube = NamedKube({("patch", "Deployment", "cart"), ("patch", "Deployment", "user"),
+                      ("create", "Lease", None)})
+    assert check_permissions(kube, perms) == ["create leases in rotate-system",
+                                              "patch deployments in shop (cart, user)"]
+
+
+def test_vault_capabilities_come_from_the_grant_list() -> None:
+    chain = load_chain(CHAIN)
+    cred = chain.credential("dragonfly")
+    vault = FakeVault()
+    assert check_vault_capabilities(vault, chain, cred).startswith("create/read/update on ")
+    vault.capability_map["secret/metadata/infra/dragonfly"] = ["read", "update"]
+    with pytest.raises(NotFoundError) as exc:
+        check_vault_capabilities(vault, chain, cred)
+    assert "missing create on secret/metadata/infra/dragonfly" in exc.value.message
+
+    def refuse(paths: object) -> dict[str, list[str]]:
+        raise ForbiddenError("vault", "check capabilities", "not allowed", status=403)
+
+    vault.capabilities = refuse  # type: ignore[method-assign]
+    with pytest.raises(NotFoundError) as exc:
+        check_vault_capabilities(vault, chain, cred)
+    assert "update on sys/capabilities-self" in exc.value.message
