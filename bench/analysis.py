@@ -133,6 +133,8 @@ class Row:
     failed: Mapping[str, float]
     windows: Mapping[str, float]
     exit_codes: tuple[int, ...]
+    failed_total: float = 0.0
+    critical_path: float | None = None
 
 
 def _median(values: Iterable[float | None]) -> float | None:
@@ -156,7 +158,9 @@ def summarize(results: Sequence[RunResult], services: Sequence[str]) -> list[Row
             vs_critical=_median(vs_cp), vs_runbook=_median(vs_rb),
             failed={s: statistics.median(_outcome(r, s).failed for r in mine) for s in services},
             windows={s: statistics.median(_outcome(r, s).window for r in mine) for s in services},
-            exit_codes=tuple(r.exit_code for r in mine)))
+            exit_codes=tuple(r.exit_code for r in mine),
+            failed_total=statistics.median(r.failed for r in mine),
+            critical_path=_median(r.critical_path.total for r in mine)))
     return rows
 
 
@@ -181,9 +185,25 @@ def render_table(rows: Sequence[Row], services: Sequence[str]) -> str:
         windows = ", ".join(f"{s} {r.windows[s]:.1f} s" for s in shown)
         if quiet:
             failed = ", ".join(x for x in (failed, f"{len(quiet)} others 0") if x)
-        total = sum(r.failed.values())
+        total = r.failed_total
         lines.append("| " + " | ".join([
             r.kind, str(r.runs), f"{r.wall:.1f} s", _num(r.vs_critical, ".2f"),
             _num(r.vs_runbook, ".2f"), f"**{total:g}**: {failed}", windows or "0",
             " ".join(str(c) for c in r.exit_codes)]) + " |")
     return "\n".join(lines)
+
+
+def render_critical_path(results: Sequence[RunResult]) -> str:
+    """One line: the median critical path and its parts over every measured run."""
+    cps = [r.critical_path for r in results]
+    if not cps:
+        return ""
+
+    def med(values: Iterable[float | None]) -> str:
+        return _num(_median(values), ".2f")
+
+    return (f"critical path (median of {len(cps)} runs): {med(c.total for c in cps)} s = "
+            f"ESO reaction {med(c.eso_reaction for c in cps)} + provider rollout "
+            f"{med(c.provider_rollout for c in cps)} + slowest consumer rollouts at "
+            f"max-parallel {cps[0].max_parallel} {med(c.consumers for c in cps)} + readyz "
+            f"{_num(_median(c.readyz for c in cps), '.3f')}")

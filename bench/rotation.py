@@ -99,12 +99,14 @@ def one_run(kind: str, i: int, args: argparse.Namespace, lab: Lab, targets: list
         argv = [tool("rotate"), params.credential, "--confirm", "--strategy", params.strategy,
                 "--max-parallel", str(params.max_parallel), "--state-dir", str(state)]
         return measure(kind, i, argv, env, lab, targets, params, args.rps,
-                       out / "logs" / f"rotate-{i}.log", lambda: journal_steps(state))
+                       out / "logs" / f"rotate-{i}.log",
+                       lambda started: journal_steps(state, started))
     marks = state / "steps.txt"
     env.update(params.runbook_env(), BAO=tool("bao"), RUNBOOK_STEPS=str(marks))
     argv = ["bash", str(ROOT / "bench" / "runbook.sh")]
     return measure(kind, i, argv, env, lab, targets, params, args.rps,
-                   out / "logs" / f"runbook-{i}.log", lambda: runbook_steps(marks))
+                   out / "logs" / f"runbook-{i}.log",
+                   lambda started: runbook_steps(marks, started))
 
 
 def to_result(seg: Segment, services: list[str]) -> analysis.RunResult:
@@ -144,6 +146,12 @@ def write_outputs(out: Path, args: argparse.Namespace, segs: list[Segment],
                  for r, g in zip(results, segs, strict=True)],
     }
     (out / "results.json").write_text(json.dumps(doc, indent=2) + "\n")
+    (out / "samples").mkdir(exist_ok=True)
+    for g in segs:
+        with open(out / "samples" / f"{g.kind}-{g.index}.csv", "w") as fh:
+            fh.write("service,sent_epoch,ok,latency_s\n")
+            fh.writelines(f"{x.service},{x.sent:.4f},{int(x.ok)},{x.latency:.4f}\n"
+                          for x in g.samples)
     walls = {k: sorted((s for s in segs if s.kind == k), key=lambda s: s.wall) for k in KINDS}
     rotates = walls["rotate"] or walls["runbook"]
     pick = rotates[len(rotates) // 2].index  # the median rotate run, and its runbook twin
@@ -194,7 +202,8 @@ def run(args: argparse.Namespace) -> int:
                       f"{sum(not s.ok for s in seg.samples)} failed requests", file=sys.stderr)
         segs.sort(key=lambda s: (KINDS.index(s.kind), s.index))
         results = [to_result(s, services) for s in segs]
-        table = analysis.render_table(analysis.summarize(results, services), services)
+        table = (analysis.render_table(analysis.summarize(results, services), services)
+                 + "\n\n" + analysis.render_critical_path(results))
         print(table)
         write_outputs(out, args, segs, results, services, table, params)
         print(f"\nresults: {out / 'results.json'}\ntimeline: {out / 'timeline.svg'}\n"

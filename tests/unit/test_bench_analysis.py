@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from bench import analysis, chain_params, observed, timeline
-from bench.measure import runbook_steps
+from bench.measure import journal_steps, runbook_steps
 
 
 def samples(service: str, spec: list[tuple[float, bool]]) -> list[analysis.Sample]:
@@ -141,3 +141,23 @@ def test_timeline_is_well_formed_svg_with_a_tick_per_failure() -> None:
     ticks = [e for e in root.iter("{http://www.w3.org/2000/svg}line")
              if e.get("stroke") == "#d7191c"]
     assert len(ticks) == 3
+
+
+def test_journal_steps_start_with_the_cli_start_up(tmp_path: Path) -> None:
+    run = tmp_path / "runs" / "r1"
+    run.mkdir(parents=True)
+    (run / "journal.jsonl").write_text(
+        '{"ts": "2026-01-01T00:00:02Z", "event": "run.start", "data": {}}\n'
+        '{"ts": "2026-01-01T00:00:02Z", "event": "step.start", "index": 1, "kind": '
+        '"sync.wait", "target": "df/pw", "data": {}}\n'
+        '{"ts": "2026-01-01T00:00:03.5Z", "event": "step.done", "index": 1, "kind": '
+        '"sync.wait", "target": "df/pw", "data": {}}\n')
+    began = 1767225600.0 + 0.5  # 2026-01-01T00:00:00.5Z
+    steps = journal_steps(tmp_path, began)
+    assert [(s.kind, round(s.end - s.start, 2)) for s in steps] == [
+        ("start-up+plan", 1.5), ("sync.wait", 1.5)]
+
+
+def test_critical_path_line_names_its_parts() -> None:
+    line = analysis.render_critical_path([_result("rotate", 0, 18.0, 3)])
+    assert line.startswith("critical path (median of 1 runs): 9.00 s = ESO reaction 1.00")
