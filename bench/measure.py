@@ -86,7 +86,7 @@ def readyz_rtt(target: Target, tries: int = 5) -> float | None:
 
 def measure(kind: str, index: int, argv: Sequence[str], env: dict[str, str], lab: Lab,
             targets: Sequence[Target], params: ChainParams, rps: float, log: Path,
-            steps_of: Callable[[float], list[Step]]) -> Segment:
+            steps_of: Callable[[float, float], list[Step]]) -> Segment:
     watch_started = time.time()
     pods_w, es_w = Watcher(lab, "pods"), Watcher(lab, "externalsecrets")
     load: Load | None = None
@@ -115,7 +115,7 @@ def measure(kind: str, index: int, argv: Sequence[str], env: dict[str, str], lab
             load.stop()
         pod_events, es_events = pods_w.stop(), es_w.stop()
     lives = pod_lives(pod_events, watch_started)
-    steps: list[Step] = steps_of(started)
+    steps: list[Step] = steps_of(started, ended)
     return Segment(kind, index, t0, started, ended, t1, code, samples, lives, steps,
                    _critical_path(lives, es_events, params, targets, started))
 
@@ -145,20 +145,23 @@ def _epoch(stamp: str) -> float:
     return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
 
 
-def journal_steps(state_dir: Path, started: float) -> list[Step]:
-    """step.start/step.done pairs of the (one) run journaled under ``state_dir``, after a
-    synthetic first step: from the command's start to its first journaled step, the run
-    starts Python, loads the chain file and plans."""
+def journal_steps(state_dir: Path, started: float, ended: float) -> list[Step]:
+    """step.start/step.done pairs of the (one) run journaled under ``state_dir``, between
+    two synthetic steps: from the command's start to its first journaled step (Python
+    starts, the chain file is loaded, the plan made), and from the last journal record to
+    the process's exit (report, lock release, shutdown)."""
     journals = sorted(state_dir.glob("runs/*/journal.jsonl"))
     if not journals:
         return []
     open_: dict[int, tuple[str, str, float]] = {}
     steps: list[Step] = []
+    last = started
     for line in journals[-1].read_text().splitlines():
         try:
             rec = json.loads(line)
         except ValueError:
             break
+        last = max(last, _epoch(rec["ts"]))
         if "index" not in rec:
             continue
         if rec["event"] == "step.start":
@@ -169,10 +172,12 @@ def journal_steps(state_dir: Path, started: float) -> list[Step]:
     if steps and steps[0].start > started:
         steps.insert(0, Step("start-up+plan", "before the first journaled step", started,
                              steps[0].start))
+    if steps and ended > last:
+        steps.append(Step("exit", "after the last journal record", last, ended))
     return steps
 
 
-def runbook_steps(marks: Path, started: float = 0.0) -> list[Step]:
+def runbook_steps(marks: Path, started: float = 0.0, ended: float = 0.0) -> list[Step]:
     """``EPOCH start|end STEP TARGET`` lines written by runbook.sh."""
     open_: dict[tuple[str, str], float] = {}
     steps: list[Step] = []

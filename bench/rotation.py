@@ -15,6 +15,7 @@ import argparse
 import json
 import os
 import signal
+import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -100,13 +101,13 @@ def one_run(kind: str, i: int, args: argparse.Namespace, lab: Lab, targets: list
                 "--max-parallel", str(params.max_parallel), "--state-dir", str(state)]
         return measure(kind, i, argv, env, lab, targets, params, args.rps,
                        out / "logs" / f"rotate-{i}.log",
-                       lambda started: journal_steps(state, started))
+                       lambda started, ended: journal_steps(state, started, ended))
     marks = state / "steps.txt"
     env.update(params.runbook_env(), BAO=tool("bao"), RUNBOOK_STEPS=str(marks))
     argv = ["bash", str(ROOT / "bench" / "runbook.sh")]
     return measure(kind, i, argv, env, lab, targets, params, args.rps,
                    out / "logs" / f"runbook-{i}.log",
-                   lambda started: runbook_steps(marks, started))
+                   lambda started, ended: runbook_steps(marks, started, ended))
 
 
 def to_result(seg: Segment, services: list[str]) -> analysis.RunResult:
@@ -124,6 +125,23 @@ def panel(seg: Segment, title: str) -> timeline.Panel:
     services = sorted({p.app for p in seg.pods})
     return timeline.Panel(title, seg.t0, seg.t1, (seg.started, seg.ended), seg.steps,
                           seg.pods, failures, services)
+
+
+def time_split(segs: list[Segment]) -> str:
+    """Per kind, where the wall time goes: per step kind, the median span (first start →
+    last end) over the runs, in order of first appearance."""
+    lines = []
+    for kind in KINDS:
+        spans: dict[str, list[float]] = {}
+        for g in (g for g in segs if g.kind == kind):
+            for step_kind in dict.fromkeys(s.kind for s in g.steps):
+                mine = [s for s in g.steps if s.kind == step_kind]
+                spans.setdefault(step_kind, []).append(
+                    max(s.end for s in mine) - min(s.start for s in mine))
+        if spans:
+            lines.append(f"{kind} time split (median span per step kind, s): " + ", ".join(
+                f"{k} {statistics.median(v):.2f}" for k, v in spans.items()))
+    return "\n".join(lines)
 
 
 def write_outputs(out: Path, args: argparse.Namespace, segs: list[Segment],
@@ -180,6 +198,8 @@ def run(args: argparse.Namespace) -> int:
                                  "the lab of --no-lab-up")
             lab.borrow()
         else:
+            if args.services is not None:
+                lab.check_services_option()
             print(f"lab up (realistic) in {lab.dir} …", file=sys.stderr)
             lab.up("realistic", args.services)
         if lab.profile() != "realistic":
@@ -204,8 +224,9 @@ def run(args: argparse.Namespace) -> int:
         results = [to_result(s, services) for s in segs]
         table = (analysis.render_table(analysis.summarize(results, services), services)
                  + "\n\n" + analysis.render_critical_path(results))
-        print(table)
-        write_outputs(out, args, segs, results, services, table, params)
+        split = time_split(segs)
+        print(table + "\n" + split)
+        write_outputs(out, args, segs, results, services, table + "\n" + split, params)
         print(f"\nresults: {out / 'results.json'}\ntimeline: {out / 'timeline.svg'}\n"
               f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
         failed = [f"{r.kind} run {r.index + 1} exited {r.exit_code}"

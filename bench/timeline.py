@@ -39,7 +39,7 @@ LANE, GAP, LEFT, RIGHT, TOP, POD_ROW, FAIL_ROW = 16, 4, 150, 20, 34, 10, 7
 WIDTH = 1100
 COLORS = {"backend": "#6a51a3", "sync": "#3182bd", "provider": "#e6550d", "config": "#31a354",
           "token": "#756bb1", "consumer": "#fd8d3c", "readyz": "#636363", "preflight": "#bdbdbd",
-          "start-up+plan": "#bdbdbd"}
+          "start-up+plan": "#bdbdbd", "exit": "#bdbdbd"}
 
 
 def _color(kind: str) -> str:

@@ -69,12 +69,15 @@ class Lab:
                               capture_output=True, text=True, timeout=timeout, check=False,
                               env={**os.environ, "NO_COLOR": "1"})
 
+    def check_services_option(self) -> None:
+        if "--services" not in self.run("up", "--help").stdout:
+            raise BenchError("--services: this lab's `rotate lab up` has no --services "
+                             "option yet (issue 8 item 4); run without --services")
+
     def up(self, profile: str, services: int | None) -> None:
         args = ["up", "--profile", profile]
         if services is not None:
-            if "--services" not in self.run("up", "--help").stdout:
-                raise BenchError("--services: this lab's `rotate lab up` has no --services "
-                                 "option yet (issue 8 item 4); run without --services")
+            self.check_services_option()
             args += ["--services", str(services)]
         self.owned = True  # from here on, down() is ours to call, even if up fails half-way
         done = self.run(*args, timeout=400.0)

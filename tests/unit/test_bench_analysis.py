@@ -153,9 +153,9 @@ def test_journal_steps_start_with_the_cli_start_up(tmp_path: Path) -> None:
         '{"ts": "2026-01-01T00:00:03.5Z", "event": "step.done", "index": 1, "kind": '
         '"sync.wait", "target": "df/pw", "data": {}}\n')
     began = 1767225600.0 + 0.5  # 2026-01-01T00:00:00.5Z
-    steps = journal_steps(tmp_path, began)
+    steps = journal_steps(tmp_path, began, began + 4.0)
     assert [(s.kind, round(s.end - s.start, 2)) for s in steps] == [
-        ("start-up+plan", 1.5), ("sync.wait", 1.5)]
+        ("start-up+plan", 1.5), ("sync.wait", 1.5), ("exit", 1.0)]
 
 
 def test_critical_path_line_names_its_parts() -> None:
