@@ -62,6 +62,16 @@ def outcomes(samples: Iterable[Sample], services: Sequence[str] = ()) -> dict[st
     return out
 
 
+def busy_time(intervals: Iterable[tuple[float, float]]) -> float:
+    """Length of the union of ``(start, end)`` intervals: parallel steps count once."""
+    total, reach = 0.0, float("-inf")
+    for start, end in sorted(intervals):
+        if end > reach:
+            total += end - max(start, reach)
+            reach = end
+    return total
+
+
 def makespan(durations: Sequence[float], max_parallel: int) -> float:
     """Time to run ``durations`` in order on ``max_parallel`` slots (each job takes the
     first free slot) — how an executor with a bounded pool finishes a list of rollouts."""

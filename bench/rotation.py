@@ -128,8 +128,8 @@ def panel(seg: Segment, title: str) -> timeline.Panel:
 
 
 def time_split(segs: list[Segment]) -> str:
-    """Per kind, where the wall time goes: per step kind, the median span (first start →
-    last end) over the runs, in order of first appearance."""
+    """Per kind, where the wall time goes: per step kind, the median over the runs of the
+    time at least one step of that kind was running, in order of first appearance."""
     lines = []
     for kind in KINDS:
         spans: dict[str, list[float]] = {}
@@ -137,9 +137,9 @@ def time_split(segs: list[Segment]) -> str:
             for step_kind in dict.fromkeys(s.kind for s in g.steps):
                 mine = [s for s in g.steps if s.kind == step_kind]
                 spans.setdefault(step_kind, []).append(
-                    max(s.end for s in mine) - min(s.start for s in mine))
+                    analysis.busy_time([(s.start, s.end) for s in mine]))
         if spans:
-            lines.append(f"{kind} time split (median span per step kind, s): " + ", ".join(
+            lines.append(f"{kind} time split (median busy time per step kind, s): " + ", ".join(
                 f"{k} {statistics.median(v):.2f}" for k, v in spans.items()))
     return "\n".join(lines)
 

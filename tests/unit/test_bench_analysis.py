@@ -161,3 +161,9 @@ def test_journal_steps_start_with_the_cli_start_up(tmp_path: Path) -> None:
 def test_critical_path_line_names_its_parts() -> None:
     line = analysis.render_critical_path([_result("rotate", 0, 18.0, 3)])
     assert line.startswith("critical path (median of 1 runs): 9.00 s = ESO reaction 1.00")
+
+
+def test_busy_time_counts_parallel_steps_once_and_sequential_ones_summed() -> None:
+    assert analysis.busy_time([(0.0, 5.0), (0.0, 4.0), (1.0, 6.0)]) == 6.0
+    assert analysis.busy_time([(0.0, 1.0), (5.0, 6.5), (10.0, 10.5)]) == 3.0
+    assert analysis.busy_time([]) == 0.0
