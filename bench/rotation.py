@@ -227,8 +227,11 @@ def run(args: argparse.Namespace) -> int:
         split = time_split(segs)
         print(table + "\n" + split)
         write_outputs(out, args, segs, results, services, table + "\n" + split, params)
+        cpu = os.times()
         print(f"\nresults: {out / 'results.json'}\ntimeline: {out / 'timeline.svg'}\n"
-              f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+              f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; the harness "
+              f"itself used {cpu.user + cpu.system:.0f} s CPU (the commands it ran: "
+              f"{cpu.children_user + cpu.children_system:.0f} s)")
         failed = [f"{r.kind} run {r.index + 1} exited {r.exit_code}"
                   for r in results if r.exit_code != 0]
         if failed:
