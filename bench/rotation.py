@@ -252,6 +252,10 @@ def main(argv: list[str] | None = None) -> int:
     except BenchError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    except OSError as exc:  # a tool missing (kubectl, bash), a full disk …
+        print(f"error: {exc.strerror or type(exc).__name__}: {exc.filename or ''}",
+              file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

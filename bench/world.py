@@ -65,9 +65,13 @@ class Lab:
     env: dict[str, str] = field(default_factory=dict)
 
     def run(self, *args: str, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([tool("rotate"), "lab", *args, "--dir", str(self.dir)],
-                              capture_output=True, text=True, timeout=timeout, check=False,
-                              env={**os.environ, "NO_COLOR": "1"})
+        try:
+            return subprocess.run([tool("rotate"), "lab", *args, "--dir", str(self.dir)],
+                                  capture_output=True, text=True, timeout=timeout,
+                                  check=False, env={**os.environ, "NO_COLOR": "1"})
+        except subprocess.TimeoutExpired:
+            raise BenchError(f"`rotate lab {args[0]} --dir {self.dir}` did not finish within "
+                             f"{timeout:.0f}s") from None
 
     def check_services_option(self) -> None:
         if "--services" not in self.run("up", "--help").stdout:
@@ -120,8 +124,11 @@ class Lab:
         return str(value) if value is not None else None
 
     def kubectl_json(self, *args: str) -> Any:
-        done = subprocess.run(["kubectl", *args, "-o", "json"], capture_output=True,
-                              text=True, timeout=30.0, check=False, env=self.env)
+        try:
+            done = subprocess.run(["kubectl", *args, "-o", "json"], capture_output=True,
+                                  text=True, timeout=30.0, check=False, env=self.env)
+        except subprocess.TimeoutExpired:
+            raise BenchError(f"kubectl {' '.join(args)} did not answer within 30s") from None
         if done.returncode != 0:
             raise BenchError(f"kubectl {' '.join(args)} failed: {done.stderr.strip()}")
         return json.loads(done.stdout)
