@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 LAB_DIR ?= .rotate-lab
 export NO_COLOR ?=
 
-.PHONY: install demo test lint typecheck bench clean lab-down
+.PHONY: install demo test lint typecheck bench bench-rotation clean lab-down
 
 $(BIN)/rotate: pyproject.toml lab/pyproject.toml
 	@command -v redis-server >/dev/null 2>&1 || { \
@@ -31,8 +31,17 @@ test: install
 	$(BIN)/lint-imports --no-logo
 	$(BIN)/pytest -q
 
+# `make bench` = start-up cost, then the rotation benchmark (brings up its own realistic lab
+# in bench/results/<time>/lab and stops it). BENCH_ARGS passes options, e.g.
+# `make bench-rotation BENCH_ARGS="--runs 1 --strategy restart"`.
+BENCH_ARGS ?=
+
 bench: install
-	$(BIN)/python bench/startup.py
+	@rc=0; $(BIN)/python bench/startup.py || rc=1; \
+	  $(BIN)/python bench/rotation.py $(BENCH_ARGS) || rc=1; exit $$rc
+
+bench-rotation: install
+	$(BIN)/python bench/rotation.py $(BENCH_ARGS)
 
 lab-down:
 	-$(BIN)/rotate lab down --dir "$(LAB_DIR)"

@@ -1,0 +1,1 @@
+"""The benchmarks (see docs/performance.md); bench code, not product code."""

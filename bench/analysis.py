@@ -1,0 +1,219 @@
+"""The benchmark's arithmetic: no I/O, no clock, no lab — what the unit tests pin down.
+
+Invariants:
+
+- Every time here is seconds on one clock (the harness's ``time.time()``), so samples from
+  the load generator, watch events and step marks compare directly.
+- A service's *inconsistency window* is first failed request → last failed request of one
+  run; a service without failures has window 0.0 and no first/last.
+- The critical path is the sum of the chain's unavoidable waits, each taken from the world
+  (ESO's reaction, the provider's new pod creation → Ready, the consumers' rollouts packed
+  onto ``max_parallel`` slots in chain order, one readyz round trip): the floor any tool
+  that walks the chain in order must sit on.
+"""
+
+from __future__ import annotations
+
+import heapq
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One load request: which service, when it was sent, whether it succeeded."""
+
+    service: str
+    sent: float
+    ok: bool
+    latency: float
+
+
+@dataclass(frozen=True)
+class ServiceOutcome:
+    service: str
+    requests: int
+    failed: int
+    first_failure: float | None
+    last_failure: float | None
+
+    @property
+    def window(self) -> float:
+        if self.first_failure is None or self.last_failure is None:
+            return 0.0
+        return self.last_failure - self.first_failure
+
+
+def outcomes(samples: Iterable[Sample], services: Sequence[str] = ()) -> dict[str, ServiceOutcome]:
+    """Per service: requests, failures and the failure window; ``services`` always appear."""
+    counts: dict[str, list[float]] = {s: [] for s in services}
+    totals: dict[str, int] = dict.fromkeys(services, 0)
+    for s in samples:
+        totals[s.service] = totals.get(s.service, 0) + 1
+        failures = counts.setdefault(s.service, [])
+        if not s.ok:
+            failures.append(s.sent)
+    out: dict[str, ServiceOutcome] = {}
+    for name in sorted(totals):
+        fails = counts.get(name, [])
+        out[name] = ServiceOutcome(name, totals[name], len(fails),
+                                   min(fails) if fails else None, max(fails) if fails else None)
+    return out
+
+
+def busy_time(intervals: Iterable[tuple[float, float]]) -> float:
+    """Length of the union of ``(start, end)`` intervals: parallel steps count once."""
+    total, reach = 0.0, float("-inf")
+    for start, end in sorted(intervals):
+        if end > reach:
+            total += end - max(start, reach)
+            reach = end
+    return total
+
+
+def makespan(durations: Sequence[float], max_parallel: int) -> float:
+    """Time to run ``durations`` in order on ``max_parallel`` slots (each job takes the
+    first free slot) — how an executor with a bounded pool finishes a list of rollouts."""
+    if max_parallel < 1:
+        raise ValueError("max_parallel must be >= 1")
+    if not durations:
+        return 0.0
+    slots = [0.0] * min(max_parallel, len(durations))
+    heapq.heapify(slots)
+    for d in durations:
+        start = heapq.heappop(slots)
+        heapq.heappush(slots, start + d)
+    return max(slots)
+
+
+@dataclass(frozen=True)
+class CriticalPath:
+    """The chain's floor for one run, in seconds; ``None`` parts were not observed."""
+
+    eso_reaction: float | None
+    provider_rollout: float | None
+    consumer_rollouts: tuple[float, ...]
+    max_parallel: int
+    readyz: float | None
+
+    @property
+    def consumers(self) -> float:
+        return makespan(self.consumer_rollouts, self.max_parallel)
+
+    @property
+    def total(self) -> float | None:
+        parts = (self.eso_reaction, self.provider_rollout, self.readyz)
+        if any(p is None for p in parts):
+            return None
+        return sum(p for p in parts if p is not None) + self.consumers
+
+    def as_dict(self) -> dict[str, object]:
+        return {"eso_reaction": self.eso_reaction, "provider_rollout": self.provider_rollout,
+                "consumer_rollouts": list(self.consumer_rollouts),
+                "max_parallel": self.max_parallel, "consumers": self.consumers,
+                "readyz": self.readyz, "total": self.total}
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """One measured run of one kind (``rotate`` or ``runbook``)."""
+
+    kind: str
+    index: int
+    wall: float
+    exit_code: int
+    critical_path: CriticalPath
+    services: Mapping[str, ServiceOutcome] = field(default_factory=dict)
+
+    @property
+    def failed(self) -> int:
+        return sum(o.failed for o in self.services.values())
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of the table: the medians of every run of a kind."""
+
+    kind: str
+    runs: int
+    wall: float
+    vs_critical: float | None
+    vs_runbook: float | None
+    failed: Mapping[str, float]
+    windows: Mapping[str, float]
+    exit_codes: tuple[int, ...]
+    failed_total: float = 0.0
+    critical_path: float | None = None
+
+
+def _median(values: Iterable[float | None]) -> float | None:
+    vals = [v for v in values if v is not None]
+    return statistics.median(vals) if vals else None
+
+
+def summarize(results: Sequence[RunResult], services: Sequence[str]) -> list[Row]:
+    """Median per kind. The ratio to the runbook pairs run *i* of a kind with run *i* of the
+    runbook (measured back to back, under the same machine load), then takes the median."""
+    runbook = {r.index: r.wall for r in results if r.kind == "runbook"}
+    rows: list[Row] = []
+    for kind in dict.fromkeys(r.kind for r in results):
+        mine = [r for r in results if r.kind == kind]
+        vs_cp = [r.wall / cp for r in mine
+                 if (cp := r.critical_path.total) is not None and cp > 0]
+        vs_rb = [r.wall / runbook[r.index] for r in mine
+                 if r.index in runbook and runbook[r.index] > 0]
+        rows.append(Row(
+            kind=kind, runs=len(mine), wall=statistics.median(r.wall for r in mine),
+            vs_critical=_median(vs_cp), vs_runbook=_median(vs_rb),
+            failed={s: statistics.median(_outcome(r, s).failed for r in mine) for s in services},
+            windows={s: statistics.median(_outcome(r, s).window for r in mine) for s in services},
+            exit_codes=tuple(r.exit_code for r in mine),
+            failed_total=statistics.median(r.failed for r in mine),
+            critical_path=_median(r.critical_path.total for r in mine)))
+    return rows
+
+
+def _outcome(result: RunResult, service: str) -> ServiceOutcome:
+    return result.services.get(service) or ServiceOutcome(service, 0, 0, None, None)
+
+
+def _num(value: float | None, fmt: str) -> str:
+    return "–" if value is None else format(value, fmt)
+
+
+def render_table(rows: Sequence[Row], services: Sequence[str]) -> str:
+    """A Markdown table (also readable on a terminal): one line per run kind; failures and
+    windows for the services that failed at all, the others summed up as 'others 0'."""
+    shown = [s for s in services if any(r.failed.get(s) for r in rows)]
+    quiet = [s for s in services if s not in shown]
+    head = ["run", "n", "wall (median)", "÷ critical path", "÷ runbook",
+            "failed requests (median)", "inconsistency window (median)", "exit codes"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        failed = ", ".join(f"{s} {r.failed[s]:g}" for s in shown)
+        windows = ", ".join(f"{s} {r.windows[s]:.1f} s" for s in shown)
+        if quiet:
+            failed = ", ".join(x for x in (failed, f"{len(quiet)} others 0") if x)
+        total = r.failed_total
+        lines.append("| " + " | ".join([
+            r.kind, str(r.runs), f"{r.wall:.1f} s", _num(r.vs_critical, ".2f"),
+            _num(r.vs_runbook, ".2f"), f"**{total:g}**: {failed}", windows or "0",
+            " ".join(str(c) for c in r.exit_codes)]) + " |")
+    return "\n".join(lines)
+
+
+def render_critical_path(results: Sequence[RunResult]) -> str:
+    """One line: the median critical path and its parts over every measured run."""
+    cps = [r.critical_path for r in results]
+    if not cps:
+        return ""
+
+    def med(values: Iterable[float | None]) -> str:
+        return _num(_median(values), ".2f")
+
+    return (f"critical path (median of {len(cps)} runs): {med(c.total for c in cps)} s = "
+            f"ESO reaction {med(c.eso_reaction for c in cps)} + provider rollout "
+            f"{med(c.provider_rollout for c in cps)} + slowest consumer rollouts at "
+            f"max-parallel {cps[0].max_parallel} {med(c.consumers for c in cps)} + readyz "
+            f"{_num(_median(c.readyz for c in cps), '.3f')}")

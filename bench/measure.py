@@ -1,0 +1,195 @@
+"""One measured run: watches and load around one command (rotate or the runbook).
+
+Invariants:
+
+- Every process started here (kubectl watches, the command) is ended here, also on error
+  and Ctrl-C; the load generator is stopped and drained.
+- Load runs ``LEAD`` seconds before the command, then until every service has answered
+  ``SETTLED`` seconds without a failure (at most ``TAIL_MAX`` seconds): a run's failures
+  are counted in full, and the segment still ends by itself.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import statistics
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from bench.analysis import CriticalPath, Sample
+from bench.chain_params import ChainParams
+from bench.load import Load
+from bench.observed import PodLife, eso_reaction, new_pod_rollout, pod_lives
+from bench.timeline import Step
+from bench.world import BenchError, Event, Lab, Target, Watcher
+
+LEAD, SETTLED, TAIL_MAX, COMMAND_TIMEOUT = 1.5, 2.0, 20.0, 300.0
+
+
+@dataclass(frozen=True)
+class Segment:
+    kind: str
+    index: int
+    t0: float
+    started: float
+    ended: float
+    t1: float
+    exit_code: int
+    samples: Sequence[Sample]
+    pods: Sequence[PodLife]
+    steps: Sequence[Step]
+    critical_path: CriticalPath
+
+    @property
+    def wall(self) -> float:
+        return self.ended - self.started
+
+
+def _wait_until(check: Callable[[], object], deadline: float, what: str) -> None:
+    while not check():
+        if time.time() > deadline:
+            raise BenchError(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+def _settled(load: Load, names: Sequence[str], since: float) -> bool:
+    """Every service answered ok for the last SETTLED seconds (and something was sent)."""
+    now = time.time()
+    recent = [s for s in list(load.samples) if s.sent >= max(since, now - SETTLED - 0.5)
+              and s.sent + s.latency <= now]
+    if now - since < SETTLED:
+        return False
+    return all(any(s.service == n for s in recent) for n in names) and all(
+        s.ok for s in recent if s.sent >= now - SETTLED)
+
+
+def readyz_rtt(target: Target, tries: int = 5) -> float | None:
+    times: list[float] = []
+    for _ in range(tries):
+        started = time.perf_counter()
+        conn = http.client.HTTPConnection(target.ip, target.port, timeout=2.0)
+        try:
+            conn.request("GET", "/readyz", headers={"Host": target.fqdn})
+            if conn.getresponse().status == 200:
+                times.append(time.perf_counter() - started)
+        except (OSError, http.client.HTTPException):
+            pass
+        finally:
+            conn.close()
+    return statistics.median(times) if times else None
+
+
+def measure(kind: str, index: int, argv: Sequence[str], env: dict[str, str], lab: Lab,
+            targets: Sequence[Target], params: ChainParams, rps: float, log: Path,
+            steps_of: Callable[[float, float], list[Step]]) -> Segment:
+    watch_started = time.time()
+    pods_w, es_w = Watcher(lab, "pods"), Watcher(lab, "externalsecrets")
+    load: Load | None = None
+    try:
+        _wait_until(lambda: pods_w.events and es_w.events, time.time() + 30, "the watches")
+        load = Load(targets, rps, LEAD + COMMAND_TIMEOUT + TAIL_MAX + 5).start()
+        t0 = time.time()
+        time.sleep(LEAD)  # the baseline: load before anything changes
+        started = time.time()
+        with open(log, "w") as fh:
+            try:
+                done = subprocess.run(list(argv), env=env, stdout=fh, stderr=subprocess.STDOUT,
+                                      timeout=COMMAND_TIMEOUT, check=False)
+                code = done.returncode
+            except subprocess.TimeoutExpired:
+                code = -1
+        ended = time.time()
+        names = [t.name for t in targets]
+        deadline = ended + TAIL_MAX
+        while not _settled(load, names, ended) and time.time() < deadline:
+            time.sleep(0.1)
+        samples = load.stop()
+        t1 = time.time()
+    finally:
+        if load is not None:
+            load.stop()
+        pod_events, es_events = pods_w.stop(), es_w.stop()
+    lives = pod_lives(pod_events, watch_started)
+    steps: list[Step] = steps_of(started, ended)
+    return Segment(kind, index, t0, started, ended, t1, code, samples, lives, steps,
+                   _critical_path(lives, es_events, params, targets, started))
+
+
+def _critical_path(lives: Sequence[PodLife], es_events: Sequence[Event], params: ChainParams,
+                   targets: Sequence[Target], started: float) -> CriticalPath:
+    es_ns, es_name = params.externalsecret.split("/", 1)
+    eso = eso_reaction(es_events, es_ns, es_name)
+    pns, pname = params.provider.split("/", 1)
+    consumer_rollouts = []
+    for c in params.consumers:
+        ns, name = c.split("/", 1)
+        r = new_pod_rollout(lives, ns, name, started)
+        if r is not None:
+            consumer_rollouts.append(r)
+    by_name = {t.name: t for t in targets}
+    first = next((by_name[c.split("/", 1)[1]] for c in params.consumers
+                  if c.split("/", 1)[1] in by_name), None)
+    return CriticalPath(
+        eso_reaction=eso.seconds if eso else None,
+        provider_rollout=new_pod_rollout(lives, pns, pname, started),
+        consumer_rollouts=tuple(consumer_rollouts), max_parallel=params.max_parallel,
+        readyz=readyz_rtt(first) if first else None)
+
+
+def _epoch(stamp: str) -> float:
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
+def journal_steps(state_dir: Path, started: float, ended: float) -> list[Step]:
+    """step.start/step.done pairs of the (one) run journaled under ``state_dir``, between
+    two synthetic steps: from the command's start to its first journaled step (Python
+    starts, the chain file is loaded, the plan made), and from the last journal record to
+    the process's exit (report, lock release, shutdown)."""
+    journals = sorted(state_dir.glob("runs/*/journal.jsonl"))
+    if not journals:
+        return []
+    open_: dict[int, tuple[str, str, float]] = {}
+    steps: list[Step] = []
+    last = started
+    for line in journals[-1].read_text().splitlines():
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            break
+        last = max(last, _epoch(rec["ts"]))
+        if "index" not in rec:
+            continue
+        if rec["event"] == "step.start":
+            open_[int(rec["index"])] = (rec["kind"], rec["target"], _epoch(rec["ts"]))
+        elif rec["event"] in ("step.done", "step.failed") and int(rec["index"]) in open_:
+            kind, target, start = open_.pop(int(rec["index"]))
+            steps.append(Step(kind, target, start, _epoch(rec["ts"])))
+    if steps and steps[0].start > started:
+        steps.insert(0, Step("start-up+plan", "before the first journaled step", started,
+                             steps[0].start))
+    if steps and ended > last:
+        steps.append(Step("exit", "after the last journal record", last, ended))
+    return steps
+
+
+def runbook_steps(marks: Path, started: float = 0.0, ended: float = 0.0) -> list[Step]:
+    """``EPOCH start|end STEP TARGET`` lines written by runbook.sh."""
+    open_: dict[tuple[str, str], float] = {}
+    steps: list[Step] = []
+    if not marks.exists():
+        return steps
+    for line in marks.read_text().splitlines():
+        parts = line.split(" ", 3)
+        if len(parts) != 4:
+            continue
+        at, edge, kind, target = float(parts[0]), parts[1], parts[2], parts[3]
+        if edge == "start":
+            open_[(kind, target)] = at
+        elif (kind, target) in open_:
+            steps.append(Step(kind, target, open_.pop((kind, target)), at))
+    return steps
