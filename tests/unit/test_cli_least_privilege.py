@@ -8,6 +8,7 @@ rewrite the golden files with ROTATE_UPDATE_GOLDEN=1 and review the diff.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
