@@ -38,10 +38,10 @@ BENCH_ARGS ?=
 
 bench: install
 	@rc=0; $(BIN)/python bench/startup.py || rc=1; \
-	  $(BIN)/python bench/rotation.py $(BENCH_ARGS) || rc=1; exit $$rc
+	  $(BIN)/python -m bench.rotation $(BENCH_ARGS) || rc=1; exit $$rc
 
 bench-rotation: install
-	$(BIN)/python bench/rotation.py $(BENCH_ARGS)
+	$(BIN)/python -m bench.rotation $(BENCH_ARGS)
 
 lab-down:
 	-$(BIN)/rotate lab down --dir "$(LAB_DIR)"

@@ -6,7 +6,7 @@ every shop service's /work through its ClusterIP, and measures, run after run, (
 one table, writes OUT/results.json and OUT/timeline.svg, and stops the lab it started —
 also on error and Ctrl-C.
 
-    .venv/bin/python bench/rotation.py [--runs 3] [--credential dragonfly] [--out DIR]
+    .venv/bin/python -m bench.rotation [--runs 3] [--credential dragonfly] [--out DIR]
 """
 
 from __future__ import annotations
@@ -23,12 +23,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
 
-if __package__ in (None, ""):  # run as a script: make `bench` importable
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 from bench import analysis, chain_params, timeline
 from bench.measure import Segment, journal_steps, measure, runbook_steps
-from bench.world import ROOT, BenchError, Lab, Target, load_targets, tool
+from bench.world import BENCH_DIR, BenchError, Lab, Target, load_targets, tool
 
 KINDS = ("rotate", "runbook")
 
@@ -47,7 +44,8 @@ def _bounded(lo: float, hi: float,
 
 
 def parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="bench/rotation.py", description=__doc__.split("\n\n")[0],
+    ap = argparse.ArgumentParser(prog="python -m bench.rotation",
+                                 description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--credential", default="dragonfly", help="credential of the chain file "
                     "(default dragonfly)")
@@ -104,7 +102,7 @@ def one_run(kind: str, i: int, args: argparse.Namespace, lab: Lab, targets: list
                        lambda started, ended: journal_steps(state, started, ended))
     marks = state / "steps.txt"
     env.update(params.runbook_env(), BAO=tool("bao"), RUNBOOK_STEPS=str(marks))
-    argv = ["bash", str(ROOT / "bench" / "runbook.sh")]
+    argv = ["bash", str(BENCH_DIR / "runbook.sh")]
     return measure(kind, i, argv, env, lab, targets, params, args.rps,
                    out / "logs" / f"runbook-{i}.log",
                    lambda started, ended: runbook_steps(marks, started, ended))
@@ -185,7 +183,7 @@ def write_outputs(out: Path, args: argparse.Namespace, segs: list[Segment],
 
 
 def run(args: argparse.Namespace) -> int:
-    out: Path = (args.out or ROOT / "bench" / "results" /
+    out: Path = (args.out or BENCH_DIR / "results" /
                  datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")).resolve()
     (out / "logs").mkdir(parents=True, exist_ok=True)
     lab = Lab((args.dir or out / "lab").resolve())
@@ -205,7 +203,9 @@ def run(args: argparse.Namespace) -> int:
         if lab.profile() != "realistic":
             print(f"warning: the lab in {lab.dir} runs profile {lab.profile()}, not "
                   "realistic: timings are not comparable", file=sys.stderr)
-        chain = Path(lab.env.get("ROTATE_CHAIN", ROOT / "examples/ecommerce/rotate.yaml"))
+        if "ROTATE_CHAIN" not in lab.env:
+            raise BenchError(f"{lab.dir}/env sets no ROTATE_CHAIN: is it a rotate lab?")
+        chain = Path(lab.env["ROTATE_CHAIN"])
         params = chain_params.load(chain, args.credential, args.strategy, args.max_parallel)
         targets = load_targets(lab)
         services = [t.name for t in targets]

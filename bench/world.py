@@ -17,14 +17,17 @@ import os
 import re
 import shlex
 import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-VENV_BIN = ROOT / ".venv" / "bin"
+#: the bench directory (runbook.sh, results/) — this package's own folder
+BENCH_DIR = Path(__file__).resolve().parent
+#: the venv the benchmark runs in (`.venv/bin/python -m bench.rotation`): rotate, bao, kubectl
+VENV_BIN = Path(sys.executable).parent
 
 
 class BenchError(Exception):

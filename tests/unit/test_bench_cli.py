@@ -10,8 +10,6 @@ import pytest
 
 from bench import rotation
 
-ROOT = Path(__file__).resolve().parents[2]
-
 
 @pytest.mark.parametrize("argv", [["--runs", "0"], ["--rps", "-1"], ["--max-parallel", "x"],
                                   ["--services", "101"], ["--strategy", "fast"]])
@@ -23,11 +21,11 @@ def test_out_of_range_options_are_usage_errors(argv: list[str],
     assert "error: argument" in capsys.readouterr().err
 
 
-def test_no_lab_up_without_a_running_lab_says_so(tmp_path: Path) -> None:
+def test_no_lab_up_without_a_running_lab_says_so(tmp_path: Path, repo_root: Path) -> None:
     done = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "rotation.py"), "--no-lab-up",
+        [sys.executable, "-m", "bench.rotation", "--no-lab-up",
          "--dir", str(tmp_path / "lab"), "--out", str(tmp_path / "out")],
-        capture_output=True, text=True, timeout=60, check=False)
+        capture_output=True, text=True, timeout=60, check=False, cwd=repo_root)
     assert done.returncode == 1
     assert "no lab running in" in done.stderr and "Traceback" not in done.stderr
 
