@@ -156,8 +156,14 @@ def not_ready(d: LabDir) -> list[str]:
         deps.raise_for_status()
         es = c.get("/apis/external-secrets.io/v1/namespaces/dragonfly/externalsecrets/"
                    "dragonfly-password")
+        sts = c.get("/apis/apps/v1/statefulsets")
+        sts.raise_for_status()
     waiting = [f"deployment {ns}/{name}" for ns, name, ok in
                (_rollout_complete(o) for o in deps.json().get("items", [])) if not ok]
+    waiting += [f"statefulset {o['metadata']['namespace']}/{o['metadata']['name']}"
+                for o in sts.json().get("items", [])
+                if int((o.get("status") or {}).get("readyReplicas", 0))
+                < int((o.get("spec") or {}).get("replicas", 1))]
     if not deps.json().get("items"):
         waiting.append("deployments (none yet)")
     conds = (es.json().get("status") or {}).get("conditions") or [] if es.is_success else []
@@ -204,7 +210,7 @@ def _pod_log_tails(d: LabDir, waiting: list[str]) -> str:
     out = []
     for item in waiting:
         kind, _, ref = item.partition(" ")
-        if kind != "deployment" or "/" not in ref:
+        if kind not in ("deployment", "statefulset") or "/" not in ref:
             continue
         ns, name = ref.split("/", 1)
         logs = sorted((d.logs / "pods").glob(f"{ns}_{name}-*.log"),

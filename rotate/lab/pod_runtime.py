@@ -26,6 +26,7 @@ from rotate.lab.containers import (
     UnknownImage,
     container_env,
     launch_for,
+    volume_mounts,
 )
 from rotate.lab.kube.store import ApiError
 from rotate.lab.probes import Probe
@@ -123,7 +124,8 @@ class ContainerRuntime:
                 self.env = container_env(pod.store, pod.current, self.spec)
                 launch = launch_for(self.spec, self.env, pod_ip=pod.ip, pod_dir=pod.dir,
                                     service_name=pod.service_name, lab_dir=pod.lab_dir,
-                                    base_env=pod.base_env)
+                                    base_env=pod.base_env, mounts=volume_mounts(
+                                        pod.current, self.spec, pod.dir, pod.lab_dir))
             except UnknownImage as exc:
                 self.image_failures += 1
                 if self.image_failures == 1:
