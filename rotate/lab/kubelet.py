@@ -118,10 +118,14 @@ class Kubelet(Controller):
 
     # -- pids.json ---------------------------------------------------------------------
 
-    def record_pid(self, key: str, pid: int | None) -> None:
+    def record_pid(self, key: str, pid: int | None, *, exited: int | None = None) -> None:
+        """Record ``pid`` under ``key``, or forget it (``pid=None``).  ``exited`` forgets only
+        that pid: a pod recreated under the same name (a StatefulSet's) may have recorded its
+        new process before its predecessor's finished exiting."""
         with self._pids_lock:
             if pid is None:
-                self._pids.pop(key, None)
+                if exited is None or self._pids.get(key) == exited:
+                    self._pids.pop(key, None)
             else:
                 self._pids[key] = pid
             tmp = self.pods_file.with_suffix(".tmp")

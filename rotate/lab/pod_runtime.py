@@ -182,7 +182,7 @@ class ContainerRuntime:
         assert self.proc is not None
         code = self.proc.returncode
         pod = self.pod
-        pod.kubelet.record_pid(self.pid_key, None)
+        pod.kubelet.record_pid(self.pid_key, None, exited=self.proc.pid)
         self.last_state = {"terminated": {
             "exitCode": code if code >= 0 else 128 - code,
             "reason": "Completed" if code == 0 else "Error",
@@ -329,7 +329,7 @@ class PodRuntime:
             except subprocess.TimeoutExpired:
                 c.kill(signal.SIGKILL)
                 c.proc.wait()
-            self.kubelet.record_pid(c.pid_key, None)
+            self.kubelet.record_pid(c.pid_key, None, exited=c.proc.pid)
             c.proc = None
 
     # -- volumes --------------------------------------------------------------------------
