@@ -268,6 +268,7 @@ def status(dir: str | Path) -> dict[str, Any]:
     cc_url = meta.get("config_center_url")
     kube_ok = False
     dragonfly: str | None = None
+    postgres: str | None = None
     if pid_of("cluster") and meta.get("api_server"):
         try:
             with api_client(d, timeout=1.0) as c:
@@ -275,6 +276,9 @@ def status(dir: str | Path) -> dict[str, Any]:
                 svc = c.get("/api/v1/namespaces/dragonfly/services/dragonfly")
                 if svc.is_success:
                     dragonfly = f"{svc.json()['spec']['clusterIP']}:6379"
+                svc = c.get("/api/v1/namespaces/db/services/postgres")
+                if svc.is_success:
+                    postgres = f"{svc.json()['spec']['clusterIP']}:5432"
         except Exception:
             kube_ok = False
     faults = processes.read_json(d / "faults.json")
@@ -297,6 +301,8 @@ def status(dir: str | Path) -> dict[str, Any]:
                                   f"{cc_url}/healthz" if cc_url else None)},
             "dragonfly": {"addr": dragonfly, "healthy": bool(dragonfly) and _redis_answers(
                 str(dragonfly))},
+            "postgres": {"addr": postgres, "healthy": bool(postgres) and _postgres_answers(
+                str(postgres))},
         },
         "logs": str(d.logs),
         "faults": faults if isinstance(faults, dict) else {},
@@ -312,6 +318,23 @@ def _redis_answers(addr: str) -> bool:
             return s.recv(64)[:1] in (b"+", b"-")
     except OSError:
         return False
+
+
+def _postgres_answers(addr: str) -> bool:
+    """``pg_isready`` (the real client tool) through the Service: the server accepts
+    connections and an endpoint is Ready.  No login is needed."""
+    import subprocess
+
+    from rotate.lab import postgres
+
+    host, _, port = addr.rpartition(":")
+    try:
+        done = subprocess.run([str(postgres.bindir() / "pg_isready"), "-q", "-h", host,
+                               "-p", port, "-t", "1"], capture_output=True, timeout=3,
+                              check=False)
+    except (OSError, subprocess.SubprocessError, postgres.NoPostgres):
+        return False
+    return done.returncode == 0
 
 
 # --- fault ----------------------------------------------------------------------------------

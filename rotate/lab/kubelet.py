@@ -11,7 +11,9 @@ same name — a StatefulSet pod — never shares processes with its predecessor)
   follow their object ``profile.secret_volume_delay`` seconds after it changes;
 - readiness probes (httpGet, tcpSocket, exec) run every ``min(periodSeconds,
   profile.readiness_period)`` and drive the container's ``ready`` and the pod's Ready and
-  ContainersReady conditions; without a probe a running container is ready;
+  ContainersReady conditions; without a probe a running container is ready; liveness probes
+  run every ``min(periodSeconds, max(profile.readiness_period, 1 s))`` (a liveness failure
+  kills: see ``pod_runtime.LIVENESS_PERIOD_FLOOR``);
 - a container that exits, or fails its liveness probe, is restarted after an exponential
   back-off (state waiting ``CrashLoopBackOff``, ``restartCount`` grows);
 - fault switches: a pod created while ``crashloop <app>`` or ``provider-crashloop``

@@ -39,6 +39,11 @@ Obj = dict[str, Any]
 TICK = 0.05
 GRACE = 2.0  # SIGTERM → SIGKILL; short, pods here are local processes
 VOLUME_CHECK = 0.25
+#: A liveness failure kills the container, so its period is capped less hard than
+#: readiness': with the fast profile's 0.2 s, three failures would kill a pod still starting
+#: (Python start-up, bootstrap fetch) within 0.6 s on a loaded machine — a crash loop no real
+#: cluster has (there, 3 x 5 s).  1 s keeps a hung container's restart within seconds.
+LIVENESS_PERIOD_FLOOR = 1.0
 CRASH_ARGV = ["/bin/sh", "-c", "echo 'lab fault: container exits at start (crashloop)' >&2; "
               "exit 1"]
 
@@ -68,7 +73,8 @@ class ContainerRuntime:
         probe = spec.get("readinessProbe")
         self.probe = Probe(probe, pod.period_cap) if isinstance(probe, dict) else None
         live = spec.get("livenessProbe")
-        self.liveness = Probe(live, pod.period_cap) if isinstance(live, dict) else None
+        self.liveness = (Probe(live, max(pod.period_cap, LIVENESS_PERIOD_FLOOR))
+                         if isinstance(live, dict) else None)
         self.kill_at: float | None = None  # liveness failed: SIGKILL if still alive then
 
     @property
