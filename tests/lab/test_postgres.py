@@ -94,6 +94,12 @@ def test_postgres_pod_is_ready_and_the_app_role_logs_in_with_psql(lab: LabHandle
                  secret(lab, "postgres-admin-secret", "password"),
                  "SELECT rolsuper FROM pg_roles WHERE rolname = current_user", "postgres")
     assert admin.stdout.strip() == "t", admin.stderr
+    # The seeded login holds a SCRAM verifier (set from one the entrypoint computed).
+    stored = psql(host, secret(lab, "postgres-admin-secret", "username"),
+                  secret(lab, "postgres-admin-secret", "password"),
+                  f"SELECT rolpassword LIKE 'SCRAM-SHA-256$4096:%' FROM pg_authid "
+                  f"WHERE rolname = '{user}'", "postgres")
+    assert stored.stdout.strip() == "t", stored.stderr
     # A real postgres, not as root, and no password on its command line or in its environ.
     pid = postgres_pid(lab)
     cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
