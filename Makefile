@@ -14,6 +14,11 @@ $(BIN)/rotate: pyproject.toml lab/pyproject.toml
 	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
 	  ($$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq redis-server >/dev/null) || { \
 	    echo "error: could not install redis-server with apt-get; install it by hand (Debian/Ubuntu: apt-get install redis-server) and run make again" >&2; exit 1; }; }
+	@ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || { \
+	  echo "postgresql is missing: installing it with apt-get (the lab's database)"; \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	  ($$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null) || { \
+	    echo "error: could not install postgresql with apt-get; install it by hand (Debian/Ubuntu: apt-get install postgresql) and run make again" >&2; exit 1; }; }
 	@command -v kubectl >/dev/null 2>&1 || echo "note: kubectl not found; the kubectl fidelity tests will be skipped"
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip

@@ -9,7 +9,8 @@ API tokens — secrets stay out of argv.  The TLS material is in ``DIR/tls/``.
 At start it seeds the store with every manifest of the package's ``ecommerce/*.yaml`` except the
 chain file, plus what only the lab can know: Endpoints for the two servers running outside
 the "cluster" (``openbao/openbao``, ``platform/config-center``, the real-cluster pattern for
-an external service), Secret ``dragonfly/openbao-token`` (ESO's read-only token) and one
+an external service), Secret ``<ns>/openbao-token`` (ESO's read-only token) in every
+namespace with a SecretStore, and one
 Secret ``shop/<svc>-config-token`` per service.  Then it writes the API server's port to
 ``DIR/apiserver.port`` (atomically), which is what ``up`` waits for.
 
@@ -92,8 +93,11 @@ def lab_objects(cfg: Obj, manifests: list[Obj]) -> list[Obj]:
         out.append({"apiVersion": "v1", "kind": "Endpoints",
                     "metadata": {"namespace": ns, "name": name, "labels": labels},
                     "subsets": [{"addresses": [{"ip": "127.0.0.1"}], "ports": ports}]})
-    out.append(_secret("dragonfly", "openbao-token", {"token": cfg["openbao"]["eso_token"]},
-                       labels))
+    # ESO's read-only token, in every namespace with a SecretStore (dragonfly, db).
+    for ns in sorted({str(d["metadata"].get("namespace")) for d in manifests
+                      if d.get("kind") == "SecretStore"} | {"dragonfly"}):
+        out.append(_secret(ns, "openbao-token", {"token": cfg["openbao"]["eso_token"]},
+                           labels))
     for svc_name, token in sorted(cfg["machine_tokens"].items()):
         out.append(_secret("shop", f"{svc_name}-config-token", {"token": token}, labels))
     return out

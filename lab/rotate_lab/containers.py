@@ -14,8 +14,9 @@ Pure functions over the pod spec and the store, used by :mod:`rotate_lab.kubelet
 - Images map to programs: anything containing ``dragonfly`` or ``redis`` runs
   ``redis-server -`` fed its configuration on *stdin*: the container's flags (Dragonfly's
   ``--flag=value`` or ``--flag value``) become config lines, so a ``--requirepass`` never
-  reaches ``/proc/<pid>/cmdline``; ``shop-service`` runs the sample service module.  Any other
-  image is an :class:`UnknownImage`.
+  reaches ``/proc/<pid>/cmdline``; ``shop-service`` runs the sample service module;
+  ``postgres`` runs the official image's entrypoint against Debian's binaries
+  (:mod:`rotate_lab.postgres`).  Any other image is an :class:`UnknownImage`.
 - ``--user "NAME on >pw1 >pw2 ~* &* +@all"`` (repeatable) becomes a redis ACL ``user`` line,
   each rule its own (quoted) argument: how the lab plays a Dragonfly ACL user with two
   passwords, the provider side of the overlap strategy.  (Real Dragonfly reads ACL users from
@@ -236,14 +237,44 @@ def first_port(container: Obj) -> int | None:
     return None
 
 
+def volume_mounts(pod: Obj, container: Obj, pod_dir: Path, lab_dir: Path) -> dict[str, Path]:
+    """{mountPath: host directory} of the container's volumeMounts: secret/configMap volumes
+    are the kubelet's files (``pod_dir/volumes/<vol>``), ``emptyDir`` lives and dies with the
+    pod directory, and a ``persistentVolumeClaim`` is ``lab_dir/pvc/<ns>/<claimName>`` — it
+    outlives the pod, so a StatefulSet pod recreated under its name finds its data again."""
+    ns = str((pod.get("metadata") or {}).get("namespace") or "default")
+    volumes = {str(v.get("name")): v for v in (pod.get("spec") or {}).get("volumes") or []}
+    out: dict[str, Path] = {}
+    for m in container.get("volumeMounts") or []:
+        vol = volumes.get(str(m.get("name")))
+        if vol is None or not m.get("mountPath"):
+            continue
+        if "persistentVolumeClaim" in vol:
+            host = lab_dir / "pvc" / ns / str(vol["persistentVolumeClaim"].get("claimName"))
+        elif "emptyDir" in vol:
+            host = pod_dir / "emptydir" / str(vol["name"])
+        else:
+            host = pod_dir / "volumes" / str(vol["name"])
+        if m.get("subPath"):
+            host = host / str(m["subPath"])
+        out[str(m["mountPath"])] = host
+    return out
+
+
 def launch_for(container: Obj, env: dict[str, str], *, pod_ip: str, pod_dir: Path,
-               service_name: str, lab_dir: Path, base_env: dict[str, str]) -> Launch:
+               service_name: str, lab_dir: Path, base_env: dict[str, str],
+               mounts: dict[str, Path] | None = None) -> Launch:
     """Map the container's image to a local program; ``env`` is the resolved container env."""
     image = str(container.get("image") or "")
     lowered = image.lower()
     command = [expand(str(c), env) for c in container.get("command") or []]
     args = [expand(str(a), env) for a in container.get("args") or []]
     full_env = {**base_env, **env}
+    from rotate_lab import postgres
+
+    if postgres.is_postgres_image(image):
+        return postgres.launch(container, env, pod_ip=pod_ip, pod_dir=pod_dir,
+                               mounts=mounts or {}, base_env=base_env, args=command + args)
     if "dragonfly" in lowered or "redis" in lowered:
         flags = command[1:] + args
         conf, ignored = redis_config(flags, bind=pod_ip, default_port=first_port(container)
@@ -260,4 +291,4 @@ def launch_for(container: Obj, env: dict[str, str], *, pod_ip: str, pod_dir: Pat
         return Launch([sys.executable, "-m", "rotate_lab.services.sample_service"], full_env,
                       None, "sample-service")
     raise UnknownImage(f'lab: no local program for image "{image}" (known: images '
-                       'containing "dragonfly" or "redis", and "shop-service")')
+                       'containing "dragonfly" or "redis", "postgres" and "shop-service")')

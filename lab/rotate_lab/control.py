@@ -152,8 +152,14 @@ def not_ready(d: LabDir) -> list[str]:
         deps.raise_for_status()
         es = c.get("/apis/external-secrets.io/v1/namespaces/dragonfly/externalsecrets/"
                    "dragonfly-password")
+        sts = c.get("/apis/apps/v1/statefulsets")
+        sts.raise_for_status()
     waiting = [f"deployment {ns}/{name}" for ns, name, ok in
                (_rollout_complete(o) for o in deps.json().get("items", [])) if not ok]
+    waiting += [f"statefulset {o['metadata']['namespace']}/{o['metadata']['name']}"
+                for o in sts.json().get("items", [])
+                if int((o.get("status") or {}).get("readyReplicas", 0))
+                < int((o.get("spec") or {}).get("replicas", 1))]
     if not deps.json().get("items"):
         waiting.append("deployments (none yet)")
     conds = (es.json().get("status") or {}).get("conditions") or [] if es.is_success else []
@@ -200,7 +206,7 @@ def _pod_log_tails(d: LabDir, waiting: list[str]) -> str:
     out = []
     for item in waiting:
         kind, _, ref = item.partition(" ")
-        if kind != "deployment" or "/" not in ref:
+        if kind not in ("deployment", "statefulset") or "/" not in ref:
             continue
         ns, name = ref.split("/", 1)
         logs = sorted((d.logs / "pods").glob(f"{ns}_{name}-*.log"),
@@ -258,6 +264,7 @@ def status(dir: str | Path) -> dict[str, Any]:
     cc_url = meta.get("config_center_url")
     kube_ok = False
     dragonfly: str | None = None
+    postgres: str | None = None
     if pid_of("cluster") and meta.get("api_server"):
         try:
             with api_client(d, timeout=1.0) as c:
@@ -265,6 +272,9 @@ def status(dir: str | Path) -> dict[str, Any]:
                 svc = c.get("/api/v1/namespaces/dragonfly/services/dragonfly")
                 if svc.is_success:
                     dragonfly = f"{svc.json()['spec']['clusterIP']}:6379"
+                svc = c.get("/api/v1/namespaces/db/services/postgres")
+                if svc.is_success:
+                    postgres = f"{svc.json()['spec']['clusterIP']}:5432"
         except Exception:
             kube_ok = False
     faults = processes.read_json(d / "faults.json")
@@ -287,6 +297,8 @@ def status(dir: str | Path) -> dict[str, Any]:
                                   f"{cc_url}/healthz" if cc_url else None)},
             "dragonfly": {"addr": dragonfly, "healthy": bool(dragonfly) and _redis_answers(
                 str(dragonfly))},
+            "postgres": {"addr": postgres, "healthy": bool(postgres) and _postgres_answers(
+                str(postgres))},
         },
         "logs": str(d.logs),
         "faults": faults if isinstance(faults, dict) else {},
@@ -302,6 +314,23 @@ def _redis_answers(addr: str) -> bool:
             return s.recv(64)[:1] in (b"+", b"-")
     except OSError:
         return False
+
+
+def _postgres_answers(addr: str) -> bool:
+    """``pg_isready`` (the real client tool) through the Service: the server accepts
+    connections and an endpoint is Ready.  No login is needed."""
+    import subprocess
+
+    from rotate_lab import postgres
+
+    host, _, port = addr.rpartition(":")
+    try:
+        done = subprocess.run([str(postgres.bindir() / "pg_isready"), "-q", "-h", host,
+                               "-p", port, "-t", "1"], capture_output=True, timeout=3,
+                              check=False)
+    except (OSError, subprocess.SubprocessError, postgres.NoPostgres):
+        return False
+    return done.returncode == 0
 
 
 # --- fault ----------------------------------------------------------------------------------

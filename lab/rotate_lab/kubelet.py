@@ -11,7 +11,9 @@ same name — a StatefulSet pod — never shares processes with its predecessor)
   follow their object ``profile.secret_volume_delay`` seconds after it changes;
 - readiness probes (httpGet, tcpSocket, exec) run every ``min(periodSeconds,
   profile.readiness_period)`` and drive the container's ``ready`` and the pod's Ready and
-  ContainersReady conditions; without a probe a running container is ready;
+  ContainersReady conditions; without a probe a running container is ready; liveness probes
+  run every ``min(periodSeconds, max(profile.readiness_period, 1 s))`` (a liveness failure
+  kills: see ``pod_runtime.LIVENESS_PERIOD_FLOOR``);
 - a container that exits, or fails its liveness probe, is restarted after an exponential
   back-off (state waiting ``CrashLoopBackOff``, ``restartCount`` grows);
 - fault switches: a pod created while ``crashloop <app>`` or ``provider-crashloop``
@@ -118,10 +120,14 @@ class Kubelet(Controller):
 
     # -- pids.json ---------------------------------------------------------------------
 
-    def record_pid(self, key: str, pid: int | None) -> None:
+    def record_pid(self, key: str, pid: int | None, *, exited: int | None = None) -> None:
+        """Record ``pid`` under ``key``, or forget it (``pid=None``).  ``exited`` forgets only
+        that pid: a pod recreated under the same name (a StatefulSet's) may have recorded its
+        new process before its predecessor's finished exiting."""
         with self._pids_lock:
             if pid is None:
-                self._pids.pop(key, None)
+                if exited is None or self._pids.get(key) == exited:
+                    self._pids.pop(key, None)
             else:
                 self._pids[key] = pid
             tmp = self.pods_file.with_suffix(".tmp")

@@ -81,13 +81,14 @@ def start_all(d: LabDir, profile: str, reloader: bool, say: Say) -> None:
     fresh = not (d / "openbao" / "init.json").exists()
     password = random_alnum(40) if fresh else None
     acl_password = random_alnum(40) if fresh else None
+    pg_password = random_alnum(40) if fresh else None
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="lab-up-bao") as pool:
-        bao_f = pool.submit(start_openbao, d, password, acl_password)
+        bao_f = pool.submit(start_openbao, d, password, acl_password, pg_password)
         cc_url = wait_port_file(d, "config_center", cc_pid, cc_port_file)
-        if password is None or acl_password is None:
-            password, acl_password = bao_f.result()[3:5]
+        if password is None or acl_password is None or pg_password is None:
+            password, acl_password, pg_password = bao_f.result()[3:6]
         say("seeding the Config Center")
-        machine_tokens = seed_config_center(d, cc_url, password, acl_password)
+        machine_tokens = seed_config_center(d, cc_url, password, acl_password, pg_password)
         bao_addr, root_token, eso_token = bao_f.result()[:3]
     meta.update(openbao_addr=bao_addr, config_center_url=cc_url)
     processes.write_json(d / "lab.json", meta)
@@ -191,7 +192,8 @@ def wait_port_file(d: LabDir, part: str, pid: int, port_file: Path) -> str:
 
 
 def bootstrap_document(svc: str, schema: dict[str, Any], password: str,
-                       acl_password: str | None = None) -> dict[str, Any]:
+                       acl_password: str | None = None,
+                       pg_password: str | None = None) -> dict[str, Any]:
     """The initial ``bootstrap`` document, in the shape the service's schema requires."""
     from rotate_lab.control import DRAGONFLY_HOST
 
@@ -203,11 +205,16 @@ def bootstrap_document(svc: str, schema: dict[str, Any], password: str,
     if "cache" in props and acl_password is not None:
         doc["cache"] = {"host": DRAGONFLY_HOST, "port": 6379, "username": CACHE_USER,
                         "password": acl_password}
+    if "postgres" in props and pg_password is not None:
+        from rotate_lab import postgres
+
+        doc["postgres"] = postgres.bootstrap_section(pg_password)
     return doc
 
 
 def seed_config_center(d: LabDir, url: str, password: str,
-                       acl_password: str | None = None) -> dict[str, str]:
+                       acl_password: str | None = None,
+                       pg_password: str | None = None) -> dict[str, str]:
     """Schemas, bootstrap documents (kept if present: a restarted lab keeps its history),
     and one fresh machine token per service.  Returns {service: token}."""
     import httpx
@@ -223,7 +230,8 @@ def seed_config_center(d: LabDir, url: str, password: str,
             raise PartFailed("config_center",
                              f"Config Center: storing {svc}'s schema: HTTP {r.status_code}")
         r = c.put(f"/v1/services/{svc}/keys/bootstrap",
-                  json={"value": bootstrap_document(svc, schema, password, acl_password)},
+                  json={"value": bootstrap_document(svc, schema, password, acl_password,
+                                                   pg_password)},
                   headers={"If-None-Match": "*"})
         if not (r.is_success or r.status_code == 412):  # 412: kept from an earlier run
             raise PartFailed("config_center", f"Config Center: storing {svc}'s bootstrap "
@@ -248,12 +256,14 @@ def seed_config_center(d: LabDir, url: str, password: str,
 # --- OpenBao --------------------------------------------------------------------------------
 
 
-def start_openbao(d: LabDir, password: str | None, acl_password: str | None = None
-                  ) -> tuple[str, str, str, str, str]:
+def start_openbao(d: LabDir, password: str | None, acl_password: str | None = None,
+                  pg_password: str | None = None) -> tuple[str, str, str, str, str, str]:
     """Start/unseal bao; make sure secret/infra/dragonfly and secret/infra/dragonfly-acl exist;
     mint ESO's read-only token.
 
-    Returns (addr, root token, ESO token, current Dragonfly password, current ACL password).
+    Returns (addr, root token, ESO token, current Dragonfly password, current ACL password,
+    current PostgreSQL application password); secret/infra/postgres-admin (the superuser)
+    is seeded with a random password when missing (:func:`rotate_lab.postgres.seed_bao`).
     Existing passwords are kept (the Config Center documents of a restarted lab were written
     with them); otherwise ``password``/``acl_password`` (or random ones) are written — the
     ACL user's previous password equal to the current one, as after a completed rotation.
@@ -280,6 +290,10 @@ def start_openbao(d: LabDir, password: str | None, acl_password: str | None = No
             acl_password = acl_password or random_alnum(40)
             openbao.put_secret(bao.addr, bao.root_token, BAO_ACL_PATH,
                                {"password": acl_password, ACL_PREVIOUS_KEY: acl_password})
+        from rotate_lab import postgres
+
+        pg_password = postgres.seed_bao(bao.addr, bao.root_token,
+                                        pg_password or random_alnum(40), random_alnum(40))
         h = {"X-Vault-Token": bao.root_token}
         r = httpx.put(f"{bao.addr}/v1/sys/policies/acl/{ESO_POLICY}", headers=h,
                       json={"policy": ESO_POLICY_HCL}, timeout=5.0)
@@ -294,4 +308,4 @@ def start_openbao(d: LabDir, password: str | None, acl_password: str | None = No
     except httpx.HTTPError as exc:
         raise PartFailed("openbao", f"OpenBao: {type(exc).__name__} while creating the ESO "
                                     "token") from None
-    return bao.addr, bao.root_token, eso_token, password, acl_password
+    return bao.addr, bao.root_token, eso_token, password, acl_password, pg_password

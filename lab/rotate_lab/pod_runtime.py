@@ -26,6 +26,7 @@ from rotate_lab.containers import (
     UnknownImage,
     container_env,
     launch_for,
+    volume_mounts,
 )
 from rotate_lab.kube.store import ApiError
 from rotate_lab.probes import Probe
@@ -38,6 +39,11 @@ Obj = dict[str, Any]
 TICK = 0.05
 GRACE = 2.0  # SIGTERM → SIGKILL; short, pods here are local processes
 VOLUME_CHECK = 0.25
+#: A liveness failure kills the container, so its period is capped less hard than
+#: readiness': with the fast profile's 0.2 s, three failures would kill a pod still starting
+#: (Python start-up, bootstrap fetch) within 0.6 s on a loaded machine — a crash loop no real
+#: cluster has (there, 3 x 5 s).  1 s keeps a hung container's restart within seconds.
+LIVENESS_PERIOD_FLOOR = 1.0
 CRASH_ARGV = ["/bin/sh", "-c", "echo 'lab fault: container exits at start (crashloop)' >&2; "
               "exit 1"]
 
@@ -67,7 +73,8 @@ class ContainerRuntime:
         probe = spec.get("readinessProbe")
         self.probe = Probe(probe, pod.period_cap) if isinstance(probe, dict) else None
         live = spec.get("livenessProbe")
-        self.liveness = Probe(live, pod.period_cap) if isinstance(live, dict) else None
+        self.liveness = (Probe(live, max(pod.period_cap, LIVENESS_PERIOD_FLOOR))
+                         if isinstance(live, dict) else None)
         self.kill_at: float | None = None  # liveness failed: SIGKILL if still alive then
 
     @property
@@ -123,7 +130,8 @@ class ContainerRuntime:
                 self.env = container_env(pod.store, pod.current, self.spec)
                 launch = launch_for(self.spec, self.env, pod_ip=pod.ip, pod_dir=pod.dir,
                                     service_name=pod.service_name, lab_dir=pod.lab_dir,
-                                    base_env=pod.base_env)
+                                    base_env=pod.base_env, mounts=volume_mounts(
+                                        pod.current, self.spec, pod.dir, pod.lab_dir))
             except UnknownImage as exc:
                 self.image_failures += 1
                 if self.image_failures == 1:
@@ -180,7 +188,7 @@ class ContainerRuntime:
         assert self.proc is not None
         code = self.proc.returncode
         pod = self.pod
-        pod.kubelet.record_pid(self.pid_key, None)
+        pod.kubelet.record_pid(self.pid_key, None, exited=self.proc.pid)
         self.last_state = {"terminated": {
             "exitCode": code if code >= 0 else 128 - code,
             "reason": "Completed" if code == 0 else "Error",
@@ -327,7 +335,7 @@ class PodRuntime:
             except subprocess.TimeoutExpired:
                 c.kill(signal.SIGKILL)
                 c.proc.wait()
-            self.kubelet.record_pid(c.pid_key, None)
+            self.kubelet.record_pid(c.pid_key, None, exited=c.proc.pid)
             c.proc = None
 
     # -- volumes --------------------------------------------------------------------------

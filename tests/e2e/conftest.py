@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
+from tests import labdirs
 from tests.e2e.labtools import Lab, read_env_file
 
 pytestmark = pytest.mark.lab
@@ -21,9 +21,9 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
         )
     from rotate_lab import control
 
-    lab_dir: Path = tmp_path_factory.mktemp("lab")
-    try:
-        control.up(lab_dir, "fast", False, on_progress=lambda _msg: None)
-        yield Lab(lab_dir, read_env_file(lab_dir / "env"))
-    finally:
-        control.down(lab_dir)
+    with labdirs.lab_dir(tmp_path_factory, "lab") as lab_dir:
+        try:
+            control.up(lab_dir, "fast", False, on_progress=lambda _msg: None)
+            yield Lab(lab_dir, read_env_file(lab_dir / "env"))
+        finally:
+            control.down(lab_dir)

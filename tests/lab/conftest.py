@@ -16,12 +16,15 @@ import shutil
 import subprocess
 import time
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
 import pytest
+
+from tests import labdirs
 
 T = TypeVar("T")
 
@@ -134,15 +137,15 @@ def start_lab(lab_dir: Path, *, reloader: bool = False) -> LabHandle:
 
 @pytest.fixture(scope="session")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabHandle]:
-    lab_dir = tmp_path_factory.mktemp("lab")
-    handle: LabHandle | None = None
-    try:
-        handle = start_lab(lab_dir)
-        yield handle
-    finally:
-        from rotate_lab import control
+    with labdirs.lab_dir(tmp_path_factory, "lab") as lab_dir:
+        handle: LabHandle | None = None
+        try:
+            handle = start_lab(lab_dir)
+            yield handle
+        finally:
+            from rotate_lab import control
 
-        control.down(lab_dir)
+            control.down(lab_dir)
 
 
 @pytest.fixture
@@ -155,14 +158,15 @@ def lab_env(lab: LabHandle) -> dict[str, str]:
 def fresh_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., LabHandle]]:
     """A factory: ``fresh_lab(reloader=True)`` starts a private lab, stopped at teardown."""
     started: list[Path] = []
+    with ExitStack() as dirs:
 
-    def make(*, reloader: bool = False) -> LabHandle:
-        lab_dir = tmp_path_factory.mktemp("freshlab")
-        started.append(lab_dir)
-        return start_lab(lab_dir, reloader=reloader)
+        def make(*, reloader: bool = False) -> LabHandle:
+            lab_dir = dirs.enter_context(labdirs.lab_dir(tmp_path_factory, "freshlab"))
+            started.append(lab_dir)
+            return start_lab(lab_dir, reloader=reloader)
 
-    yield make
-    from rotate_lab import control
+        yield make
+        from rotate_lab import control
 
-    for lab_dir in started:
-        control.down(lab_dir)
+        for lab_dir in started:
+            control.down(lab_dir)

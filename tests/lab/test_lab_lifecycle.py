@@ -96,6 +96,7 @@ def test_status_json_has_the_lab_md_keys(lab: LabHandle) -> None:
     assert redis_auth(parts["dragonfly"]["addr"], lab.bao_password())
     assert not redis_auth(parts["dragonfly"]["addr"], "not-the-password-0123456789")
     assert st["profile"] == "fast" and st["faults"] == {}
+    assert parts["postgres"]["addr"].endswith(":5432") and parts["postgres"]["healthy"]
 
 
 def test_restricted_context_is_forbidden_secrets(lab: LabHandle) -> None:

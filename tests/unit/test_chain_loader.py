@@ -122,7 +122,7 @@ def test_consumers_are_derived_in_file_order() -> None:
 def test_unknown_credential_is_a_usage_error() -> None:
     chain = load_chain(EXAMPLE)
     with pytest.raises(UsageError, match="dragonfly"):
-        chain.credential("postgres")
+        chain.credential("mysql")
 
 
 # --------------------------------------------------------------------------- pure functions

@@ -16,7 +16,11 @@ sample service"):
 - ``/work`` does a real SET+GET round trip to Dragonfly;
 - a ``cache`` section (host, port, username, password: a Dragonfly ACL user, the credential
   rotated with the overlap strategy) is one more Dragonfly connection, authenticated as that
-  user (``AUTH username password``): ``/readyz`` and ``/work`` cover it the same way.
+  user (``AUTH username password``): ``/readyz`` and ``/work`` cover it the same way;
+- a ``postgres`` section (host, port, user, password, database) is a PostgreSQL login through
+  psycopg 3 (imported only then, so the other services start as fast as before): ``/readyz``
+  logs in afresh and runs ``SELECT 1``, ``/work`` logs in and reads the seeded ``products``
+  table — a rotated password that the server does not hold shows at once.
 
 Names of the form ``NAME.NS.svc.cluster.local`` are resolved through ``LAB_HOSTS_FILE`` (the
 lab's DNS), then through normal DNS.  The password and the token never appear in a log line
@@ -298,6 +302,13 @@ class Service:
         self.dragonfly = Dragonfly(section) if isinstance(section, dict) else None
         cache = document.get("cache")
         self.cache = Dragonfly(cache, "cache") if isinstance(cache, dict) else None
+        pg = document.get("postgres")
+        if isinstance(pg, dict):
+            from rotate_lab.services.sample_postgres import Postgres
+
+            self.postgres: Any = Postgres(pg, resolve)
+        else:
+            self.postgres = None
         self.token_valid = True
         self._work_seq = 0
         self._lock = threading.Lock()
@@ -312,7 +323,7 @@ class Service:
                 conn.ping()
             except RespError as exc:
                 return f"{label}{exc}"
-        return None
+        return self.postgres.check() if self.postgres is not None else None
 
     def _check_token(self) -> str | None:
         # Only the Config Center's own answer decides validity: while it is unreachable the
@@ -337,7 +348,7 @@ class Service:
         return self.df_check.get() or self.token_check.get()
 
     def work(self) -> str | None:
-        if self.dragonfly is None and self.cache is None:
+        if self.dragonfly is None and self.cache is None and self.postgres is None:
             return None
         with self._lock:
             self._work_seq += 1
@@ -349,7 +360,7 @@ class Service:
                 conn.round_trip(f"lab:work:{self.name}:{n % 100}", f"{time.time():.6f}")
             except RespError as exc:
                 return f"{label}{exc}"
-        return None
+        return self.postgres.work(n) if self.postgres is not None else None
 
 
 def make_handler(service: Service) -> type[BaseHTTPRequestHandler]:
@@ -440,7 +451,8 @@ def main() -> int:
         log(f"bad bootstrap document: {exc}")
         return 1
     log(f"bootstrap loaded (keys: {', '.join(sorted(document))}); dragonfly: "
-        f"{'yes' if service.dragonfly else 'no'}; cache: {'yes' if service.cache else 'no'}")
+        f"{'yes' if service.dragonfly else 'no'}; cache: {'yes' if service.cache else 'no'}; "
+        f"postgres: {'yes' if service.postgres else 'no'}")
     server = ThreadingHTTPServer((host, port), make_handler(service))
     server.daemon_threads = True
 

@@ -11,6 +11,9 @@
 - ``updateStrategy: RollingUpdate``: once every pod is Ready, the highest-ordinal pod
   (>= ``partition``) that is not at the update revision is deleted and recreated from the new
   template; the next one only after it is Ready again — one at a time, top down.
+- ``volumeClaimTemplates``: pod ``NAME-i`` gets the volume ``<template>`` backed by the
+  claim ``<template>-NAME-i`` (no PVC object is stored; the kubelet maps the claim to a
+  directory that outlives the pod).
 - ``updateStrategy: OnDelete``: a template change rolls nothing; a pod someone deletes is
   recreated from the *update* revision.  ``currentRevision`` only advances under
   RollingUpdate (upstream behaviour, which is why kubectl refuses ``rollout status`` here).
@@ -170,6 +173,14 @@ class StatefulSetController(OwnerController):
         pod = pod_from_template(sts, clean, name=name, extra_labels={
             REVISION_LABEL: rev, POD_NAME_LABEL: name, POD_INDEX_LABEL: str(ordinal)})
         pod["spec"]["hostname"] = name
+        # As upstream: each volumeClaimTemplate becomes the pod's volume backed by the claim
+        # <template>-<pod> (the kubelet keeps its data across the pod's recreations).
+        claims = [{"name": t["metadata"]["name"], "persistentVolumeClaim": {
+            "claimName": f"{t['metadata']['name']}-{name}"}}
+            for t in sts["spec"].get("volumeClaimTemplates") or []
+            if (t.get("metadata") or {}).get("name")]
+        if claims:
+            pod["spec"]["volumes"] = [*(pod["spec"].get("volumes") or []), *claims]
         if sts["spec"].get("serviceName"):
             pod["spec"]["subdomain"] = sts["spec"]["serviceName"]
         self.ctx.store.record_event(sts, "SuccessfulCreate",
