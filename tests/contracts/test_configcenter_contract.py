@@ -7,7 +7,6 @@ and a stopped server) stays in the adapter test.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,8 +16,9 @@ from rotate.clients.configcenter import HttpConfigCenter
 from rotate.clients.seams import ConfigCenter
 from rotate.core.errors import ConflictError, NotFoundError
 from rotate.core.secret import Secret
-from tests.adapters.test_configcenter_adapter import ADMIN, ROOT, Server, doc
+from tests.adapters.test_configcenter_adapter import ADMIN, Server, doc
 from tests.fakes import FakeConfigCenter
+from tests.paths import shop_schema
 
 PASSWORD_1 = "First-Dragonfly-Password-0123456789"
 PASSWORD_2 = "Second-Dragonfly-Password-9876543210"
@@ -32,7 +32,7 @@ def cc(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ConfigCenter]
     server = Server(tmp_path)
     client = HttpConfigCenter(server.url, Secret(ADMIN), timeout=5)
     try:
-        client.put_schema("cart", json.loads((ROOT / "schemas" / "cart.schema.json").read_text()))
+        client.put_schema("cart", shop_schema("cart"))
         yield client
     finally:
         client.close()

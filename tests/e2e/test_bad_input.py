@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.labtools import SHOP, Lab, wait_until
+from tests.e2e.labtools import SHOP, Lab
+from tests.polling import eventually
 
 pytestmark = pytest.mark.lab
 
@@ -118,9 +119,9 @@ def test_kill_9_reads_interrupted_names_the_take_over_and_stays_private(lab: Lab
     lab.fault("eso-stall")
     proc = lab.spawn_rotate("dragonfly", "--confirm")
     try:
-        run_id = wait_until(lambda: next(iter(set(lab.run_ids()) - known), None), 30,
+        run_id = eventually(lambda: next(iter(set(lab.run_ids()) - known), None), 30,
                             "the run's journal")
-        wait_until(lambda: any(e.get("kind") == "sync.wait" and e["event"] == "step.start"
+        eventually(lambda: any(e.get("kind") == "sync.wait" and e["event"] == "step.start"
                                for e in lab.journal_events(run_id)) or None, 30,
                    "the run to reach sync.wait")
         os.kill(proc.pid, signal.SIGKILL)
