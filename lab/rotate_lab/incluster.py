@@ -141,6 +141,20 @@ def translate(value: str, mounts: dict[str, Path]) -> str:
     return value
 
 
+def link_nested_mounts(mounts: dict[str, Path]) -> None:
+    """A mount inside another (``/etc/rotate/schemas`` in ``/etc/rotate``) becomes a symlink
+    in the outer one's host directory, so paths relative to a file of the outer mount (the
+    chain file's ``schemas/…``) reach it — what the mount itself does in a container."""
+    for inner in sorted(mounts, key=len):
+        for outer in mounts:
+            base = outer.rstrip("/")
+            if inner != outer and inner.startswith(base + "/"):
+                link = mounts[outer] / inner[len(base) + 1:]
+                if not link.is_symlink() and not link.exists():
+                    link.parent.mkdir(parents=True, exist_ok=True)
+                    link.symlink_to(mounts[inner], target_is_directory=True)
+
+
 def rotate_launch(container: Obj, env: dict[str, str], *, base_env: dict[str, str],
                   mounts: dict[str, Path], sa_dir: Path | None) -> Launch:
     """The ``rotate`` console script of this interpreter, with paths translated."""
@@ -148,6 +162,9 @@ def rotate_launch(container: Obj, env: dict[str, str], *, base_env: dict[str, st
     args = [expand(str(a), env) for a in container.get("args") or []]
     if command and Path(command[0]).name != "rotate":
         raise UnknownImage(f'lab: the rotate image runs only "rotate" (command {command[0]!r})')
+    for host in mounts.values():  # a claim's or emptyDir's directory, as a kubelet makes it
+        host.mkdir(parents=True, exist_ok=True)
+    link_nested_mounts(mounts)
     script = Path(sys.executable).parent / "rotate"
     argv = [str(script), *(translate(a, mounts) for a in command[1:] + args)]
     full_env = {**base_env, **{k: translate(v, mounts) for k, v in env.items()}}
