@@ -155,14 +155,16 @@ def test_the_example_job_rotates_dragonfly_in_the_cluster(lab: Lab, tmp_path: Pa
     for svc in CONSUMERS:
         assert lab.readyz(svc) == 200, svc
 
-    print(logs)
     assert "dragonfly" in logs and "succeeded" in logs.lower(), logs
     report_dir = lab.dir / "pvc" / NS / "rotate-state"
     report = json.loads((report_dir / "report-dragonfly.json").read_text())
     assert report["status"] == "succeeded"
     journals = list((report_dir / "state" / "runs").glob("*/journal.jsonl"))
     assert [j.parent.name for j in journals] == [report["run_id"]]
+    pod_name = pods["items"][0]["metadata"]["name"]
+    sa_token = (lab.dir / "pods" / f"{NS}_{pod_name}" / "serviceaccount" / "token").read_text()
+    assert sa_token.count(".") == 2  # the projected JWT the pod logged in with
     secrets = [new_password, lab.bao_password(before), lab.env["CONFIG_CENTER_TOKEN"],
-               lab.env["BAO_TOKEN"]]
+               lab.env["BAO_TOKEN"], sa_token]
     assert not scan([("kubectl logs", logs), ("job", json.dumps(job)),
                      ("report", json.dumps(report))], secrets)
