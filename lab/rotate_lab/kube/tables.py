@@ -70,6 +70,9 @@ def _pod_status(obj: Obj) -> str:
         waiting = _g(s, "state", "waiting", "reason")
         if waiting:
             return str(waiting)
+        terminated = _g(s, "state", "terminated", "reason")  # a Job's pod: Completed/Error
+        if terminated:
+            return str(terminated)
     return str(_g(obj, "status", "reason") or _g(obj, "status", "phase") or "Pending")
 
 
