@@ -148,6 +148,9 @@ def test_the_example_job_rotates_dragonfly_in_the_cluster(lab: Lab, tmp_path: Pa
     assert [p["status"]["phase"] for p in pods["items"]] == ["Succeeded"]
     pod_spec = pods["items"][0]["spec"]
     assert pod_spec["serviceAccountName"] == SA and pod_spec["restartPolicy"] == "Never"
+    # the pod's only credentials: its ServiceAccount token and the Config Center's
+    env_names = {v["name"] for v in pod_spec["containers"][0]["env"]}
+    assert not env_names & {"BAO_TOKEN", "VAULT_TOKEN", "KUBECONFIG"}
     assert lab.bao_version() == before + 1
     new_password = lab.bao_password()
     assert lab.secret_value("dragonfly", "dragonfly-password-secret", "password") == new_password
@@ -155,10 +158,10 @@ def test_the_example_job_rotates_dragonfly_in_the_cluster(lab: Lab, tmp_path: Pa
     for svc in CONSUMERS:
         assert lab.readyz(svc) == 200, svc
 
-    assert "dragonfly" in logs and "succeeded" in logs.lower(), logs
     report_dir = lab.dir / "pvc" / NS / "rotate-state"
     report = json.loads((report_dir / "report-dragonfly.json").read_text())
     assert report["status"] == "succeeded"
+    assert f"Run {report['run_id']}  dragonfly  succeeded  (exit 0)" in logs, logs
     journals = list((report_dir / "state" / "runs").glob("*/journal.jsonl"))
     assert [j.parent.name for j in journals] == [report["run_id"]]
     pod_name = pods["items"][0]["metadata"]["name"]
