@@ -108,6 +108,7 @@ def build_controllers(ctx: LabContext, reloader: bool) -> tuple[list[Part], Any]
     from rotate_lab.kube.controllers.daemonset import DaemonSetController
     from rotate_lab.kube.controllers.deployment import DeploymentController
     from rotate_lab.kube.controllers.eso import ExternalSecretController
+    from rotate_lab.kube.controllers.job import JobController
     from rotate_lab.kube.controllers.replicaset import ReplicaSetController
     from rotate_lab.kube.controllers.services import ServiceController
     from rotate_lab.kube.controllers.statefulset import StatefulSetController
@@ -115,7 +116,7 @@ def build_controllers(ctx: LabContext, reloader: bool) -> tuple[list[Part], Any]
     services = ServiceController(ctx)
     parts: list[Part] = [services, ExternalSecretController(ctx), DeploymentController(ctx),
                          ReplicaSetController(ctx), StatefulSetController(ctx),
-                         DaemonSetController(ctx)]
+                         DaemonSetController(ctx), JobController(ctx)]
     if reloader:
         from rotate_lab.kube.controllers.reloader import ReloaderController
 
@@ -142,10 +143,12 @@ def write_atomic(path: Path, text: str) -> None:
 
 
 def run(lab_dir: Path, profile: str, octet: int, reloader: bool) -> int:
+    from rotate_lab.incluster import ApiEndpoint
     from rotate_lab.kube.apiserver import ApiServer
     from rotate_lab.kube.auth import Identity
     from rotate_lab.kube.store import Store
     from rotate_lab.kube.tls import TlsMaterial
+    from rotate_lab.kube.tokens import TokenIssuer
     from rotate_lab.kubelet import Kubelet
 
     cfg: Obj = json.loads((lab_dir / "cluster.json").read_text())
@@ -171,15 +174,19 @@ def run(lab_dir: Path, profile: str, octet: int, reloader: bool) -> int:
     server: Any = None
     started: list[Part] = []
     try:
+        # Bound (not yet serving) before any pod starts: the kubelet hands pods the API
+        # server's address and tokens its issuer signs (rotate_lab.incluster).
+        tls = TlsMaterial.read(Path(cfg["tls_dir"]))
+        ctx.tokens = TokenIssuer()
+        server = ApiServer(
+            store, host="127.0.0.1", port=0, tls=tls,
+            identities={cfg["tokens"]["admin"]: Identity.admin(),
+                        cfg["tokens"]["restricted"]: Identity.restricted()},
+            proxy=services.proxy_target, logs=pod_log_reader(kubelet), tokens=ctx.tokens)
+        ctx.api = ApiEndpoint.from_url(str(server.url), tls.ca_pem)
         for part in [*controllers, kubelet]:
             part.start()
             started.append(part)
-        tls_dir = Path(cfg["tls_dir"])
-        server = ApiServer(
-            store, host="127.0.0.1", port=0, tls=TlsMaterial.read(tls_dir),
-            identities={cfg["tokens"]["admin"]: Identity.admin(),
-                        cfg["tokens"]["restricted"]: Identity.restricted()},
-            proxy=services.proxy_target, logs=pod_log_reader(kubelet))
         server.start()
         port = str(server.url).rsplit(":", 1)[1].strip("/")
         write_atomic(lab_dir / "apiserver.port", port + "\n")

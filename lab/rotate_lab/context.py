@@ -19,7 +19,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from rotate_lab.incluster import ApiEndpoint
     from rotate_lab.kube.store import Store
+    from rotate_lab.kube.tokens import TokenIssuer
 
 CLUSTER_DOMAIN = "svc.cluster.local"
 
@@ -207,3 +209,7 @@ class LabContext:
     log: logging.Logger = field(default_factory=lambda: logging.getLogger("rotate_lab"))
     #: filled by the cluster process: e.g. {"openbao": "http://127.0.0.1:8200"}
     endpoints: dict[str, str] = field(default_factory=dict)
+    #: the API server as pods reach it, and the issuer of its ServiceAccount tokens (the
+    #: kubelet mounts tokens it signs); None until the cluster process has bound its port
+    api: ApiEndpoint | None = None
+    tokens: TokenIssuer | None = None

@@ -28,6 +28,13 @@ from rotate_lab.containers import (
     launch_for,
     volume_mounts,
 )
+from rotate_lab.incluster import (
+    SERVICEACCOUNT_PATH,
+    automounts,
+    is_rotate_image,
+    mount_service_account,
+    rotate_launch,
+)
 from rotate_lab.kube.store import ApiError
 from rotate_lab.probes import Probe
 
@@ -76,6 +83,8 @@ class ContainerRuntime:
         self.liveness = (Probe(live, max(pod.period_cap, LIVENESS_PERIOD_FLOOR))
                          if isinstance(live, dict) else None)
         self.kill_at: float | None = None  # liveness failed: SIGKILL if still alive then
+        #: exited for good (restartPolicy Never, or OnFailure with exit 0): never restarted
+        self.terminated: Obj | None = None
 
     @property
     def pid_key(self) -> str:
@@ -89,6 +98,8 @@ class ContainerRuntime:
         return True if self.probe is None else self.probe.ready
 
     def step(self, now: float) -> None:
+        if self.terminated is not None:
+            return
         if self.proc is None:
             if now >= self.next_start:
                 self._start(now)
@@ -128,10 +139,7 @@ class ContainerRuntime:
         else:
             try:
                 self.env = container_env(pod.store, pod.current, self.spec)
-                launch = launch_for(self.spec, self.env, pod_ip=pod.ip, pod_dir=pod.dir,
-                                    service_name=pod.service_name, lab_dir=pod.lab_dir,
-                                    base_env=pod.base_env, mounts=volume_mounts(
-                                        pod.current, self.spec, pod.dir, pod.lab_dir))
+                launch = self._launch()
             except UnknownImage as exc:
                 self.image_failures += 1
                 if self.image_failures == 1:
@@ -184,6 +192,27 @@ class ContainerRuntime:
         pod.kubelet.record_pid(self.pid_key, proc.pid)
         pod.event("Started", f"Started container {self.name}")
 
+    def _launch(self) -> Launch:
+        """The process for this container: its image's program, the API server's address in
+        the environment and, unless disabled, the ServiceAccount token mounted."""
+        pod = self.pod
+        mounts = volume_mounts(pod.current, self.spec, pod.dir, pod.lab_dir)
+        ctx = pod.kubelet.ctx
+        base_env = dict(pod.base_env)
+        sa_dir = None
+        if ctx.api is not None:
+            base_env.update(ctx.api.env())
+            if ctx.tokens is not None and automounts(pod.current, pod.store):
+                sa_dir = mount_service_account(pod.current, pod.store, ctx.tokens, ctx.api,
+                                               pod.dir)
+                mounts.setdefault(SERVICEACCOUNT_PATH, sa_dir)
+        if is_rotate_image(self.image):
+            return rotate_launch(self.spec, self.env, base_env=base_env, mounts=mounts,
+                                 sa_dir=sa_dir)
+        return launch_for(self.spec, self.env, pod_ip=pod.ip, pod_dir=pod.dir,
+                          service_name=pod.service_name, lab_dir=pod.lab_dir,
+                          base_env=base_env, mounts=mounts)
+
     def _exited(self, now: float) -> None:
         assert self.proc is not None
         code = self.proc.returncode
@@ -195,6 +224,13 @@ class ContainerRuntime:
             "startedAt": self.started_at, "finishedAt": pod.kubelet.now(),
             "containerID": f"lab://{self.proc.pid}"}}
         self.proc = None
+        policy = pod.restart_policy
+        if policy == "Never" or (policy == "OnFailure" and code == 0):
+            self.terminated, self.last_state = self.last_state["terminated"], {}
+            pod.event("Completed" if code == 0 else "Failed",
+                      f"Container {self.name} exited with code {code}",
+                      "Normal" if code == 0 else "Warning")
+            return
         if now - self.run_since > 60 * pod.backoff_base:
             self.backoff = pod.backoff_base  # ran long enough: forget earlier crashes
         self.next_start = now + self.backoff
@@ -215,7 +251,9 @@ class ContainerRuntime:
 
     def status(self) -> Obj:
         state: Obj
-        if self.proc is not None:
+        if self.terminated is not None:
+            state = {"terminated": dict(self.terminated)}
+        elif self.proc is not None:
             state = {"running": {"startedAt": self.started_at}}
         else:
             reason, message = self.waiting
@@ -245,6 +283,8 @@ class PodRuntime:
         self.period_cap = ctx.profile.readiness_period
         self.backoff_base = ctx.profile.readiness_period
         spec = pod.get("spec") or {}
+        #: Always (the default, every workload's pods), OnFailure or Never (a Job's pods)
+        self.restart_policy = str(spec.get("restartPolicy") or "Always")
         self.containers = [ContainerRuntime(self, c) for c in spec.get("containers") or []]
         self.service_name = self.labels.get("app") or (
             self.containers[0].name if self.containers else self.name)
@@ -416,6 +456,10 @@ class PodRuntime:
         all_ready = bool(self.containers) and all(c.ready for c in self.containers)
         phase = "Running" if self.containers and all(c.ever_started
                                                      for c in self.containers) else "Pending"
+        finished = [c.terminated for c in self.containers if c.terminated is not None]
+        if self.containers and len(finished) == len(self.containers):
+            # A pod whose containers all exited for good: its phase is final.
+            phase = "Succeeded" if all(t.get("exitCode") == 0 for t in finished) else "Failed"
         out: Obj = {
             "phase": phase,
             "conditions": [

@@ -119,11 +119,29 @@ def _strip_secret(obj: dict[str, Any]) -> dict[str, Any]:
     return obj
 
 
+#: where a pod's ServiceAccount token, CA and namespace are mounted (kubelet's fixed path)
+SERVICEACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+
+def _load_in_cluster(cfg: Any, directory: str) -> None:
+    from kubernetes.config.incluster_config import InClusterConfigLoader
+
+    InClusterConfigLoader(  # type: ignore[no-untyped-call]
+        token_filename=f"{directory}/token", cert_filename=f"{directory}/ca.crt",
+    ).load_and_set(cfg)
+
+
 class KubeClient:
     """The Kube seam over one kubeconfig context (KUBECONFIG/~/.kube/config when None,
-    in-cluster service account as the last resort, as kubectl does)."""
+    in-cluster service account as the last resort, as kubectl does).
 
-    def __init__(self, kubeconfig: str | None = None, context: str | None = None) -> None:
+    In-cluster: ``KUBERNETES_SERVICE_HOST``/``_PORT`` and the ``token`` and ``ca.crt`` of
+    ``serviceaccount_dir`` (default :data:`SERVICEACCOUNT_DIR`; ``ROTATE_SERVICEACCOUNT_DIR``
+    moves it, for a token projected elsewhere — and for the lab, whose pods are processes).
+    The token file is re-read as the kubelet refreshes it."""
+
+    def __init__(self, kubeconfig: str | None = None, context: str | None = None,
+                 serviceaccount_dir: str | None = None) -> None:
         import urllib3
         from kubernetes import client, config
 
@@ -138,8 +156,7 @@ class KubeClient:
                 ctx = f" (context {context})" if context else ""
                 raise UsageError(f"cannot use {where}{ctx}") from None
             try:
-                config.load_incluster_config(  # type: ignore[no-untyped-call]
-                    client_configuration=cfg)
+                _load_in_cluster(cfg, serviceaccount_dir or SERVICEACCOUNT_DIR)
             except Exception:
                 raise UsageError("no kubeconfig found (set KUBECONFIG or --kubeconfig)") from None
         self._urllib3 = urllib3

@@ -51,10 +51,14 @@ class TokenAuth:
     token: Secret
 
 
+#: the kubelet's ServiceAccount token path (the chain file's ``jwtPath`` default too)
+DEFAULT_JWT_PATH = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+
+
 @dataclass(frozen=True)
 class KubernetesAuth:
     role: str
-    jwt_path: str = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+    jwt_path: str = DEFAULT_JWT_PATH
     mount: str = "kubernetes"
 
 
@@ -312,13 +316,16 @@ def _first(environ: Mapping[str, str], *names: str) -> str | None:
 
 
 def vault_from_env(
-    backend: BackendConfig, environ: Mapping[str, str], *, timeout: float = 10
+    backend: BackendConfig, environ: Mapping[str, str], *, timeout: float = 10,
+    serviceaccount_dir: str | None = None,
 ) -> HvacVault:
     """An adapter configured the way the bao/vault CLIs are: BAO_* wins over VAULT_*.
 
     Address: the chain file's ``addressEnv`` if set, else BAO_ADDR / VAULT_ADDR.  Token auth:
     BAO_TOKEN / VAULT_TOKEN, else ``~/.vault-token`` (the CLI's token helper file).
     UsageError (exit 2) when something required is missing — before any request is made.
+    Kubernetes auth: the chain file's ``jwtPath``; left at its default, the token is read
+    from ``serviceaccount_dir`` when given (the same directory the Kube adapter uses).
     """
     env_names = (backend.address_env,) if backend.address_env else ("BAO_ADDR", "VAULT_ADDR")
     address = _first(environ, *env_names)
@@ -338,7 +345,10 @@ def vault_from_env(
             raise UsageError("no OpenBao/Vault token: set BAO_TOKEN or VAULT_TOKEN")
         auth = Secret(token)
     elif auth_cfg.method == "kubernetes":
-        auth = KubernetesAuth(role=auth_cfg.role or "", jwt_path=auth_cfg.jwt_path,
+        jwt_path = auth_cfg.jwt_path
+        if serviceaccount_dir and jwt_path == DEFAULT_JWT_PATH:
+            jwt_path = f"{serviceaccount_dir}/token"
+        auth = KubernetesAuth(role=auth_cfg.role or "", jwt_path=jwt_path,
                               mount=auth_cfg.mount_path)
     else:
         names = (auth_cfg.role_id_env or "", auth_cfg.secret_id_env or "")

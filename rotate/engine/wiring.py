@@ -16,6 +16,9 @@ from rotate.core.errors import UsageError
 from rotate.core.secret import Secret
 from rotate.engine.model import Options
 
+#: moves the in-cluster ServiceAccount directory (token, ca.crt) from the kubelet's fixed path
+SERVICEACCOUNT_DIR_ENV = "ROTATE_SERVICEACCOUNT_DIR"
+
 
 class RealAdapters:
     """The :class:`~rotate.engine.model.AdapterFactory` of production: the environment and
@@ -24,14 +27,16 @@ class RealAdapters:
     def vault(self, chain: Chain, environ: Mapping[str, str]) -> Vault:
         from rotate.clients.vault import vault_from_env
 
-        return vault_from_env(chain.backend, environ)
+        return vault_from_env(chain.backend, environ,
+                              serviceaccount_dir=environ.get(SERVICEACCOUNT_DIR_ENV) or None)
 
     def kube(self, chain: Chain, options: Options, environ: Mapping[str, str]) -> Kube:
         from rotate.clients.kube import KubeClient
 
         context = options.context or chain.cluster.context
         kubeconfig = options.kubeconfig or environ.get("KUBECONFIG") or None
-        return KubeClient(kubeconfig=kubeconfig, context=context)
+        return KubeClient(kubeconfig=kubeconfig, context=context,
+                          serviceaccount_dir=environ.get(SERVICEACCOUNT_DIR_ENV) or None)
 
     def config_center(self, chain: Chain, environ: Mapping[str, str]) -> ConfigCenter:
         from rotate.clients.configcenter import HttpConfigCenter

@@ -192,6 +192,24 @@ def test_vault_from_env_with_a_kubernetes_backend(lab: Lab, bao: Bao, tmp_path: 
     assert lab.issuer.taken() == [f"system:serviceaccount:{NS}:rotate"]
 
 
+def test_the_service_account_directory_moves_the_default_token_path(
+    lab: Lab, bao: Bao, tmp_path: Path
+) -> None:
+    """ROTATE_SERVICEACCOUNT_DIR (wiring passes it): the default jwtPath is read from there;
+    an explicit jwtPath in the chain file still wins."""
+    (tmp_path / "token").write_text(lab.mint("rotate") + "\n")
+    default = BackendConfig("secret", AuthConfig("kubernetes", role="rotate"))
+    vault = vault_from_env(default, {"BAO_ADDR": bao.addr}, serviceaccount_dir=str(tmp_path))
+    assert "read" in vault.capabilities(["secret/data/k8s/x"])["secret/data/k8s/x"]
+    assert lab.issuer.taken() == [f"system:serviceaccount:{NS}:rotate"]
+    explicit = BackendConfig("secret", AuthConfig("kubernetes", role="rotate",
+                                                  jwt_path=str(tmp_path / "elsewhere")))
+    moved = vault_from_env(explicit, {"BAO_ADDR": bao.addr}, serviceaccount_dir=str(tmp_path))
+    assert repr(moved) == repr(vault)  # nothing about paths leaks into repr
+    with pytest.raises(ClientError):  # it reads the explicit path, which does not exist
+        moved.read("k8s/x")
+
+
 def test_another_service_accounts_token_is_refused(lab: Lab, bao: Bao, tmp_path: Path) -> None:
     jwt = lab.mint("other")
     vault = HvacVault(bao.addr, KubernetesAuth("rotate", token_file(tmp_path, jwt)), "secret")

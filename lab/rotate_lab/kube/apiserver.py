@@ -173,9 +173,12 @@ class ApiServer:
         self._tmp.cleanup()
 
     def identify(self, header: str | None) -> Authorizer | None:
-        if not header or not header.startswith("Bearer "):
+        # The scheme is case-insensitive (RFC 7235; kube-apiserver lower-cases it): the Python
+        # client's in-cluster config sends "bearer <token>".
+        scheme, _, token = (header or "").partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
             return None
-        token = header[len("Bearer "):].strip()
+        token = token.strip()
         for known, identity in self.identities.items():
             if hmac.compare_digest(known.encode(), token.encode()):
                 return identity

@@ -70,6 +70,9 @@ def _pod_status(obj: Obj) -> str:
         waiting = _g(s, "state", "waiting", "reason")
         if waiting:
             return str(waiting)
+        terminated = _g(s, "state", "terminated", "reason")  # a Job's pod: Completed/Error
+        if terminated:
+            return str(terminated)
     return str(_g(obj, "status", "reason") or _g(obj, "status", "phase") or "Pending")
 
 
@@ -107,6 +110,29 @@ def _selector(obj: Obj) -> str:
     from rotate_lab.kube.selectors import spec_to_query
 
     return spec_to_query(_g(obj, "spec", "selector")) or "<none>"
+
+
+def _job_status(obj: Obj) -> str:
+    """kubectl's STATUS column for a Job: Complete, Failed, Suspended or Running."""
+    for ctype in ("Complete", "Failed", "Suspended"):
+        if _cond(obj, ctype) == "True":
+            return ctype
+    return "Running"
+
+
+def _job_duration(obj: Obj) -> str:
+    start = _g(obj, "status", "startTime")
+    if not start:
+        return ""
+    end = _g(obj, "status", "completionTime")
+    try:
+        t0 = datetime.strptime(str(start), "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+        t1 = (datetime.strptime(str(end), "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+              if end else datetime.now(UTC))
+    except ValueError:
+        return ""
+    seconds = max(0, int((t1 - t0).total_seconds()))
+    return f"{seconds}s" if seconds < 120 else f"{seconds // 60}m"
 
 
 _NAME: Column = ("Name", "string", 0, lambda o: _g(o, "metadata", "name"))
@@ -160,6 +186,21 @@ _COLUMNS: dict[str, list[Column]] = {
                     ("Ready", "string", 0, lambda o: _cond(o, "Ready"))],
 }
 _COLUMNS["ClusterSecretStore"] = _COLUMNS["SecretStore"]
+_COLUMNS["Job"] = [
+    _NAME, ("Status", "string", 0, _job_status),
+    ("Completions", "string", 0, lambda o: (
+        f"{_g(o, 'status', 'succeeded', default=0) or 0}/{_g(o, 'spec', 'completions')}")),
+    ("Duration", "string", 0, _job_duration), _AGE, *_WIDE]
+_COLUMNS["CronJob"] = [
+    _NAME, ("Schedule", "string", 0, lambda o: _g(o, "spec", "schedule")),
+    ("Timezone", "string", 0, lambda o: _g(o, "spec", "timeZone") or "<none>"),
+    ("Suspend", "boolean", 0, lambda o: bool(_g(o, "spec", "suspend"))),
+    ("Active", "integer", 0, lambda o: len(_g(o, "status", "active", default=[]) or [])),
+    ("Last Schedule", "string", 0, lambda o: (
+        age(_g(o, "status", "lastScheduleTime")) if _g(o, "status", "lastScheduleTime")
+        else "<none>")), _AGE]
+_COLUMNS["PersistentVolumeClaim"] = [
+    _NAME, ("Status", "string", 0, lambda o: _g(o, "status", "phase") or "Pending"), _AGE]
 
 
 def to_table(kind: Kind, items: list[Obj], resource_version: str,

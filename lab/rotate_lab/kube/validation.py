@@ -59,6 +59,13 @@ def apply_defaults(kind: Kind, obj: dict[str, Any]) -> None:
             ru = strategy.setdefault("rollingUpdate", {})
             ru.setdefault("maxUnavailable", 1)
             ru.setdefault("maxSurge", 0)
+    if kind.kind == "Job":
+        _job_defaults(obj, spec)
+    if kind.kind == "CronJob":
+        spec.setdefault("concurrencyPolicy", "Allow")
+        spec.setdefault("suspend", False)
+        spec.setdefault("successfulJobsHistoryLimit", 3)
+        spec.setdefault("failedJobsHistoryLimit", 1)
     if kind.kind == "Service":
         spec.setdefault("type", "ClusterIP")
         spec.setdefault("sessionAffinity", "None")
@@ -67,6 +74,29 @@ def apply_defaults(kind: Kind, obj: dict[str, Any]) -> None:
                 port.setdefault("protocol", "TCP")
                 if "port" in port:
                     port.setdefault("targetPort", port["port"])
+
+
+#: the label the lab's Job selector uses (upstream selects by controller-uid, which the
+#: store assigns only after defaulting; a Job's name is unique in its namespace all the same)
+JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
+
+
+def _job_defaults(obj: dict[str, Any], spec: dict[str, Any]) -> None:
+    """Upstream's Job defaults: one completion, six retries, and a generated selector that
+    the pod template's labels carry (``kubectl logs job/NAME`` finds the pods by it)."""
+    spec.setdefault("completions", 1)
+    spec.setdefault("parallelism", 1)
+    spec.setdefault("backoffLimit", 6)
+    spec.setdefault("suspend", False)
+    name = str((obj.get("metadata") or {}).get("name") or "")
+    if name and not spec.get("manualSelector"):
+        labels = {JOB_NAME_LABEL: name, "job-name": name}
+        spec.setdefault("selector", {"matchLabels": {JOB_NAME_LABEL: name}})
+        template = spec.setdefault("template", {})
+        if isinstance(template, dict):
+            tmeta = template.setdefault("metadata", {})
+            if isinstance(tmeta, dict):
+                tmeta["labels"] = {**(tmeta.get("labels") or {}), **labels}
 
 
 def _fold_string_data(obj: dict[str, Any]) -> None:
@@ -101,6 +131,12 @@ def validate(kind: Kind, obj: dict[str, Any]) -> None:
                            "Invalid value: values must be strings"))
     if kind.kind in _WORKLOADS:
         causes += _workload_causes(obj)
+    if kind.kind == "Job":
+        policy = (((obj.get("spec") or {}).get("template") or {}).get("spec") or {}).get(
+            "restartPolicy")
+        if policy not in ("Never", "OnFailure"):
+            causes.append(("spec.template.spec.restartPolicy", "FieldValueRequired",
+                           'Required value: valid values: "OnFailure", "Never"'))
     if kind.kind in ("Secret", "ConfigMap"):
         data = obj.get("data")
         if data is not None and not isinstance(data, dict):

@@ -1,0 +1,173 @@
+"""The in-cluster Job of examples/in-cluster/ runs for real in the lab (issue 9 item 3).
+
+Set up as docs/in-cluster.md tells an operator to, each piece from the CLI:
+
+- ``rotate rbac dragonfly --service-account rotate-system/rotate | kubectl apply -f -``;
+- OpenBao's kubernetes auth (``bao auth enable kubernetes``, its config pointing at the lab's
+  API server to review tokens), ``rotate vault-policy dragonfly | bao policy write``, and a
+  role bound to that ServiceAccount;
+- the chain file (``backend.auth.method: kubernetes``) as ConfigMap ``rotate-chain`` and its
+  JSON Schemas as ConfigMap ``rotate-schemas``, the
+  Config Center token as Secret ``rotate-config-center``, the journal's PersistentVolumeClaim;
+- ``examples/in-cluster/job.yaml``, rendered for the lab (only the addresses of OpenBao and the
+  Config Center change).
+
+The lab's Job controller creates the pod, its kubelet runs the ``rotate`` console script as
+the pod's process with the ServiceAccount token mounted and ``KUBERNETES_SERVICE_HOST``/
+``PORT`` set: rotate finds the cluster in-cluster and logs in to OpenBao with that token.
+No kubeconfig, no OpenBao token reaches the pod.  The one full rotation of this module.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ruamel.yaml import YAML
+
+from tests.e2e.labtools import CONSUMERS, Lab, scan
+from tests.paths import EXAMPLE_CHAIN, SHOP_DATA
+from tests.polling import eventually
+
+pytestmark = pytest.mark.lab
+
+BAO = str(Path(sys.executable).parent / "bao")
+NS, SA, JOB = "rotate-system", "rotate", "rotate-dragonfly"
+
+
+def _yaml(path: Path) -> Any:
+    return YAML(typ="safe").load(path.read_text())
+
+
+def _private_file(directory: Path, name: str, text: str) -> str:
+    path = directory / name
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(text)
+    return str(path)
+
+
+def bao(lab: Lab, *args: str, stdin: str | None = None) -> str:
+    proc = subprocess.run([BAO, *args], env=lab.process_env, capture_output=True, text=True,
+                          input=stdin, timeout=30)
+    assert proc.returncode == 0, f"bao {args[:2]} failed: {proc.stderr}"
+    return proc.stdout
+
+
+def pipe(lab: Lab, producer: list[str], consumer: list[str]) -> str:
+    """``rotate … | kubectl/bao …`` as an operator types it."""
+    made = lab.rotate(*producer)
+    assert made.code == 0, made.output
+    proc = subprocess.run(consumer, env=lab.process_env, input=made.stdout, text=True,
+                          capture_output=True, timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def configure_openbao(lab: Lab, tmp: Path) -> None:
+    """Kubernetes auth reviewing tokens through the lab API server, and role ``rotate``."""
+    kubeconfig = json.loads(Path(lab.env["KUBECONFIG"]).read_text())
+    server = kubeconfig["clusters"][0]["cluster"]["server"]
+    ca = base64.b64decode(kubeconfig["clusters"][0]["cluster"]["certificate-authority-data"])
+    reviewer = next(u["user"]["token"] for u in kubeconfig["users"] if u["name"] == "lab-admin")
+    ca_file = _private_file(tmp, "ca.crt", ca.decode())
+    jwt_file = _private_file(tmp, "reviewer.jwt", reviewer)
+    bao(lab, "auth", "enable", "kubernetes")
+    bao(lab, "write", "auth/kubernetes/config", f"kubernetes_host={server}",
+        f"kubernetes_ca_cert=@{ca_file}", f"token_reviewer_jwt=@{jwt_file}",
+        "disable_local_ca_jwt=true")
+    pipe(lab, ["vault-policy", "dragonfly"], [BAO, "policy", "write", "rotate-dragonfly", "-"])
+    bao(lab, "write", f"auth/kubernetes/role/{SA}", f"bound_service_account_names={SA}",
+        f"bound_service_account_namespaces={NS}", "token_policies=rotate-dragonfly",
+        "token_ttl=30m")
+
+
+def in_cluster_chain() -> str:
+    """The lab's chain file with ``backend.auth`` switched to the ServiceAccount."""
+    text = EXAMPLE_CHAIN.read_text()
+    token_auth = "    method: token"
+    assert token_auth in text
+    line = next(ln for ln in text.splitlines() if ln.startswith(token_auth))
+    return text.replace(line, f"    method: kubernetes\n    role: {SA}")
+
+
+def rendered_job(lab: Lab, examples: Path) -> dict[str, Any]:
+    job: dict[str, Any] = _yaml(examples / "job.yaml")
+    container = job["spec"]["template"]["spec"]["containers"][0]
+    lab_values = {"BAO_ADDR": lab.env["BAO_ADDR"],
+                  "CONFIG_CENTER_URL": lab.env["CONFIG_CENTER_URL"]}
+    for var in container["env"]:
+        var["value"] = lab_values.get(var["name"], var.get("value"))
+        if var["value"] is None:
+            var.pop("value")
+    return job
+
+
+def finished(lab: Lab) -> dict[str, Any] | None:
+    job: dict[str, Any] = lab.kjson("get", "job", "-n", NS, JOB)
+    types = {c["type"] for c in job.get("status", {}).get("conditions", [])
+             if c["status"] == "True"}
+    return job if types & {"Complete", "Failed"} else None
+
+
+def test_the_example_job_rotates_dragonfly_in_the_cluster(lab: Lab, tmp_path: Path,
+                                                           repo_root: Path) -> None:
+    examples = repo_root / "examples" / "in-cluster"
+    pipe(lab, ["rbac", "dragonfly", "--service-account", f"{NS}/{SA}"],
+         ["kubectl", "apply", "-f", "-"])
+    configure_openbao(lab, tmp_path)
+    lab.kubectl_apply({"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "v1", "kind": "ConfigMap",
+         "metadata": {"name": "rotate-chain", "namespace": NS},
+         "data": {"rotate.yaml": in_cluster_chain()}},
+        {"apiVersion": "v1", "kind": "ConfigMap",
+         "metadata": {"name": "rotate-schemas", "namespace": NS},
+         "data": {p.name: p.read_text() for p in (SHOP_DATA / "schemas").glob("*.json")}},
+        {"apiVersion": "v1", "kind": "Secret",
+         "metadata": {"name": "rotate-config-center", "namespace": NS},
+         "stringData": {"token": lab.env["CONFIG_CENTER_TOKEN"]}},
+        _yaml(examples / "pvc.yaml")]})
+    before = lab.bao_version()
+
+    lab.kubectl_apply(rendered_job(lab, examples))
+    job = eventually(lambda: finished(lab), 150, "the Job to finish")
+    pods = lab.kjson("get", "pods", "-n", NS, "-l", f"batch.kubernetes.io/job-name={JOB}")
+    logs = lab.kubectl("logs", "-n", NS, f"job/{JOB}")
+    assert job["status"].get("succeeded") == 1, (job["status"], logs)
+    # kubectl's own watch agrees, and its table says so
+    lab.kubectl("wait", "-n", NS, "--for=condition=complete", f"job/{JOB}", "--timeout=20s")
+    table = lab.kubectl("get", "job", "-n", NS, JOB)
+    assert "Complete" in table and "1/1" in table, table
+
+    assert [p["status"]["phase"] for p in pods["items"]] == ["Succeeded"]
+    pod_spec = pods["items"][0]["spec"]
+    assert pod_spec["serviceAccountName"] == SA and pod_spec["restartPolicy"] == "Never"
+    # the pod's only credentials: its ServiceAccount token and the Config Center's
+    env_names = {v["name"] for v in pod_spec["containers"][0]["env"]}
+    assert not env_names & {"BAO_TOKEN", "VAULT_TOKEN", "KUBECONFIG"}
+    assert lab.bao_version() == before + 1
+    new_password = lab.bao_password()
+    assert lab.secret_value("dragonfly", "dragonfly-password-secret", "password") == new_password
+    assert lab.dragonfly_auth(new_password)
+    for svc in CONSUMERS:
+        assert lab.readyz(svc) == 200, svc
+
+    report_dir = lab.dir / "pvc" / NS / "rotate-state"
+    report = json.loads((report_dir / "report-dragonfly.json").read_text())
+    assert report["status"] == "succeeded"
+    assert f"Run {report['run_id']}  dragonfly  succeeded  (exit 0)" in logs, logs
+    journals = list((report_dir / "state" / "runs").glob("*/journal.jsonl"))
+    assert [j.parent.name for j in journals] == [report["run_id"]]
+    pod_name = pods["items"][0]["metadata"]["name"]
+    sa_token = (lab.dir / "pods" / f"{NS}_{pod_name}" / "serviceaccount" / "token").read_text()
+    assert sa_token.count(".") == 2  # the projected JWT the pod logged in with
+    secrets = [new_password, lab.bao_password(before), lab.env["CONFIG_CENTER_TOKEN"],
+               lab.env["BAO_TOKEN"], sa_token]
+    assert not scan([("kubectl logs", logs), ("job", json.dumps(job)),
+                     ("report", json.dumps(report))], secrets)
