@@ -114,6 +114,11 @@ def permissions_needed(chain: Chain, credential: Credential) -> list[Permission]
             perms += [Permission(v, "Pod", ref.namespace) for v in ("list", "delete", "watch")]
     for ns in dict.fromkeys(ref.namespace for ref in workloads):
         perms += [Permission("list", kind, ns) for kind in VSO_KINDS]
+    # Events on every object a run acts on (rotate.engine.events), in that object's namespace
+    token_ns = [chain.services[s].token.namespace for s in consumers_of(chain, credential.name)]
+    for ns in dict.fromkeys([es.namespace, sec.namespace, *token_ns,
+                             *(ref.namespace for ref in workloads)]):
+        perms.append(Permission("create", "Event", ns))
     return deduplicate(perms)
 
 
