@@ -41,6 +41,7 @@ from rotate.core.errors import (
 )
 from rotate.core.secret import Secret
 from rotate.core.timestamps import rfc3339, utcnow
+from rotate.core.urls import display_url
 
 SYSTEM = "kubernetes"
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
@@ -240,7 +241,8 @@ class KubeClient:
         except (self._urllib3.exceptions.HTTPError, OSError) as exc:
             if tls_failure(exc) is not None:
                 raise self._tls_error(exc, operation) from None
-            raise TemporaryError(SYSTEM, operation, "unreachable") from None
+            raise TemporaryError(SYSTEM, operation,
+                                 f"unreachable at {display_url(self._server)}") from None
 
     def _tls_error(self, exc: BaseException, operation: str) -> PermanentError:
         error = tls_failure(exc) or ssl.SSLCertVerificationError()
