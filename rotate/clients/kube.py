@@ -481,5 +481,7 @@ class KubeClient:
             "reportingInstance": event.instance[:128],
             "firstTimestamp": now, "lastTimestamp": now, "count": 1,
         }
+        # a short deadline: an event is best effort and must not hold a run up for long
         self._request("POST", self._path("Event", ref.namespace),
-                      self._op("create", "Event", ref.namespace, ref.name), body=body)
+                      self._op("create", "Event", ref.namespace, ref.name), body=body,
+                      timeout=5)
