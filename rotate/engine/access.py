@@ -11,6 +11,10 @@ and granted at once.  A request the engine makes that is missing here fails the 
 strategies); the StatefulSet and DaemonSet pod permissions are listed from the code, not
 proven there.
 
+Events (rotate.engine.events): ``create events`` in every namespace of an object the run
+acts on.  Creating one is best effort at run time, but it is listed — and so checked and
+granted — like every other request, so a run with the generated RBAC leaves its whole trail.
+
 Invariants:
 
 * ``name`` is set only where the request names its object *and* RBAC can restrict it:
