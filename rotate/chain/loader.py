@@ -67,12 +67,11 @@ def chain_schema() -> dict[str, Any]:
     return data
 
 
-def load_chain(path: Path, *, schema_check: bool = True) -> Chain:
+def load_chain(path: Path) -> Chain:
     """Parse, validate and build the chain file at ``path``; ChainFileError lists every problem.
 
-    ``schema_check=False`` is for read-only listings (``rotate list``) that must stay cheap:
-    jsonschema is then imported only when building the model fails, to explain why.  Every
-    command that changes anything validates fully.
+    Every command validates fully, ``rotate list`` included: a file that ``rotate CRED``
+    refuses must not list.
     """
     file = str(path)
     root = _parse_yaml(_read(path, file), file)
@@ -80,11 +79,6 @@ def load_chain(path: Path, *, schema_check: bool = True) -> Chain:
     if not isinstance(data, dict):
         raise ChainFileError([ChainFileProblem(file, 1, "", "the file must be a YAML mapping")])
     base = path.resolve().parent
-    if not schema_check:
-        try:
-            return _build(data, path.resolve())
-        except Exception:
-            pass
     problems = _dedupe([*schema_problems(chain_schema(), data, root, file),
                         *semantic_problems(data, root, file, base)])
     if problems:

@@ -164,8 +164,8 @@ class Engine:
     def environ(self) -> Mapping[str, str]:
         return self._environ if self._environ is not None else os.environ
 
-    def load_chain(self, options: _Options, *, schema_check: bool = True) -> Chain:
-        return self._load(options.chain_file, schema_check=schema_check)
+    def load_chain(self, options: _Options) -> Chain:
+        return self._load(options.chain_file)
 
     def _adapters(self, chain: Chain, options: _Options) -> Adapters:
         """Every adapter, or one UsageError listing what each one misses (all at once)."""

@@ -80,7 +80,7 @@ class AdapterFactory(Protocol):
 class ChainLoader(Protocol):
     """Reads and validates a chain file (``rotate.chain.loader.load_chain``)."""
 
-    def __call__(self, path: Path, *, schema_check: bool = True) -> Chain: ...
+    def __call__(self, path: Path) -> Chain: ...
 
 
 @dataclass(frozen=True)

@@ -77,11 +77,11 @@ class RealAdapters:
         return ReadyzRouter(kube)
 
 
-def load_chain(path: Path, *, schema_check: bool = True) -> Chain:
+def load_chain(path: Path) -> Chain:
     """``rotate.chain.loader.load_chain``, imported when first called (jsonschema is slow)."""
     from rotate.chain.loader import load_chain as load
 
-    return load(path, schema_check=schema_check)
+    return load(path)
 
 
 def _token(environ: Mapping[str, str], name: str, problems: list[str]) -> Secret | None:

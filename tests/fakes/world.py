@@ -162,7 +162,7 @@ class World:
         """A real Engine whose adapters are these fakes and whose chain is this chain."""
         return Engine(WorldAdapters(self), self.load_chain, environ={})
 
-    def load_chain(self, path: Path, *, schema_check: bool = True) -> Chain:
+    def load_chain(self, path: Path) -> Chain:
         return self.chain
 
     def setup(self, password: str = "old-password-0123456789abcdefghijklmn") -> None:

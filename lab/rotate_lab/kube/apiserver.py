@@ -27,6 +27,7 @@ import logging
 import select
 import socket
 import ssl
+import sys
 import tempfile
 import threading
 import time
@@ -75,6 +76,15 @@ class _Server(ThreadingHTTPServer):
         sock, addr = self.socket.accept()
         return self.ssl_context.wrap_socket(sock, server_side=True,
                                             do_handshake_on_connect=False), addr
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that fails the TLS handshake (a wrong CA, a port scan) or drops the
+        connection is the client's problem: logged at debug, not printed as a traceback."""
+        exc = sys.exc_info()[1]
+        if isinstance(exc, OSError):  # ssl.SSLError is an OSError
+            log.debug("connection from %s ended: %s", client_address, type(exc).__name__)
+            return
+        super().handle_error(request, client_address)
 
 
 class ApiServer:
