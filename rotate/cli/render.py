@@ -175,8 +175,21 @@ def _report_head(report: RunReport) -> list[str]:
     lines += aligned([(k, v) for k, v in (
         ("backend", versions),
         ("started", report.started_at or ""),
-        ("finished", report.finished_at or "")) if v])
+        ("finished", report.finished_at or ""),
+        ("events", _events(report.extra.get("events")))) if v])
     return lines
+
+
+def _events(counts: Any) -> str:
+    """Kubernetes Events of the run: best effort, so failures are told, not fatal."""
+    if not isinstance(counts, dict):
+        return ""
+    text = f"{counts.get('created', 0)} Kubernetes events"
+    failed = counts.get("failed", 0)
+    if failed:
+        text += (f"; {failed} could not be created (best effort: check `create events` "
+                 "with rotate doctor)")
+    return text
 
 
 def _step_row(s: StepRecord) -> tuple[str, ...]:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from rotate.clients.seams import MintedToken, TokenInfo, VersionedDoc
-from rotate.clients.tls import tls_failure, tls_reason
+from rotate.clients.tls import TlsSettings, client_context, tls_failure, tls_reason
 from rotate.core.errors import (
     ClientError,
     NotFoundError,
@@ -31,11 +31,15 @@ from rotate.core.errors import (
     error_for_status,
 )
 from rotate.core.secret import Secret, reveal_tree
+from rotate.core.urls import display_url
 
 if TYPE_CHECKING:
     import httpx
 
 SYSTEM = "config center"
+#: the CA file that signed the Config Center's certificate (besides SSL_CERT_FILE)
+CA_ENV = "CONFIG_CENTER_CACERT"
+_CA_NAMES = {"ca_file": CA_ENV}
 
 
 def _seg(text: str) -> str:
@@ -63,15 +67,20 @@ class HttpConfigCenter:
         *,
         transport: httpx.BaseTransport | None = None,
         timeout: float = 10,
+        ca_file: str | None = None,
     ) -> None:
         import httpx
 
         self._url = url.rstrip("/")
         self._token = admin_token
         self._httpx = httpx
+        self._ca_file = ca_file
+        verify: Any = True
+        if ca_file:
+            verify = client_context(TlsSettings(ca_file=ca_file, names=_CA_NAMES))
         try:
             self._client = httpx.Client(base_url=self._url, transport=transport,
-                                        timeout=timeout, follow_redirects=False)
+                                        timeout=timeout, follow_redirects=False, verify=verify)
         except httpx.InvalidURL:
             raise UsageError("the Config Center URL is not a valid URL") from None
 
@@ -123,10 +132,14 @@ class HttpConfigCenter:
         except httpx.TransportError as exc:
             tls = tls_failure(exc)
             if tls is not None:
-                raise PermanentError(SYSTEM, operation, tls_reason(
-                    tls, self._url, "set SSL_CERT_FILE (or SSL_CERT_DIR) to the CA bundle that "
-                    "signed the Config Center's certificate")) from None
-            raise TemporaryError(SYSTEM, operation, "unreachable") from None
+                setting = (f"the CA in {CA_ENV} ({self._ca_file}) did not sign its certificate"
+                           if self._ca_file else
+                           f"set {CA_ENV} (or SSL_CERT_FILE / SSL_CERT_DIR) to the CA bundle "
+                           "that signed the Config Center's certificate")
+                raise PermanentError(SYSTEM, operation, tls_reason(tls, self._url,
+                                                                   setting)) from None
+            raise TemporaryError(SYSTEM, operation,
+                                 f"unreachable at {display_url(self._url)}") from None
         except httpx.HTTPError:
             raise TemporaryError(SYSTEM, operation, "request failed") from None
         if response.status_code >= 400:

@@ -21,13 +21,14 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import secrets
 import ssl
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from rotate.clients.seams import PatchType, WatchEvent
+from rotate.clients.seams import KubeEvent, PatchType, WatchEvent
 from rotate.clients.tls import tls_failure, tls_reason
 from rotate.core.errors import (
     ClientError,
@@ -39,6 +40,8 @@ from rotate.core.errors import (
     error_for_status,
 )
 from rotate.core.secret import Secret
+from rotate.core.timestamps import rfc3339, utcnow
+from rotate.core.urls import display_url
 
 SYSTEM = "kubernetes"
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
@@ -81,6 +84,11 @@ KINDS: dict[str, KindInfo] = {
     "VaultDynamicSecret": KindInfo("secrets.hashicorp.com", "v1beta1", "vaultdynamicsecrets",
                                    True),
 }
+
+#: External Secrets Operator's API group and the versions rotate speaks, preferred first:
+#: ESO 0.17+ serves ``v1``; older releases only ``v1beta1`` (same fields rotate uses).
+ESO_GROUP = "external-secrets.io"
+ESO_VERSIONS = ("v1", "v1beta1")
 
 _PATCH_CONTENT = {
     "merge": "application/merge-patch+json",
@@ -166,6 +174,8 @@ class KubeClient:
                             f"cluster of {where}" + (f", context {context}" if context else ""))
         self._api = client.ApiClient(cfg)
         self._server = str(cfg.host)
+        self._kinds = dict(KINDS)
+        self._eso_version: str | None = None  # discovered on first use of an ESO kind
 
     def __repr__(self) -> str:
         return f"KubeClient({self._server!r})"
@@ -177,11 +187,42 @@ class KubeClient:
     def close(self) -> None:
         self._api.close()  # type: ignore[no-untyped-call]
 
+    # ------------------------------------------------------------------ kinds
+
+    def _info(self, kind: str) -> KindInfo:
+        """The kind's path data; ESO kinds in the version the server serves (discovered once:
+        ``v1`` if served, else ``v1beta1``)."""
+        info = self._kinds.get(kind) or kind_info(kind)
+        if info.group == ESO_GROUP and self._eso_version is None:
+            self._eso_version = self._discover_eso()
+            for name, known in KINDS.items():
+                if known.group == ESO_GROUP:
+                    self._kinds[name] = KindInfo(ESO_GROUP, self._eso_version, known.plural,
+                                                 known.namespaced)
+            info = self._kinds[kind]
+        return info
+
+    def _discover_eso(self) -> str:
+        """``GET /apis/external-secrets.io``: the first of :data:`ESO_VERSIONS` served.
+        A group the server does not serve (404) or a refused discovery keeps ``v1``: the
+        request that follows then fails with its own, clearer error."""
+        try:
+            doc = self._request("GET", f"/apis/{ESO_GROUP}", "discover external-secrets.io")
+        except ClientError:
+            return ESO_VERSIONS[0]
+        served = {str(v.get("version")) for v in (doc or {}).get("versions") or []
+                  if isinstance(v, dict)}
+        return next((v for v in ESO_VERSIONS if v in served), ESO_VERSIONS[0])
+
+    def api_version(self, kind: str) -> str:
+        """``apps/v1``, ``external-secrets.io/v1beta1`` … as this server serves the kind."""
+        return self._info(kind).api_version
+
     # ------------------------------------------------------------------ transport
 
     def _path(self, kind: str, namespace: str | None, name: str | None = None,
               sub: str | None = None) -> str:
-        info = kind_info(kind)
+        info = self._info(kind)
         path = info.prefix
         if info.namespaced and namespace is not None:
             path += f"/namespaces/{quote(namespace, safe='')}"
@@ -217,7 +258,8 @@ class KubeClient:
         except (self._urllib3.exceptions.HTTPError, OSError) as exc:
             if tls_failure(exc) is not None:
                 raise self._tls_error(exc, operation) from None
-            raise TemporaryError(SYSTEM, operation, "unreachable") from None
+            raise TemporaryError(SYSTEM, operation,
+                                 f"unreachable at {display_url(self._server)}") from None
 
     def _tls_error(self, exc: BaseException, operation: str) -> PermanentError:
         error = tls_failure(exc) or ssl.SSLCertVerificationError()
@@ -276,7 +318,7 @@ class KubeClient:
         query = {"labelSelector": label_selector} if label_selector else None
         doc = self._request("GET", self._path(kind, namespace), self._op("list", kind, namespace),
                             query=query)
-        info = KINDS[kind]
+        info = self._info(kind)
         items = []
         for item in (doc or {}).get("items") or []:
             # List items come without kind/apiVersion; callers treat each as a full object.
@@ -287,8 +329,7 @@ class KubeClient:
 
     def create(self, kind: str, namespace: str | None, body: Mapping[str, Any]) -> dict[str, Any]:
         name = (body.get("metadata") or {}).get("name")
-        full = {"apiVersion": KINDS[kind].api_version if kind in KINDS else "", "kind": kind,
-                **body}
+        full = {"apiVersion": self._info(kind).api_version, "kind": kind, **body}
         obj = self._request("POST", self._path(kind, namespace),
                             self._op("create", kind, namespace, name), body=full)
         return _strip_secret(obj) if kind == "Secret" else dict(obj)
@@ -296,8 +337,7 @@ class KubeClient:
     def replace(
         self, kind: str, namespace: str | None, name: str, body: Mapping[str, Any]
     ) -> dict[str, Any]:
-        full = {"apiVersion": KINDS[kind].api_version if kind in KINDS else "", "kind": kind,
-                **body}
+        full = {"apiVersion": self._info(kind).api_version, "kind": kind, **body}
         obj = self._request("PUT", self._path(kind, namespace, name),
                             self._op("replace", kind, namespace, name), body=full)
         return _strip_secret(obj) if kind == "Secret" else dict(obj)
@@ -439,3 +479,26 @@ class KubeClient:
                 raise ForbiddenError(SYSTEM, op, "not allowed to use the service proxy",
                                      status=status)
         return status
+
+    def create_event(self, event: KubeEvent) -> None:
+        ref = event.involved
+        now = rfc3339(utcnow(), micro=False)
+        involved = {"apiVersion": self._info(ref.kind).api_version, "kind": ref.kind,
+                    "name": ref.name, "namespace": ref.namespace}
+        if event.uid:
+            involved["uid"] = event.uid
+        body = {
+            "apiVersion": "v1", "kind": "Event",
+            # the name scheme of client-go's recorder: object name + a unique suffix
+            "metadata": {"name": f"{ref.name}.{secrets.token_hex(8)}",
+                         "namespace": ref.namespace},
+            "involvedObject": involved, "type": event.type, "reason": event.reason,
+            "message": event.message[:1024], "action": event.action,
+            "source": {"component": "rotate"}, "reportingComponent": "rotate",
+            "reportingInstance": event.instance[:128],
+            "firstTimestamp": now, "lastTimestamp": now, "count": 1,
+        }
+        # a short deadline: an event is best effort and must not hold a run up for long
+        self._request("POST", self._path("Event", ref.namespace),
+                      self._op("create", "Event", ref.namespace, ref.name), body=body,
+                      timeout=5)

@@ -22,6 +22,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from rotate.core.refs import ObjectRef
 from rotate.core.secret import Secret
 from rotate.core.urls import display_url
 
@@ -82,6 +83,24 @@ PatchType = Literal["merge", "strategic", "json"]
 class WatchEvent:
     type: Literal["ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"]
     object: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class KubeEvent:
+    """A core/v1 Event about one object, as ``kubectl describe`` shows it.
+
+    ``uid`` is the object's (``""`` when unknown: ``describe`` then does not list it, since it
+    selects events by ``involvedObject.uid``); ``instance`` is the run id (``reportingInstance``).
+    Reason and message name steps, objects and versions — never a value.
+    """
+
+    involved: ObjectRef
+    uid: str
+    type: Literal["Normal", "Warning"]
+    reason: str
+    message: str
+    action: str
+    instance: str
 
 
 class Kube(Protocol):
@@ -150,6 +169,10 @@ class Kube(Protocol):
         self, namespace: str, service: str, port: str | int, path: str, *, timeout: float = 5
     ) -> int:
         """GET through the API server's service proxy; the HTTP status the service answered."""
+
+    def create_event(self, event: KubeEvent) -> None:
+        """Create a core/v1 Event in the involved object's namespace (source.component and
+        reportingComponent ``rotate``)."""
 
 
 # --------------------------------------------------------------------------- Config Center

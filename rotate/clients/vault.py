@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from rotate.clients.seams import KvMetadata, KvVersion
-from rotate.clients.tls import tls_failure, tls_reason
+from rotate.clients.tls import TlsSettings, client_context, tls_failure, tls_reason
 from rotate.core.errors import (
     ClientError,
     ConflictError,
@@ -35,12 +35,14 @@ from rotate.core.errors import (
     error_for_status,
 )
 from rotate.core.secret import Secret
+from rotate.core.urls import display_url, plain_remote_host
 
 if TYPE_CHECKING:
     from rotate.chain.model import BackendConfig
 
 SYSTEM = "vault"
 T = TypeVar("T")
+_CA_NAMES = {"ca_file": "BAO_CACERT/VAULT_CACERT"}
 
 
 # --------------------------------------------------------------------------- auth methods
@@ -89,7 +91,7 @@ def _is_cas_mismatch(errors: Any) -> bool:
 
 
 def _translate(exc: Exception, operation: str, address: str = "",
-               ca_cert: str | None = None) -> ClientError:
+               tls_settings: TlsSettings | None = None) -> ClientError:
     import requests
     from hvac import exceptions as hx
 
@@ -110,15 +112,55 @@ def _translate(exc: Exception, operation: str, address: str = "",
         return PermanentError(SYSTEM, operation, "the address is not a valid URL")
     tls = tls_failure(exc)
     if tls is not None:
-        setting = (f"the CA file in BAO_CACERT/VAULT_CACERT ({ca_cert}) did not sign its "
-                   "certificate" if ca_cert else
-                   "set BAO_CACERT or VAULT_CACERT to the CA file that signed its certificate")
-        return PermanentError(SYSTEM, operation, tls_reason(tls, address, setting))
+        settings = tls_settings or TlsSettings(names=_CA_NAMES)
+        return PermanentError(SYSTEM, operation, tls_reason(tls, address, settings.ca_setting))
     if isinstance(exc, requests.exceptions.RequestException):
-        return TemporaryError(SYSTEM, operation, "unreachable")
+        return TemporaryError(SYSTEM, operation, f"unreachable at {display_url(address)}"
+                              if address else "unreachable")
     if isinstance(exc, OSError):
         return PermanentError(SYSTEM, operation, "cannot read a local credential file")
     return PermanentError(SYSTEM, operation, "unexpected answer")
+
+
+# --------------------------------------------------------------------------- TLS
+
+
+def _tls_session(settings: TlsSettings) -> Any:
+    """A requests Session whose HTTPS connections use one SSL context built from
+    ``settings`` (CA file and directory, client certificate, verification off) and send
+    ``server_name`` as SNI and check the certificate against it (VAULT_TLS_SERVER_NAME)."""
+    import requests
+    from requests.adapters import HTTPAdapter
+
+    context = client_context(settings)
+    cert_reqs = "CERT_NONE" if settings.skip_verify else "CERT_REQUIRED"
+    if settings.skip_verify:  # vault_from_env warned once; not urllib3 on every request
+        import warnings
+
+        from urllib3.exceptions import InsecureRequestWarning
+
+        warnings.filterwarnings("ignore", category=InsecureRequestWarning)
+
+    pool: dict[str, Any] = {"ssl_context": context, "cert_reqs": cert_reqs}
+    if settings.server_name:
+        pool["server_hostname"] = settings.server_name
+
+    class TlsAdapter(HTTPAdapter):
+        def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+            super().init_poolmanager(*args, **{**kwargs, **pool})  # requests < 2.32.2
+
+        def build_connection_pool_key_attributes(
+            self, request: Any, verify: Any, cert: Any = None
+        ) -> Any:
+            host, _ = super().build_connection_pool_key_attributes(request, verify, cert)
+            return host, dict(pool)
+
+        def cert_verify(self, conn: Any, url: str, verify: Any, cert: Any) -> None:
+            """Everything is in the context: requests must not add its own CA bundle."""
+
+    session = requests.Session()
+    session.mount("https://", TlsAdapter())
+    return session
 
 
 # --------------------------------------------------------------------------- the adapter
@@ -135,6 +177,7 @@ class HvacVault:
         namespace: str | None = None,
         ca_cert: str | None = None,
         *,
+        tls: TlsSettings | None = None,
         timeout: float = 10,
     ) -> None:
         import hvac
@@ -143,17 +186,17 @@ class HvacVault:
         self._auth: VaultAuth = TokenAuth(auth) if isinstance(auth, Secret) else auth
         self._mount = mount.strip("/")
         self._logged_in = isinstance(self._auth, TokenAuth)
-        self._ca_cert = ca_cert
-        verify: bool | str = ca_cert or True
+        self._tls = tls or TlsSettings(ca_file=ca_cert, names=_CA_NAMES)
         token = self._auth.token.reveal() if isinstance(self._auth, TokenAuth) else None
         # The JSON adapter turns a 200 into a dict and drops the status; raw requests below go
         # through the parent class's method to keep the Response.
         self._raw_request = hvac.adapters.RawAdapter.request
+        session = None if self._tls.is_default else _tls_session(self._tls)
         self._client = hvac.Client(url=self._address, token=token, namespace=namespace or None,
-                                   verify=verify, timeout=timeout)
+                                   verify=True, timeout=timeout, session=session)
 
     def _translate(self, exc: Exception, operation: str) -> ClientError:
-        return _translate(exc, operation, self._address, self._ca_cert)
+        return _translate(exc, operation, self._address, self._tls)
 
     def __repr__(self) -> str:
         return f"HvacVault({self._address!r}, mount={self._mount!r})"
@@ -315,24 +358,89 @@ def _first(environ: Mapping[str, str], *names: str) -> str | None:
     return None
 
 
+_TRUE = ("1", "t", "true")
+_FALSE = ("0", "f", "false")
+
+
+def _flag(environ: Mapping[str, str], names: tuple[str, str], problems: list[str]) -> bool:
+    """A boolean variable as the vault CLI parses it (Go's strconv.ParseBool)."""
+    for name in names:
+        value = environ.get(name)
+        if value:
+            if value.lower() in _TRUE:
+                return True
+            if value.lower() in _FALSE:
+                return False
+            problems.append(f"{name} must be true or false")
+            return False
+    return False
+
+
+def tls_from_env(environ: Mapping[str, str], problems: list[str]) -> TlsSettings:
+    """BAO_*/VAULT_* TLS variables (BAO_ wins), with the name each value came from."""
+    values: dict[str, str | None] = {}
+    names: dict[str, str] = {}
+    for fld, suffix in (("ca_file", "CACERT"), ("ca_path", "CAPATH"),
+                        ("client_cert", "CLIENT_CERT"), ("client_key", "CLIENT_KEY"),
+                        ("server_name", "TLS_SERVER_NAME")):
+        candidates = (f"BAO_{suffix}", f"VAULT_{suffix}")
+        chosen = next((n for n in candidates if environ.get(n)), None)
+        values[fld] = environ.get(chosen) if chosen else None
+        names[fld] = chosen or " or ".join(candidates)
+    skip = _flag(environ, ("BAO_SKIP_VERIFY", "VAULT_SKIP_VERIFY"), problems)
+    names["skip_verify"] = next((n for n in ("BAO_SKIP_VERIFY", "VAULT_SKIP_VERIFY")
+                                 if environ.get(n)), "BAO_SKIP_VERIFY")
+    return TlsSettings(ca_file=values["ca_file"], ca_path=values["ca_path"],
+                       client_cert=values["client_cert"], client_key=values["client_key"],
+                       server_name=values["server_name"], skip_verify=skip, names=names)
+
+
+def _ignore(text: str) -> None:
+    """The default ``warn``: callers that show warnings pass their own."""
+
+
 def vault_from_env(
     backend: BackendConfig, environ: Mapping[str, str], *, timeout: float = 10,
     serviceaccount_dir: str | None = None,
+    warn: Callable[[str], None] = _ignore,
 ) -> HvacVault:
     """An adapter configured the way the bao/vault CLIs are: BAO_* wins over VAULT_*.
 
     Address: the chain file's ``addressEnv`` if set, else BAO_ADDR / VAULT_ADDR.  Token auth:
-    BAO_TOKEN / VAULT_TOKEN, else ``~/.vault-token`` (the CLI's token helper file).
-    UsageError (exit 2) when something required is missing — before any request is made.
+    BAO_TOKEN / VAULT_TOKEN, else ``~/.vault-token`` (the CLI's token helper file).  TLS:
+    ``*_CACERT``, ``*_CAPATH``, ``*_CLIENT_CERT``/``*_CLIENT_KEY``, ``*_TLS_SERVER_NAME``,
+    ``*_SKIP_VERIFY`` (a warning through ``warn``).  A token sent over plain ``http://`` to
+    a host that is not loopback is warned about too.
     Kubernetes auth: the chain file's ``jwtPath``; left at its default, the token is read
     from ``serviceaccount_dir`` when given (the same directory the Kube adapter uses).
+    UsageError (exit 2) listing everything missing or invalid at once — before any request.
     """
+    problems: list[str] = []
     env_names = (backend.address_env,) if backend.address_env else ("BAO_ADDR", "VAULT_ADDR")
     address = _first(environ, *env_names)
     if not address:
-        raise UsageError(f"no OpenBao/Vault address: set {' or '.join(env_names)}")
+        problems.append(f"no OpenBao/Vault address: set {' or '.join(env_names)}")
+    auth = _auth_from_env(backend, environ, problems, serviceaccount_dir)
+    tls = tls_from_env(environ, problems)
+    if problems or not address or auth is None:
+        raise UsageError("; ".join(problems))
+    if tls.skip_verify:
+        warn(f"{tls.names['skip_verify']} is set: "
+             "the OpenBao/Vault server's certificate is not verified")
+    plain = plain_remote_host(address)
+    if plain:
+        warn(f"the OpenBao/Vault token goes over plain http:// to {plain}, which is not "
+             "loopback: use https://")
+    return HvacVault(
+        address, auth, backend.kv_mount,
+        namespace=_first(environ, "BAO_NAMESPACE", "VAULT_NAMESPACE"),
+        tls=tls, timeout=timeout,
+    )
+
+
+def _auth_from_env(backend: BackendConfig, environ: Mapping[str, str], problems: list[str],
+                   serviceaccount_dir: str | None = None) -> Secret | VaultAuth | None:
     auth_cfg = backend.auth
-    auth: Secret | VaultAuth
     if auth_cfg.method == "token":
         token = _first(environ, "BAO_TOKEN", "VAULT_TOKEN")
         home = environ.get("HOME")
@@ -342,24 +450,19 @@ def vault_from_env(
             except OSError:
                 token = None
         if not token:
-            raise UsageError("no OpenBao/Vault token: set BAO_TOKEN or VAULT_TOKEN")
-        auth = Secret(token)
-    elif auth_cfg.method == "kubernetes":
+            problems.append("no OpenBao/Vault token: set BAO_TOKEN or VAULT_TOKEN")
+            return None
+        return Secret(token)
+    if auth_cfg.method == "kubernetes":
         jwt_path = auth_cfg.jwt_path
         if serviceaccount_dir and jwt_path == DEFAULT_JWT_PATH:
             jwt_path = f"{serviceaccount_dir}/token"
-        auth = KubernetesAuth(role=auth_cfg.role or "", jwt_path=jwt_path,
+        return KubernetesAuth(role=auth_cfg.role or "", jwt_path=jwt_path,
                               mount=auth_cfg.mount_path)
-    else:
-        names = (auth_cfg.role_id_env or "", auth_cfg.secret_id_env or "")
-        role_id, secret_id = (environ.get(n) for n in names)
-        if not role_id or not secret_id:
-            raise UsageError(f"approle auth needs {names[0]} and {names[1]} in the environment")
-        auth = AppRoleAuth(role_id=Secret(role_id), secret_id=Secret(secret_id),
-                           mount=auth_cfg.mount_path)
-    return HvacVault(
-        address, auth, backend.kv_mount,
-        namespace=_first(environ, "BAO_NAMESPACE", "VAULT_NAMESPACE"),
-        ca_cert=_first(environ, "BAO_CACERT", "VAULT_CACERT"),
-        timeout=timeout,
-    )
+    names = (auth_cfg.role_id_env or "", auth_cfg.secret_id_env or "")
+    role_id, secret_id = (environ.get(n) for n in names)
+    if not role_id or not secret_id:
+        problems.append(f"approle auth needs {names[0]} and {names[1]} in the environment")
+        return None
+    return AppRoleAuth(role_id=Secret(role_id), secret_id=Secret(secret_id),
+                       mount=auth_cfg.mount_path)

@@ -16,3 +16,26 @@ def display_url(url: str) -> str:
     host, slash, tail = rest.partition("/")
     path = tail.partition("?")[0].partition("#")[0]
     return f"{scheme}{sep}{host.rpartition('@')[2]}{slash}{path}"
+
+
+def plain_remote_host(url: str) -> str | None:
+    """The host of a plain ``http://`` URL that is not loopback (a bearer token sent there
+    crosses the network in clear), else None."""
+    import ipaddress
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+    except ValueError:
+        return None
+    if parts.scheme.lower() != "http" or not host:
+        return None
+    if host == "localhost" or host.endswith(".localhost"):
+        return None
+    try:
+        if ipaddress.ip_address(host).is_loopback:
+            return None
+    except ValueError:
+        pass
+    return host

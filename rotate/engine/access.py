@@ -11,6 +11,10 @@ and granted at once.  A request the engine makes that is missing here fails the 
 strategies); the StatefulSet and DaemonSet pod permissions are listed from the code, not
 proven there.
 
+Events (rotate.engine.events): ``create events`` in every namespace of an object the run
+acts on.  Creating one is best effort at run time, but it is listed — and so checked and
+granted — like every other request, so a run with the generated RBAC leaves its whole trail.
+
 Invariants:
 
 * ``name`` is set only where the request names its object *and* RBAC can restrict it:
@@ -114,6 +118,11 @@ def permissions_needed(chain: Chain, credential: Credential) -> list[Permission]
             perms += [Permission(v, "Pod", ref.namespace) for v in ("list", "delete", "watch")]
     for ns in dict.fromkeys(ref.namespace for ref in workloads):
         perms += [Permission("list", kind, ns) for kind in VSO_KINDS]
+    # Events on every object a run acts on (rotate.engine.events), in that object's namespace
+    token_ns = [chain.services[s].token.namespace for s in consumers_of(chain, credential.name)]
+    for ns in dict.fromkeys([es.namespace, sec.namespace, *token_ns,
+                             *(ref.namespace for ref in workloads)]):
+        perms.append(Permission("create", "Event", ns))
     return deduplicate(perms)
 
 

@@ -18,7 +18,7 @@ import socket
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from rotate.chain.model import Chain, Credential, consumers_of
 from rotate.core.errors import ClientError, LockHeld, PreflightFailed, RotateError, UsageError
@@ -54,6 +54,7 @@ from rotate.engine.rollback import backend_written, build_rollback
 from rotate.engine.targets import backend_target
 
 #: the kind of the journal's record of preflight (step 0: not a step kind, never resumed)
+T = TypeVar("T")
 PREFLIGHT = "preflight"
 
 #: ``Engine.Options`` names the class inside the class body: this alias keeps it a type there
@@ -167,10 +168,25 @@ class Engine:
         return self._load(options.chain_file)
 
     def _adapters(self, chain: Chain, options: _Options) -> Adapters:
+        """Every adapter, or one UsageError listing what each one misses (all at once)."""
         f, env = self._factory, self.environ
-        kube = f.kube(chain, options, env)
-        return Adapters(vault=f.vault(chain, env), kube=kube,
-                        config_center=f.config_center(chain, env), readyz=f.readyz(kube))
+        problems: list[str] = []
+
+        def build(make: Callable[[], T]) -> T | None:
+            try:
+                return make()
+            except UsageError as exc:
+                problems.append(exc.message)
+                return None
+
+        kube = build(lambda: f.kube(chain, options, env))
+        vault = build(lambda: f.vault(chain, env))
+        cc = build(lambda: f.config_center(chain, env))
+        if kube is None or vault is None or cc is None:
+            if len(problems) == 1:
+                raise UsageError(problems[0])
+            raise UsageError("; ".join(problems))
+        return Adapters(vault=vault, kube=kube, config_center=cc, readyz=f.readyz(kube))
 
     # ------------------------------------------------------------------ plan / run
 

@@ -36,6 +36,7 @@ from rotate.core.errors import (
 )
 from rotate.core.waiting import wait_for
 from rotate.engine import journal as journal_mod
+from rotate.engine.events import RunEvents
 from rotate.engine.kinds import kind_of
 from rotate.engine.kinds.base import Outcome, Run, StepData, StepIO
 from rotate.engine.lock import Lease
@@ -65,6 +66,7 @@ class Executor:
         self.observer = observer
         self.lease = lease
         self.prior = prior or {}
+        self.events = RunEvents(run)
 
     # ------------------------------------------------------------------ one step
 
@@ -93,6 +95,7 @@ class Executor:
             seconds = round(time.monotonic() - started, 3)
             message = _safe_message(exc)
             journal.append("step.failed", step=step, data={"detail": message, "seconds": seconds})
+            self.events.step_failed(step, message)
             self._finished(step, "failed", message, seconds)
             raise _StepError(step, exc) from None
         seconds = round(time.monotonic() - started, 3)
@@ -100,6 +103,7 @@ class Executor:
         journal.append("step.done", step=step, data={**outcome.data.to_json(),
                                                      "detail": outcome.detail,
                                                      "seconds": seconds})
+        self.events.step_done(step, outcome.detail)
         self._finished(step, "done", outcome.detail, seconds)
 
     def _attempts(self, step: PlannedStep, io: StepIO) -> Outcome[StepData]:
@@ -154,25 +158,30 @@ class Executor:
                 self._run_group(group)
         except _StepError as err:
             if isinstance(err.error, Interrupted):
-                run.journal.append("run.end", data={
-                    "status": "interrupted", "exit_code": EXIT_INTERRUPTED,
-                    "message": self._explain(err.step, "was interrupted")})
+                self._end("interrupted", EXIT_INTERRUPTED,
+                          self._explain(err.step, "was interrupted"))
                 return
             code = kind_of(err.step).exit_code
             if not isinstance(err.error, RotateError):
                 code = EXIT_INTERNAL
-            run.journal.append("run.end", data={
-                "status": "failed" if run.start.operation == "rotate" else "rollback-failed",
-                "exit_code": code,
-                "message": self._explain(err.step, f"failed: {_safe_message(err.error)}")})
+            self._end("failed" if run.start.operation == "rotate" else "rollback-failed", code,
+                      self._explain(err.step, f"failed: {_safe_message(err.error)}"))
             return
         except Interrupted:
-            run.journal.append("run.end", data={
-                "status": "interrupted", "exit_code": EXIT_INTERRUPTED,
-                "message": "interrupted between steps; the run is resumable: "
-                           + resume_command(run.run_id)})
+            self._end("interrupted", EXIT_INTERRUPTED,
+                      "interrupted between steps; the run is resumable: "
+                      + resume_command(run.run_id))
             return
-        run.journal.append("run.end", data={"status": "succeeded", "exit_code": EXIT_OK})
+        self._end("succeeded", EXIT_OK)
+
+    def _end(self, status: str, exit_code: int, message: str | None = None) -> None:
+        """The run's end events (best effort), then ``run.end`` with their counts."""
+        self.events.run_end(status, message or "")
+        data: dict[str, Any] = {"status": status, "exit_code": exit_code}
+        if message is not None:
+            data["message"] = message
+        data["events"] = self.events.counts.to_json()
+        self.run.journal.append("run.end", data=data)
 
     def _explain(self, step: PlannedStep, what: str) -> str:
         run = self.run
@@ -271,6 +280,8 @@ def report_from(state: journal_mod.RunState) -> RunReport:
         extra["of_run"] = state.start.of_run
     if state.rolled_back_by:
         extra["rolled_back_by"] = state.rolled_back_by
+    if state.events is not None:
+        extra["events"] = state.events
     return RunReport(
         run_id=state.run_id, credential=state.credential,
         status=status,  # type: ignore[arg-type]

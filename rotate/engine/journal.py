@@ -170,6 +170,8 @@ class RunState:
     exit_code: int | None = None
     message: str = ""
     rolled_back_by: str | None = None
+    #: Kubernetes Events of the run's last process: {"created": n, "failed": m}
+    events: dict[str, int] | None = None
 
     @property
     def credential(self) -> str:
@@ -226,6 +228,9 @@ def load_file(path: Path, run_id: str) -> RunState:
             state.exit_code = int(data.get("exit_code", 1))
             state.message = str(data.get("message", ""))
             state.finished_at = str(rec["ts"])
+            counts = data.get("events")
+            if isinstance(counts, dict):
+                state.events = {str(k): int(v) for k, v in counts.items()}
         elif event == "run.resume":
             state.status = "running"
             state.finished_at = None

@@ -15,8 +15,9 @@ from typing import Any
 import pytest
 from rotate_lab.kube import tls
 
-from rotate.clients.seams import Kube
+from rotate.clients.seams import Kube, KubeEvent
 from rotate.core.errors import ConflictError, NotFoundError
+from rotate.core.refs import ObjectRef
 from rotate.core.secret import Secret
 from tests.adapters.test_kube_adapter import deployment, start_lab
 from tests.fakes import FakeKube
@@ -119,3 +120,22 @@ def test_a_watch_replays_changes_after_a_version_without_secret_data(kube: Kube)
     assert [e.type for e in changes] == ["MODIFIED"]
     assert "data" not in changes[0].object
     assert changes[0].object["metadata"]["name"] == "dragonfly-password-secret"
+
+
+def test_an_event_is_listed_with_its_object_reason_and_run(kube: Kube) -> None:
+    created = kube.create("Deployment", "shop", deployment("cart"))
+    uid = created["metadata"]["uid"]
+    kube.create_event(KubeEvent(involved=ObjectRef("Deployment", "shop", "cart"), uid=uid,
+                                type="Warning", reason="RotationFailed",
+                                message="step 9 failed (rotate run r-1)", action="rotate",
+                                instance="r-1"))
+    events = kube.list("Event", "shop")
+    assert len(events) == 1
+    ev = events[0]
+    assert ev["involvedObject"]["kind"] == "Deployment"
+    assert ev["involvedObject"]["name"] == "cart"
+    assert ev["involvedObject"]["uid"] == uid
+    assert (ev["type"], ev["reason"]) == ("Warning", "RotationFailed")
+    assert ev["message"] == "step 9 failed (rotate run r-1)"
+    assert ev["source"]["component"] == "rotate" and ev["reportingInstance"] == "r-1"
+    assert kube.list("Event", "dragonfly") == []

@@ -52,6 +52,13 @@ def _report_file(path: Path) -> dict[str, object]:
     return doc  # type: ignore[no-any-return]
 
 
+def events_of(lab: Lab, namespace: str, run_id: str, name: str) -> list[tuple[str, str]]:
+    """(type, reason) of the run's events on object ``name`` in ``namespace``."""
+    return [(e["type"], e["reason"])
+            for e in lab.kjson("get", "events", "-n", namespace)["items"]
+            if e.get("reportingInstance") == run_id and e["involvedObject"]["name"] == name]
+
+
 def test_failing_readyz_exits_16_then_resume_then_rollback(lab: Lab, tmp_path: Path) -> None:
     v0 = lab.bao_version()
     old_password = lab.bao_password()
@@ -70,6 +77,11 @@ def test_failing_readyz_exits_16_then_resume_then_rollback(lab: Lab, tmp_path: P
     assert report["rollback"] == f"rotate rollback {run_id} --confirm"
     assert f"rotate resume {run_id} --confirm" in res.stderr
     assert "readyz" in res.stderr and "cart" in res.stderr
+    # The failure is where operators look: a Warning on cart, with the run and the next step.
+    failed = events_of(lab, "shop", run_id, "cart")
+    assert ("Warning", "RotationFailed") in failed and ("Warning", "StepFailed") in failed
+    described = lab.kubectl("describe", "deployment", "cart", "-n", "shop")
+    assert "RotationFailed" in described and f"rotate resume {run_id}" in described
     assert lab.bao_version() == v0 + 1
     new_password = lab.bao_password()
 
@@ -81,6 +93,9 @@ def test_failing_readyz_exits_16_then_resume_then_rollback(lab: Lab, tmp_path: P
     assert res.code == 0, res.output
     rolled = _report_file(tmp_path / "rollback.json")
     assert (rolled["operation"], rolled["of_run"], rolled["exit_code"]) == ("rollback", run_id, 0)
+    assert ("Normal", "RolledBack") in events_of(lab, "shop", str(rolled["run_id"]), "cart")
+    assert "RolledBack" in lab.kubectl("describe", "deployment", "cart", "-n", "shop")
+    assert old_password not in lab.kubectl("get", "events", "-A", "-o", "json")
     text = (tmp_path / "rollback.json").read_text() + (tmp_path / "run.json").read_text()
     assert old_password not in text and new_password not in text
     # Version N's data written back as a new version, through the whole chain.

@@ -100,6 +100,25 @@ def test_rotation_end_to_end(lab: Lab) -> None:
     # Every readyz is 200.
     assert {svc: lab.readyz(svc) for svc in SHOP} == {svc: 200 for svc in SHOP}
 
+    # Events tell the story where operators look, with the run id, on what the run changed.
+    run_id = report["run_id"]
+    assert report["events"]["failed"] == 0 and report["events"]["created"] > 20
+    shop = lab.kjson("get", "events", "-n", "shop")["items"]
+    ours = [e for e in shop if e.get("reportingInstance") == run_id]
+    assert {(e["involvedObject"]["kind"], e["involvedObject"]["name"]) for e in ours
+            if e["reason"] == "CredentialRotated"} == {
+        *(("Deployment", c) for c in CONSUMERS), *(("Secret", f"{c}-config-token")
+                                                   for c in CONSUMERS)}
+    assert all(run_id in e["message"] and e["source"]["component"] == "rotate" for e in ours)
+    described = lab.kubectl("describe", "deployment", "cart", "-n", "shop")
+    for reason in ("ConfigWritten", "RolloutRestarted", "RolloutComplete", "Ready",
+                   "CredentialRotated"):
+        assert reason in described, described
+    assert run_id in described
+    es_events = lab.kubectl("describe", "externalsecret", "dragonfly-password", "-n",
+                            "dragonfly")
+    assert "BackendWritten" in es_events and "CredentialRotated" in es_events, es_events
+
     # The values never reach any output, journal, event or annotation.
     lab.rotate("runs")
     lab.rotate("show", report["run_id"])

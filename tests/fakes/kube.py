@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from rotate.clients.seams import (
+    KubeEvent,
     PatchType,
     WatchEvent,
 )
@@ -53,6 +54,7 @@ class FakeKube:
         self.deleted: list[Key] = []
         self._closed = False
         self.watches_started = 0
+        self.kube_events: list[KubeEvent] = []  # create_event, in order
 
     @property
     def server(self) -> str:
@@ -231,6 +233,26 @@ class FakeKube:
     def proxy_get(self, namespace: str, service: str, port: str | int, path: str, *,
                   timeout: float = 5) -> int:
         return 200
+
+    def create_event(self, event: KubeEvent) -> None:
+        """Stored as an Event object too, so ``list("Event", ns)`` shows it as the API does."""
+        self.faults.hit("create_event")
+        ref = event.involved
+        with self._lock:
+            name = f"{ref.name}.{len(self.kube_events):016x}"
+            involved = {"kind": ref.kind, "name": ref.name, "namespace": ref.namespace}
+            if event.uid:
+                involved["uid"] = event.uid
+            obj = {"kind": "Event", "metadata": {"name": name, "namespace": ref.namespace,
+                                                 "uid": f"uid-{name}"},
+                   "involvedObject": involved, "type": event.type, "reason": event.reason,
+                   "message": event.message, "action": event.action,
+                   "source": {"component": "rotate"}, "reportingComponent": "rotate",
+                   "reportingInstance": event.instance}
+            self.kube_events.append(event)
+            key = ("Event", ref.namespace, name)
+            self.objects[key] = obj
+            self._bump(key, obj, "ADDED")
 
     def close(self) -> None:
         self._closed = True

@@ -1,0 +1,208 @@
+"""Kubernetes Events about a run, on the objects it acted on: the audit trail where operators
+look (``kubectl describe deploy/cart``, ``kubectl get events``).
+
+One place emits them — the executor calls :class:`RunEvents` after each step and at the run's
+end — so no step kind knows about events.  Per step, a Normal event (a Warning when it
+failed) on the object the step acted on; at the end, one event per object the run touched
+(and always on the ExternalSecret, the credential's anchor in the cluster):
+
+=====================  =========  =================================
+run                    type       reason
+=====================  =========  =================================
+rotation succeeded     Normal     ``CredentialRotated``
+rotation failed        Warning    ``RotationFailed``
+rollback succeeded     Normal     ``RolledBack``
+rollback failed        Warning    ``RollbackFailed``
+interrupted            Warning    ``RotationInterrupted``
+=====================  =========  =================================
+
+Invariants:
+
+* Best effort: an event that cannot be created (forbidden, API server down, quota) never
+  fails, slows by more than one request, or changes the outcome of a run; the counts of
+  events created and failed are journaled with ``run.end`` and shown in the report.
+* Reason and message name steps, objects, versions and the run id — never a value (the step
+  details they quote are the report's, which hold none either).
+* The run id is in every message and in ``reportingInstance``.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Literal
+
+from rotate.clients.seams import Kube, KubeEvent
+from rotate.core.errors import RotateError
+from rotate.core.refs import ObjectRef
+from rotate.engine.kinds.base import Run
+from rotate.engine.model import PlannedStep
+from rotate.engine.targets import workload_ref
+
+EventType = Literal["Normal", "Warning"]
+
+#: the Normal event of a done step, by kind and phase (a kind missing here has no event)
+STEP_REASONS: dict[tuple[str, str], str] = {
+    ("backend.write", "main"): "BackendWritten",
+    ("backend.write", "restore"): "BackendRestored",
+    ("backend.retire", "retire"): "PreviousValueRetired",
+    ("sync.trigger", "main"): "SyncRequested",
+    ("sync.wait", "main"): "SecretSynced",
+    ("sync.wait", "restore"): "SecretSynced",
+    ("sync.wait", "retire"): "SecretSynced",
+    ("provider.restart", "main"): "RolloutRestarted",
+    ("provider.restart", "retire"): "RolloutRestarted",
+    ("provider.wait", "main"): "RolloutComplete",
+    ("provider.wait", "retire"): "RolloutComplete",
+    ("config.write", "main"): "ConfigWritten",
+    ("config.write", "restore"): "ConfigRestored",
+    ("token.mint", "main"): "TokenMinted",
+    ("consumer.restart", "main"): "RolloutRestarted",
+    ("consumer.wait", "main"): "RolloutComplete",
+    ("readyz.check", "main"): "Ready",
+    ("token.revoke", "main"): "TokensRevoked",
+}
+
+#: the end-of-run event by (operation, status)
+END_REASONS: dict[tuple[str, str], tuple[EventType, str]] = {
+    ("rotate", "succeeded"): ("Normal", "CredentialRotated"),
+    ("rotate", "failed"): ("Warning", "RotationFailed"),
+    ("rotate", "interrupted"): ("Warning", "RotationInterrupted"),
+    ("rollback", "succeeded"): ("Normal", "RolledBack"),
+    ("rollback", "rollback-failed"): ("Warning", "RollbackFailed"),
+    ("rollback", "interrupted"): ("Warning", "RotationInterrupted"),
+}
+
+
+def objects_of(run: Run, step: PlannedStep) -> list[ObjectRef]:
+    """The Kubernetes objects ``step`` acts on (none for backend-only or Config Center-only
+    steps other than the ones below).  The backend's writes are told on the ExternalSecret,
+    which reads that path; a consumer's document, token revocation and readyz on its
+    workload; a minted token on the Secret that holds it."""
+    cred = run.credential
+    es = ObjectRef("ExternalSecret", cred.external_secret.namespace, cred.external_secret.name)
+    kind = step.kind
+    if kind in ("backend.write", "backend.retire", "sync.trigger"):
+        return [es]
+    if kind == "sync.wait":
+        return [ObjectRef("Secret", cred.secret.namespace, cred.secret.name)]
+    if kind in ("provider.restart", "provider.wait"):
+        ref = _parse_ref(step.subject)
+        return [ref] if ref is not None else []
+    if step.subject in run.chain.services:
+        svc = run.service(step.subject)
+        if kind == "token.mint":
+            return [ObjectRef("Secret", svc.token.namespace, svc.token.name)]
+        if kind in ("consumer.restart", "consumer.wait", "readyz.check", "config.write",
+                    "token.revoke"):
+            return [workload_ref(svc)]
+    return []
+
+
+def _parse_ref(text: str) -> ObjectRef | None:
+    """``deployment/ns/name`` (ObjectRef's str) back to a ref with the kind's proper case."""
+    parts = text.split("/")
+    if len(parts) != 3:
+        return None
+    kinds = {k.lower(): k for k in ("Deployment", "StatefulSet", "DaemonSet")}
+    kind = kinds.get(parts[0])
+    return ObjectRef(kind, parts[1], parts[2]) if kind else None
+
+
+@dataclass
+class EventCounts:
+    created: int = 0
+    failed: int = 0
+
+    def to_json(self) -> dict[str, int]:
+        return {"created": self.created, "failed": self.failed}
+
+
+class RunEvents:
+    """Emits a run's events through the Kube seam; thread-safe (parallel steps)."""
+
+    def __init__(self, run: Run) -> None:
+        self._run = run
+        self._kube: Kube = run.adapters.kube
+        self._lock = threading.Lock()
+        self._uids: dict[ObjectRef, str] = {}
+        cred = run.credential
+        es = ObjectRef("ExternalSecret", cred.external_secret.namespace,
+                       cred.external_secret.name)
+        self._touched: dict[ObjectRef, None] = {es: None}
+        self.counts = EventCounts()
+
+    @property
+    def _suffix(self) -> str:
+        run = self._run
+        what = "rollback" if run.start.operation == "rollback" else "rotate"
+        return f"({what} run {run.run_id}, credential {run.credential.name})"
+
+    def step_done(self, step: PlannedStep, detail: str) -> None:
+        reason = STEP_REASONS.get((step.kind, step.phase))
+        for ref in self._touch(step):
+            if reason:
+                self._emit(ref, "Normal", reason, step.kind,
+                           f"Step {step.index} {step.kind} {step.target}: {detail} "
+                           + self._suffix)
+
+    def step_failed(self, step: PlannedStep, message: str) -> None:
+        for ref in self._touch(step):
+            self._emit(ref, "Warning", "StepFailed", step.kind,
+                       f"Step {step.index} {step.kind} {step.target} failed: {message} "
+                       + self._suffix)
+
+    def run_end(self, status: str, message: str = "") -> None:
+        """One event per touched object; ``message`` is the run's (what failed, the state,
+        the next command) — the report's words, which hold no value."""
+        run = self._run
+        found = END_REASONS.get((run.start.operation, status))
+        if found is None:
+            return
+        etype, reason = found
+        if status == "succeeded":
+            what = ("restored the value before run " + (run.start.of_run or "?")
+                    if run.start.operation == "rollback" else "rotated the credential")
+            text = f"{what} {self._suffix}"
+        else:
+            text = f"{message or status} {self._suffix}"
+        with self._lock:
+            touched = list(self._touched)
+        for ref in touched:
+            self._emit(ref, etype, reason, run.start.operation, text)
+
+    # ------------------------------------------------------------------ internals
+
+    def _touch(self, step: PlannedStep) -> list[ObjectRef]:
+        refs = objects_of(self._run, step)
+        with self._lock:
+            for ref in refs:
+                self._touched.setdefault(ref, None)
+        return refs
+
+    def _uid(self, ref: ObjectRef) -> str:
+        with self._lock:
+            known = self._uids.get(ref)
+        if known is not None:
+            return known
+        try:
+            obj = self._kube.get(ref.kind, ref.namespace, ref.name)
+            uid = str((obj.get("metadata") or {}).get("uid") or "")
+        except RotateError:
+            uid = ""
+        with self._lock:
+            self._uids[ref] = uid
+        return uid
+
+    def _emit(self, ref: ObjectRef, etype: EventType, reason: str, action: str,
+              message: str) -> None:
+        event = KubeEvent(involved=ref, uid=self._uid(ref), type=etype, reason=reason,
+                          message=message, action=action, instance=self._run.run_id)
+        try:
+            self._kube.create_event(event)
+        except Exception:  # best effort: counted, journaled with run.end, never raised
+            with self._lock:
+                self.counts.failed += 1
+            return
+        with self._lock:
+            self.counts.created += 1

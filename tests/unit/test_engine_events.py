@@ -1,0 +1,86 @@
+"""Kubernetes Events of a run (rotate.engine.events) against the fakes: on which objects, with
+which reasons, the run id in each, never a value — and never a reason for a run to fail."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from rotate.core.errors import ForbiddenError
+from rotate.core.refs import ObjectRef
+from rotate.engine.model import PlannedStep
+from tests.fakes import World
+from tests.unit.engine_support import (
+    RecordingObserver,
+    journal_lines,
+    rollback,
+    run,
+    world_fixture,  # noqa: F401 - fixture
+)
+
+ES = ObjectRef("ExternalSecret", "dragonfly", "dragonfly-password")
+CART = ObjectRef("Deployment", "shop", "cart")
+
+
+def _reasons(world: World, ref: ObjectRef) -> list[str]:
+    return [e.reason for e in world.kube.kube_events if e.involved == ref]
+
+
+def test_a_rotation_tells_its_story_on_every_object_it_changed(
+        world: World, tmp_path: Path) -> None:
+    report = run(world, tmp_path)
+    assert report.status == "succeeded", report.message
+    events = world.kube.kube_events
+    assert all(report.run_id in e.message and e.instance == report.run_id for e in events)
+    assert _reasons(world, ES) == ["BackendWritten", "SyncRequested", "CredentialRotated"]
+    assert _reasons(world, ObjectRef("Secret", "dragonfly", "dragonfly-password-secret")) == [
+        "SecretSynced", "CredentialRotated"]
+    assert _reasons(world, ObjectRef("Deployment", "dragonfly", "dragonfly")) == [
+        "RolloutRestarted", "RolloutComplete", "CredentialRotated"]
+    assert _reasons(world, CART) == ["ConfigWritten", "RolloutRestarted", "RolloutComplete",
+                                     "Ready", "TokensRevoked", "CredentialRotated"]
+    assert _reasons(world, ObjectRef("Secret", "shop", "cart-config-token")) == [
+        "TokenMinted", "CredentialRotated"]
+    assert {e.type for e in events} == {"Normal"}
+    cart = world.kube.raw("Deployment", "shop", "cart")["metadata"]["uid"]
+    assert {e.uid for e in events if e.involved == CART} == {cart}  # describe selects by uid
+    assert report.extra["events"] == {"created": len(events), "failed": 0}
+    new = world.vault.current("infra/dragonfly", "password")
+    stored = json.dumps(world.kube.list("Event", "shop") + world.kube.list("Event", "dragonfly"))
+    assert new not in stored and new not in json.dumps([e.message for e in events])
+
+
+def test_a_failed_step_is_a_warning_on_its_object_and_the_run_a_rotation_failure(
+        world: World, tmp_path: Path) -> None:
+    obs = RecordingObserver()
+
+    def sabotage(step: PlannedStep) -> None:
+        world.running["cart"] = "stale"
+    obs.on_start["readyz.check"] = sabotage
+    report = run(world, tmp_path, obs, timeout=0.4)
+    assert report.exit_code == 16
+    warnings = [e for e in world.kube.kube_events if e.involved == CART and e.type == "Warning"]
+    assert [e.reason for e in warnings] == ["StepFailed", "RotationFailed"]
+    assert f"rotate resume {report.run_id} --confirm" in warnings[-1].message
+    assert "RotationFailed" in _reasons(world, ES)
+
+
+def test_a_rollback_says_rolled_back(world: World, tmp_path: Path) -> None:
+    report = run(world, tmp_path)
+    world.kube.kube_events.clear()
+    rb = rollback(world, tmp_path, report.run_id)
+    assert rb.status == "succeeded", rb.message
+    rolled = [e for e in world.kube.kube_events if e.reason == "RolledBack"]
+    assert {e.involved for e in rolled} >= {ES, CART}
+    assert all(rb.run_id in e.message and report.run_id in e.message for e in rolled)
+
+
+def test_events_that_cannot_be_created_do_not_fail_the_run(
+        world: World, tmp_path: Path) -> None:
+    world.kube.faults.arm("create_event", ForbiddenError("kubernetes", "create event",
+                                                         "not allowed", status=403), times=-1)
+    report = run(world, tmp_path)
+    assert report.status == "succeeded", report.message
+    assert report.extra["events"]["created"] == 0 and report.extra["events"]["failed"] > 10
+    end = [r for r in journal_lines(tmp_path, report.run_id) if r["event"] == "run.end"]
+    assert end[-1]["data"]["events"] == report.extra["events"]
