@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from rotate.chain.model import Chain
-from rotate.clients.seams import ConfigCenter, Kube, Readyz, Vault
+from rotate.clients.seams import ConfigCenter, Kube, ProviderConnector, Readyz, Vault
 from rotate.core.errors import UsageError
 from rotate.core.secret import Secret
 from rotate.engine.model import Options
@@ -49,6 +49,11 @@ class RealAdapters:
         from rotate.clients.readyz import ReadyzRouter
 
         return ReadyzRouter(kube)
+
+    def providers(self) -> ProviderConnector:
+        from rotate.clients.provider_connect import Connector
+
+        return Connector()
 
 
 def load_chain(path: Path, *, schema_check: bool = True) -> Chain:
