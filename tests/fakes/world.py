@@ -40,11 +40,11 @@ from rotate.core.refs import ObjectRef
 from rotate.core.secret import Secret
 from rotate.engine.api import Engine
 from rotate.engine.model import Adapters, Options
-from tests.fakes_providers import FakeConnector
 from tests.fakes.configcenter import FakeConfigCenter
 from tests.fakes.kube import FakeKube
 from tests.fakes.readyz import FakeReadyz
 from tests.fakes.vault import FakeVault
+from tests.fakes_providers import FakeConnector
 
 
 def deployment(ns: str, name: str, *, replicas: int = 1, probe: bool = True,
