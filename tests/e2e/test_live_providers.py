@@ -65,6 +65,7 @@ def load_on(lab: Lab, services: tuple[str, ...]) -> Iterator[dict[str, Load]]:
 
 
 def assert_no_failure(loads: dict[str, Load]) -> None:
+    print("load:", {s: (x.ok, len(x.failures)) for s, x in loads.items()})  # the -s figures
     assert {s: load.failures[:3] for s, load in loads.items()} == {s: [] for s in loads}
     assert all(load.ok > 0 for load in loads.values()), {s: x.ok for s, x in loads.items()}
 
@@ -206,7 +207,9 @@ def test_rollout_postgres_stops_at_verify_then_rolls_back(lab: Lab, tmp_path: Pa
     revs = lab.revisions()
 
     with load_on(lab, PG_CONSUMERS) as loads:
-        res = lab.rotate("postgres", "--confirm", "--chain", str(chain), "-o", "json")
+        # the step deadline bounds how long provider.verify retries before it concludes
+        res = lab.rotate("postgres", "--confirm", "--chain", str(chain), "-o", "json",
+                         "--timeout", "30s")
     assert res.code == 12, res.output
     report = json.loads(res.stdout)
     failed = [s for s in report["steps"] if s["status"] == "failed"]
