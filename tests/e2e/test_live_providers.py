@@ -199,10 +199,9 @@ def test_dragonfly_overlap_is_live(lab: Lab) -> None:
 
 
 def test_rollout_postgres_stops_at_verify_then_rolls_back(lab: Lab, tmp_path: Path) -> None:
-    chain = chain_with(tmp_path, "        apply: rollout\n        probe: postgres\n"
-                                 "        user: app_a\n    strategy: restart\n")
     old, version = bao_data(lab, postgres.BAO_PATH)
-    assert old["username"] == "app_a"
+    chain = chain_with(tmp_path, "        apply: rollout\n        probe: postgres\n"
+                                 f"        user: {old['username']}\n    strategy: restart\n")
     docs = {svc: lab.bootstrap(svc)["version"] for svc in PG_CONSUMERS}
     revs = lab.revisions()
 
