@@ -4,7 +4,7 @@ On one lab: bad input first (nothing changes), then ``rotate postgres --confirm`
 (alternating users) and its rollback, ``rotate dragonfly --confirm --strategy overlap``
 (redis-acl, user ``default``), and a chain whose postgres provider says ``apply: rollout``
 (the restart changes nothing inside PostgreSQL: ``provider.verify`` stops the run) and its
-rollback.  Every rotation runs under steady ``/work`` load on the services that use the
+rollback.  Every live rotation runs under steady ``/work`` load on the services that use the
 provider (the Load loop of test_overlap.py, one per service).  Evidence comes from psql
 (PGPASSWORD), raw Redis AUTH, OpenBao's HTTP API, kubectl, the Config Center API and the
 pids the lab's kubelet records.

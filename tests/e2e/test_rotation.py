@@ -42,8 +42,10 @@ def test_plan_changes_nothing(lab: Lab) -> None:
     doc = json.loads(plan.stdout)
     assert doc["kind"] == "plan" and doc["consumers"] == ["cart", "order", "user"]
     kinds = [s["kind"] for s in doc["steps"]]
-    assert kinds.index("backend.write") < kinds.index("sync.trigger") < kinds.index("provider.wait")
-    assert kinds.index("provider.wait") < kinds.index("config.write") < kinds.index("readyz.check")
+    assert kinds.index("backend.write") < kinds.index("sync.trigger") < kinds.index(
+        "provider.apply") < kinds.index("provider.verify")
+    assert kinds.index("provider.verify") < kinds.index("config.write") < kinds.index(
+        "readyz.check")
     assert snapshot(lab) == before
 
 
