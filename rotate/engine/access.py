@@ -123,7 +123,27 @@ def permissions_needed(chain: Chain, credential: Credential) -> list[Permission]
     for ns in dict.fromkeys([es.namespace, sec.namespace, *token_ns,
                              *(ref.namespace for ref in workloads)]):
         perms.append(Permission("create", "Event", ns))
+    perms += _provider_connections(credential)
     return deduplicate(perms)
+
+
+def _provider_connections(credential: Credential) -> list[Permission]:
+    """Live methods and probes: the Service rotate connects to (its Endpoints when
+    headless), and an admin Secret other than the credential's own."""
+    perms: list[Permission] = []
+    for ref in credential.providers:
+        applied = credential.apply_of(ref)
+        if applied.connection is None:
+            continue
+        svc = applied.connection.service
+        perms += [Permission("get", kind, svc.namespace, name=svc.name)
+                  for kind in ("Service", "Endpoints")]
+        admin = applied.admin
+        if admin is not None and admin.password is not None \
+                and not applied.admin_is_credential(credential.secret):
+            perms.append(Permission("get", "Secret", admin.password.namespace,
+                                    name=admin.password.name))
+    return perms
 
 
 def describe(perm: Permission, plural: str) -> str:

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
-from rotate.chain.model import Chain, Credential, consumers_of
+from rotate.chain.model import Chain, Credential, consumers_of, strategy_problem
 from rotate.core.errors import ClientError, LockHeld, PreflightFailed, RotateError, UsageError
 from rotate.core.secret import Secret, generate
 from rotate.core.strategy import Strategy
@@ -65,6 +65,9 @@ def _strategy(options: Options, credential: Credential) -> Strategy:
     strategy = options.strategy or credential.strategy
     if strategy not in set(Strategy):
         raise UsageError(f"unknown strategy {strategy!r} (restart or overlap)")
+    problem = strategy_problem(credential, strategy)
+    if problem is not None:
+        raise UsageError(problem)
     return Strategy(strategy)
 
 
@@ -186,7 +189,8 @@ class Engine:
             if len(problems) == 1:
                 raise UsageError(problems[0])
             raise UsageError("; ".join(problems))
-        return Adapters(vault=vault, kube=kube, config_center=cc, readyz=f.readyz(kube))
+        return Adapters(vault=vault, kube=kube, config_center=cc, readyz=f.readyz(kube),
+                        providers=f.providers())
 
     # ------------------------------------------------------------------ plan / run
 
@@ -197,7 +201,7 @@ class Engine:
         strategy = _strategy(options, cred)
         adapters = self._adapters(chain, options)
         observed = preflight(chain, cred, adapters, strategy=strategy,
-                             candidate=_candidate(cred, None))
+                             candidate=_candidate(cred, None), environ=self.environ)
         return build_plan(chain, cred, strategy, observed)
 
     def run(
@@ -219,7 +223,8 @@ class Engine:
             pre = PlannedStep(0, 0, PREFLIGHT, cred.name, "connectivity, permissions, traps")
             observer.step_started(pre)
             began = time.monotonic()
-            observed = preflight(chain, cred, adapters, strategy=strategy, candidate=candidate)
+            observed = preflight(chain, cred, adapters, strategy=strategy, candidate=candidate,
+                                 environ=self.environ)
             preflight_seconds = round(time.monotonic() - began, 3)
             the_plan = build_plan(chain, cred, strategy, observed)
             passed = sum(1 for c in the_plan.preflight if c.ok)
@@ -242,7 +247,7 @@ class Engine:
                     "detail": f"{passed} checks passed", "seconds": preflight_seconds,
                     "traps": [t.name for t in the_plan.traps]})
                 run = Run(chain, cred, adapters, journal, cancel, timeout, parallel, start,
-                          new_value=candidate)
+                          new_value=candidate, environ=self.environ)
                 Executor(run, observer, lease=lease).execute(the_plan.steps)
             finally:
                 journal.close()
@@ -267,7 +272,8 @@ class Engine:
             journal = Journal.open(options.state_dir, run_id)
             try:
                 journal.append("run.resume", data={"holder": lease.holder})
-                run = Run(chain, cred, adapters, journal, cancel, timeout, parallel, state.start)
+                run = Run(chain, cred, adapters, journal, cancel, timeout, parallel, state.start,
+                          environ=self.environ)
                 # the preflight record is not a step of the plan: it ran before the journal
                 planned = [st for st in state.steps if st.step.kind != PREFLIGHT]
                 for st in planned:
@@ -321,7 +327,8 @@ class Engine:
                         "status": "succeeded", "exit_code": 0,
                         "message": f"run {run_id} never wrote a value; nothing to roll back"})
                 else:
-                    run = Run(chain, cred, adapters, journal, cancel, timeout, parallel, start)
+                    run = Run(chain, cred, adapters, journal, cancel, timeout, parallel, start,
+                              environ=self.environ)
                     Executor(run, observer, lease=lease).execute(steps)
             finally:
                 journal.close()

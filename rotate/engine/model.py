@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from rotate.chain.model import Chain
-from rotate.clients.seams import ConfigCenter, Kube, Readyz, Vault
+from rotate.clients.seams import ConfigCenter, Kube, ProviderConnector, Readyz, Vault
 from rotate.core.findings import Check, Trap
 from rotate.core.strategy import Strategy
 
@@ -62,6 +62,8 @@ class Adapters:
     kube: Kube
     config_center: ConfigCenter
     readyz: Readyz
+    #: opens admin sessions and login probes on providers (live apply methods, verify)
+    providers: ProviderConnector | None = None
 
 
 class AdapterFactory(Protocol):
@@ -75,6 +77,8 @@ class AdapterFactory(Protocol):
     def config_center(self, chain: Chain, environ: Mapping[str, str]) -> ConfigCenter: ...
 
     def readyz(self, kube: Kube) -> Readyz: ...
+
+    def providers(self) -> ProviderConnector: ...
 
 
 class ChainLoader(Protocol):

@@ -14,7 +14,9 @@ from typing import Any
 from rotate.chain.model import (
     Chain,
     Credential,
+    ProviderApply,
     consumers_of,
+    strategy_problem,
 )
 from rotate.clients.seams import ConfigCenter, Kube, Vault
 from rotate.core.errors import ClientError, NotFoundError
@@ -25,7 +27,8 @@ from rotate.core.urls import display_url
 from rotate.engine.access import check_permissions, check_vault_capabilities, permissions_needed
 from rotate.engine.model import Adapters, Check, PreflightResult, Trap
 from rotate.engine.targets import workload_ref
-from rotate.stages import backend, harvest, rollout, sync, tokens, traps
+from rotate.stages import backend, harvest, provider_access, rollout, sync, tokens, traps
+from rotate.stages.provider_apply import accounts_for
 
 
 class _Collector:
@@ -48,12 +51,17 @@ class _Collector:
 
 def preflight(
     chain: Chain, credential: Credential, adapters: Adapters, *, strategy: Strategy,
-    candidate: Secret,
+    candidate: Secret, environ: Mapping[str, str] | None = None,
 ) -> PreflightResult:
     col = _Collector()
     kube, vault, cc = adapters.kube, adapters.vault, adapters.config_center
     overlap = strategy == Strategy.overlap
-    if overlap and credential.overlap is None:
+    live_overlap = overlap and credential.overlap is None and credential.live_applies != () \
+        and strategy_problem(credential, "overlap") is None
+    if live_overlap:
+        col.add("strategy", True, "overlap (the providers hold two values live: "
+                + ", ".join(f"{a.provider} {a.method}" for a in credential.live_applies) + ")")
+    elif overlap and credential.overlap is None:
         col.add("strategy", False,
                 f"overlap needs credentials.{credential.name}.overlap.previousKey in the chain "
                 "file (the key that keeps the previous value, in Vault and in the Secret); "
@@ -114,6 +122,10 @@ def preflight(
         return f"secret {sec} exists"
 
     col.run("secret.exists", target_secret)
+    if version[0]:
+        for check, fn in live_provider_checks(adapters, credential, strategy, version[0],
+                                              environ or {}):
+            col.run(check, fn)
 
     # ③ providers / ④ consumers
     reloader: dict[str, str] = {}
@@ -201,6 +213,39 @@ def preflight(
         consumers=consumers, config_versions=config_versions, token_ids=token_ids,
         reloader=reloader, ondelete=tuple(ondelete),
     )
+
+
+def live_provider_checks(
+    adapters: Adapters, credential: Credential, strategy: Strategy, version: int,
+    environ: Mapping[str, str],
+) -> Iterable[tuple[str, Callable[[], str]]]:
+    """Per live provider (docs/chain-file.md "Preconditions"): the admin Secret exists, the
+    admin authenticates, the method's preconditions hold with the backend's current value;
+    alternating users: the ExternalSecret maps ``usernameKey`` too.  Observe only."""
+    kube, vault, path = adapters.kube, adapters.vault, credential.backend.path
+    es_ref = credential.external_secret
+    for applied in credential.live_applies:
+        if applied.username_key is not None:
+            key = applied.username_key
+
+            def maps_username(k: str = key) -> str:
+                es = kube.get("ExternalSecret", es_ref.namespace, es_ref.name)
+                return external_secret_maps(es, path, k)
+
+            yield f"externalsecret.username-key {applied.provider}", maps_username
+
+        def access(applied: ProviderApply = applied) -> str:
+            if adapters.providers is None:
+                raise NotFoundError("rotate", "provider connector", "not wired")
+            active = (provider_access.active_username(vault, path, applied.username_key,
+                                                      version)
+                      if applied.username_key else None)
+            accounts = accounts_for(applied, str(strategy), active)
+            current = backend.read_value(vault, path, credential.backend.key, version)
+            return provider_access.preflight(adapters.providers, kube, applied,
+                                             credential.secret, accounts, current, environ)
+
+        yield f"provider.access {applied.provider}", access
 
 
 def external_secret_maps(es: Mapping[str, Any], path: str, key: str) -> str:

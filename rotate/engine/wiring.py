@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from rotate.chain.model import Chain
-from rotate.clients.seams import ConfigCenter, Kube, Readyz, Vault
+from rotate.clients.seams import ConfigCenter, Kube, ProviderConnector, Readyz, Vault
 from rotate.core.errors import UsageError
 from rotate.core.secret import Secret
 from rotate.core.urls import plain_remote_host
@@ -80,6 +80,11 @@ class RealAdapters:
         from rotate.clients.readyz import ReadyzRouter
 
         return ReadyzRouter(kube)
+
+    def providers(self) -> ProviderConnector:
+        from rotate.clients.provider_connect import Connector
+
+        return Connector()
 
 
 def load_chain(path: Path) -> Chain:

@@ -40,7 +40,7 @@ class ProviderProofFailed(PermanentError):
     still accepts the old one.  ``hint`` names the likely cause."""
 
     def __init__(self, system: str, operation: str, reason: str, *, hint: str) -> None:
-        super().__init__(system, operation, reason)
+        super().__init__(system, operation, f"{reason}; likely cause: {hint}")
         self.hint = hint
 
 
@@ -301,6 +301,31 @@ def prove(probe: AuthProbe, applied: ProviderApply, accounts: Accounts, old: Sec
     old_word = "still accepts" if want_old else "refuses"
     return (f"{accounts.new} accepts the new value from outside; {accounts.old} {old_word} "
             "the old one")
+
+
+def prove_accepts(probe: AuthProbe, applied: ProviderApply, user: str, value: Secret, *,
+                  refused: tuple[str, Secret] | None, protocol: str,
+                  deadline: Deadline) -> str:
+    """A rollback's proof: ``user`` logs in with the restored ``value`` (and, with
+    ``refused``, that account no longer accepts the value the rollback replaced)."""
+
+    def check() -> bool | None:
+        if not probe.accepts(user, value):
+            return None
+        if refused is not None and probe.accepts(*refused):
+            return None
+        return True
+
+    try:
+        wait_for(check, deadline=deadline, what=f"{applied.provider} accepts the restored value")
+    except WaitTimeout:
+        raise ProviderProofFailed(
+            protocol, f"verify {applied.provider}",
+            f"{user} does not accept the restored value" if refused is None else
+            f"{user} does not accept the restored value, or the replaced one still works",
+            hint=_hint(applied, protocol)) from None
+    tail = f"; {refused[0]} refuses the replaced one" if refused is not None else ""
+    return f"{user} accepts the restored value from outside{tail}"
 
 
 def _proof_reason(seen: Acceptance | None, accounts: Accounts, want_old: bool) -> str:

@@ -33,15 +33,19 @@ def test_plan_changes_nothing(lab: Lab) -> None:
     before = snapshot(lab)
     res = lab.rotate("dragonfly")
     assert res.code == 0, res.output
-    for word in ("backend.write", "sync.wait", "provider.restart", "config.write", "readyz.check"):
+    for word in ("backend.write", "sync.wait", "provider.apply", "provider.verify",
+                 "config.write", "readyz.check"):
         assert word in res.output
+    assert "provider.restart" not in res.output  # Dragonfly's password is changed live
     plan = lab.rotate("dragonfly", "-o", "json")
     assert plan.code == 0, plan.output
     doc = json.loads(plan.stdout)
     assert doc["kind"] == "plan" and doc["consumers"] == ["cart", "order", "user"]
     kinds = [s["kind"] for s in doc["steps"]]
-    assert kinds.index("backend.write") < kinds.index("sync.trigger") < kinds.index("provider.wait")
-    assert kinds.index("provider.wait") < kinds.index("config.write") < kinds.index("readyz.check")
+    assert kinds.index("backend.write") < kinds.index("sync.trigger") < kinds.index(
+        "provider.apply") < kinds.index("provider.verify")
+    assert kinds.index("provider.verify") < kinds.index("config.write") < kinds.index(
+        "readyz.check")
     assert snapshot(lab) == before
 
 
@@ -91,7 +95,8 @@ def test_rotation_end_to_end(lab: Lab) -> None:
     for svc in SHOP:
         expected = revs_before[svc] + (1 if svc in CONSUMERS else 0)
         assert revs_after[svc] == expected, (svc, revs_before[svc], revs_after[svc])
-    assert revs_after["dragonfly"] == revs_before["dragonfly"] + 1
+    # apply: redis-acl — the password changed in place, Dragonfly not restarted
+    assert revs_after["dragonfly"] == revs_before["dragonfly"]
 
     # Their bootstrap documents carry the new password.
     for svc in CONSUMERS:

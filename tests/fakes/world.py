@@ -44,6 +44,7 @@ from tests.fakes.configcenter import FakeConfigCenter
 from tests.fakes.kube import FakeKube
 from tests.fakes.readyz import FakeReadyz
 from tests.fakes.vault import FakeVault
+from tests.fakes_providers import FakeConnector
 
 
 def deployment(ns: str, name: str, *, replicas: int = 1, probe: bool = True,
@@ -147,6 +148,8 @@ class World:
     #: password each running workload started with (provider) / read from its document
     running: dict[str, str] = field(default_factory=dict)
     rollouts: list[str] = field(default_factory=list)
+    #: the providers' own servers (live apply methods, provider.verify)
+    connector: FakeConnector = field(default_factory=FakeConnector)
 
     def __post_init__(self) -> None:
         self.readyz = FakeReadyz(self._readyz)
@@ -156,7 +159,7 @@ class World:
 
     @property
     def adapters(self) -> Adapters:
-        return Adapters(self.vault, self.kube, self.cc, self.readyz)
+        return Adapters(self.vault, self.kube, self.cc, self.readyz, self.connector)
 
     def engine(self) -> Engine:
         """A real Engine whose adapters are these fakes and whose chain is this chain."""
@@ -287,6 +290,9 @@ class WorldAdapters:
 
     def config_center(self, chain: Chain, environ: Mapping[str, str]) -> FakeConfigCenter:
         return self.world.cc
+
+    def providers(self) -> FakeConnector:
+        return self.world.connector
 
     def readyz(self, kube: object) -> FakeReadyz:
         return self.world.readyz

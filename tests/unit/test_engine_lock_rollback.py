@@ -80,12 +80,17 @@ def test_paused_provider_blocks_in_preflight_and_changes_nothing(
     assert world.vault.writes == 0 and world.kube.patches == []
 
 
-def test_overlap_without_previous_key_fails_preflight_clearly(world: World, tmp_path: Path) -> None:
-    plan = world.engine().plan(options(tmp_path, strategy="overlap"), "dragonfly")
-    check = next(c for c in plan.preflight if c.check == "strategy")
-    assert not check.ok and "overlap.previousKey" in check.detail
-    with pytest.raises(PreflightFailed):
-        run(world, tmp_path, strategy="overlap")
+def test_overlap_without_previous_key_is_refused_as_usage(world: World, tmp_path: Path) -> None:
+    """A rollout provider holds two values only through previousKey: exit 2 (the strategy
+    rule), naming the credential, for the plan and the run alike; nothing written."""
+    for attempt in (lambda: world.engine().plan(options(tmp_path, strategy="overlap"),
+                                                "dragonfly"),
+                    lambda: run(world, tmp_path, strategy="overlap")):
+        with pytest.raises(UsageError) as exc:
+            attempt()
+        assert exc.value.exit_code == 2
+        assert "overlap.previousKey" in exc.value.message and "'dragonfly'" in exc.value.message
+    assert world.vault.writes == 0
 
 
 def test_invalid_candidate_fails_preflight_without_showing_it(

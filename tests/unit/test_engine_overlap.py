@@ -20,7 +20,7 @@ import pytest
 
 from rotate.chain.model import OverlapConfig, Strategy
 from rotate.clients.seams import ReadyzTarget
-from rotate.core.errors import PermanentError, PreflightFailed
+from rotate.core.errors import PermanentError, PreflightFailed, UsageError
 from rotate.core.secret import Secret
 from rotate.core.waiting import CancelToken
 from tests.fakes import CONSUMERS, FakeKube, World, make_chain
@@ -171,14 +171,17 @@ def test_preflight_refuses_when_the_secret_would_not_carry_the_previous_key(
     assert ow.vault.writes == 0
 
 
-def test_preflight_refuses_overlap_without_previous_key(tmp_path: Path) -> None:
+def test_overlap_without_previous_key_on_a_rollout_provider_is_a_usage_error(
+        tmp_path: Path) -> None:
+    """The strategy rule (chain.model.strategy_problem) at run time: exit 2, naming the
+    credential, before anything is read or written."""
     w = OverlapWorld(_overlap_chain(tmp_path, strategy="restart", previous_key=None))
     w.setup()
     try:
-        with pytest.raises(PreflightFailed) as exc:
+        with pytest.raises(UsageError) as exc:
             _run(w, tmp_path, strategy="overlap")
-        assert exc.value.exit_code == 3
-        assert "overlap.previousKey" in exc.value.message
+        assert exc.value.exit_code == 2
+        assert "overlap.previousKey" in exc.value.message and "'dragonfly'" in exc.value.message
         assert w.vault.writes == 0
     finally:
         w.kube.close()

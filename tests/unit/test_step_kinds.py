@@ -20,7 +20,8 @@ from rotate.engine.model import PHASES, PlannedStep, RunStart
 #: the kind strings of cli.md: the plan/run JSON, the journal and the CLI spell them so
 CLI_KINDS = {"backend.write", "backend.retire", "sync.trigger", "sync.wait",
              "provider.restart", "provider.wait", "config.harvest", "config.write",
-             "token.mint", "consumer.restart", "consumer.wait", "readyz.check", "token.revoke"}
+             "token.mint", "consumer.restart", "consumer.wait", "readyz.check", "token.revoke",
+             "provider.apply", "provider.verify", "provider.retire"}
 DECLARED = ("name", "phase", "stage", "exit_code", "parallel", "result", "undo")
 _ABSENT = object()
 

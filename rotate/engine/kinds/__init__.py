@@ -27,7 +27,10 @@ from rotate.engine.kinds.config_harvest import ConfigHarvest
 from rotate.engine.kinds.config_write import ConfigRestore, ConfigWrite
 from rotate.engine.kinds.consumer_restart import ConsumerRestart
 from rotate.engine.kinds.consumer_wait import ConsumerWait
+from rotate.engine.kinds.provider_apply import ApplyLive, ApplyRestore
 from rotate.engine.kinds.provider_restart import ProviderRestart, ProviderRestartRetire
+from rotate.engine.kinds.provider_retire import RetireLive, RetireReplaced
+from rotate.engine.kinds.provider_verify import VerifyProvider, VerifyRestored, VerifyRetired
 from rotate.engine.kinds.provider_wait import ProviderWait, ProviderWaitRetire
 from rotate.engine.kinds.readyz_check import ReadyzCheck
 from rotate.engine.kinds.sync_trigger import SyncTrigger
@@ -42,13 +45,16 @@ Kind = type[StepKind[Any]]
 #: overlap strategy's phase 2 (each of its kinds plans nothing under ``restart``), then the
 #: old tokens revoked.
 ROTATION: tuple[Kind, ...] = (
-    BackendWrite, SyncTrigger, SyncWait, ProviderRestart, ProviderWait,
+    BackendWrite, SyncTrigger, SyncWait, ProviderRestart, ProviderWait, ApplyLive,
+    VerifyProvider,
     ConfigHarvest, ConfigWrite, TokenMint, ConsumerRestart, ConsumerWait, ReadyzCheck,
-    BackendRetire, SyncWaitRetire, ProviderRestartRetire, ProviderWaitRetire,
+    BackendRetire, SyncWaitRetire, ProviderRestartRetire, ProviderWaitRetire, RetireLive,
+    VerifyRetired,
     TokenRevoke,
 )
 #: Kinds only a rollback plans: the undo of a rotation kind that is not that kind again.
-ROLLBACK_ONLY: tuple[Kind, ...] = (BackendRestore, SyncWaitRestored, ConfigRestore)
+ROLLBACK_ONLY: tuple[Kind, ...] = (BackendRestore, SyncWaitRestored, ConfigRestore,
+                                   ApplyRestore, VerifyRestored, RetireReplaced)
 
 REGISTRY: dict[tuple[str, Phase], Kind] = {(k.name, k.phase): k
                                            for k in (*ROTATION, *ROLLBACK_ONLY)}
@@ -61,9 +67,9 @@ def kind_of(step: PlannedStep) -> Kind:
 
 def undo_of(planned: set[tuple[str, Phase]]) -> list[Kind]:
     """The kinds that undo a run which planned ``planned`` (kind, phase) pairs, in the order
-    a rotation runs what they undo."""
+    a rotation runs what they undo (a kind marked ``rollback_last`` after all of them)."""
     out: list[Kind] = []
     for kind in ROTATION:
         if (kind.name, kind.phase) in planned:
             out += [u for u in kind.undo if u not in out]
-    return out
+    return [k for k in out if not k.rollback_last] + [k for k in out if k.rollback_last]

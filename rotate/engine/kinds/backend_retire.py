@@ -23,7 +23,7 @@ class BackendRetire(StepKind[BackendWritten]):
 
     @classmethod
     def plan(cls, inp: PlanInput) -> Iterable[Draft]:
-        if not inp.overlap:
+        if not inp.previous_key_overlap:
             return
         prev = inp.credential.overlap.previous_key if inp.credential.overlap else "?"
         yield Draft(backend_target(inp.chain, inp.credential),

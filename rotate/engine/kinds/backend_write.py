@@ -13,6 +13,8 @@ from rotate.engine.kinds.base import Draft, Outcome, PlanInput, Run, StepData, S
 from rotate.engine.model import Phase
 from rotate.engine.targets import backend_target
 from rotate.stages import backend
+from rotate.stages.provider_access import active_username
+from rotate.stages.provider_apply import accounts_for
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,21 @@ def _fresh_value(run: Run) -> Secret:
         raise StepFailed("this credential's value comes from stdin and none was given; run "
                          f"`rotate {run.credential.name} --confirm --value-stdin` again")
     return generate(gen.length, gen.alphabet)
+
+
+def _moved_usernames(run: Run, version: int | None) -> dict[str, Secret]:
+    """Alternating users under overlap: ``usernameKey`` := the inactive role, written with the
+    password so the consumers move to both together (docs/chain-file.md)."""
+    if str(run.start.strategy) != "overlap" or not version:
+        return {}
+    out: dict[str, Secret] = {}
+    for ref in run.credential.providers:
+        applied = run.credential.apply_of(ref)
+        if applied.users is None or applied.username_key is None:
+            continue
+        active = active_username(run.adapters.vault, run.path, applied.username_key, version)
+        out[applied.username_key] = Secret(accounts_for(applied, "overlap", active).new)
+    return out
 
 
 class BackendRestore(StepKind[BackendWritten]):
@@ -145,7 +162,8 @@ class BackendWrite(StepKind[BackendWritten]):
         w = backend.write(vault, run.path, run.credential.backend.key, value, run.run_id,
                           expected_version=expected,
                           previous_key=overlap.previous_key if overlap else None,
-                          keep_previous=run.overlap_key is not None)
+                          keep_previous=run.overlap_key is not None,
+                          also=_moved_usernames(run, int(io.prior["previous_version"])))
         run.value = value
         return Outcome(BackendWritten(w.previous_version, w.version),
                        f"v{w.previous_version} → v{w.version} (cas={w.previous_version})")

@@ -137,6 +137,12 @@ class PlanInput:
     def overlap(self) -> bool:
         return self.strategy == Strategy.overlap
 
+    @property
+    def previous_key_overlap(self) -> bool:
+        """Overlap through ``overlap.previousKey`` (the backend, the Secret and rollout
+        providers carry the previous value); a live method's overlap needs none."""
+        return self.overlap and self.credential.overlap is not None
+
 
 @dataclass
 class Run:
@@ -151,6 +157,8 @@ class Run:
     max_parallel: int
     start: RunStart
     new_value: Secret | None = None  # --value-stdin; generated otherwise
+    #: the environment (a provider's ``addressEnv``)
+    environ: Mapping[str, str] = field(default_factory=dict)
     value: Secret | None = None
     documents: dict[str, Document] = field(default_factory=dict)
     #: typed results of the steps done so far: (kind, phase, subject) → data
@@ -213,6 +221,9 @@ class StepKind(ABC, Generic[D]):
     #: when a resume starts at a step of this kind, the steps of this kind run first again
     #: (a sync wait needs a trigger ESO has not answered yet)
     resume_after: ClassVar[str | None] = None
+    #: a rollback runs this (undo) kind after every other one, once the consumers are back
+    #: on the restored value (e.g. the replaced value removed from a live provider)
+    rollback_last: ClassVar[bool] = False
 
     @classmethod
     @abstractmethod

@@ -28,6 +28,8 @@ class ProviderRestart(RestartKind):
     def plan(cls, inp: PlanInput) -> Iterable[Draft]:
         grace = format_duration(inp.chain.defaults.reloader_grace)
         for ref in inp.credential.providers:
+            if inp.credential.apply_of(ref).live:
+                continue  # provider.apply changes it in place
             key = str(ref)
             if key in inp.reloader:
                 detail = (f"{inp.reloader[key]} watches the Secret: wait {grace} for its "
@@ -46,8 +48,10 @@ class ProviderRestartRetire(ProviderRestart):
 
     @classmethod
     def plan(cls, inp: PlanInput) -> Iterable[Draft]:
-        if inp.overlap:
+        if inp.previous_key_overlap:
             for ref in inp.credential.providers:
+                if inp.credential.apply_of(ref).live:
+                    continue
                 yield Draft(str(ref), "set restartedAt: drop the previous value", str(ref))
 
 

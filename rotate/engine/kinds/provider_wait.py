@@ -23,6 +23,8 @@ class ProviderWait(WaitKind):
     @classmethod
     def plan(cls, inp: PlanInput) -> Iterable[Draft]:
         for ref in inp.credential.providers:
+            if inp.credential.apply_of(ref).live:
+                continue  # provider.apply changes it in place
             key = str(ref)
             yield Draft(key, ONDELETE_ACTION[ref.kind] if key in inp.ondelete
                         else "rollout status", key)
@@ -34,8 +36,10 @@ class ProviderWaitRetire(ProviderWait):
 
     @classmethod
     def plan(cls, inp: PlanInput) -> Iterable[Draft]:
-        if inp.overlap:
+        if inp.previous_key_overlap:
             for ref in inp.credential.providers:
+                if inp.credential.apply_of(ref).live:
+                    continue
                 yield Draft(str(ref), "rollout status", str(ref))
 
 

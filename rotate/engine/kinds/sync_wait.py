@@ -88,7 +88,7 @@ class SyncWaitRetire(StepKind[RetireSynced]):
 
     @classmethod
     def plan(cls, inp: PlanInput) -> Iterable[Draft]:
-        if not inp.overlap:
+        if not inp.previous_key_overlap:
             return
         prev = inp.credential.overlap.previous_key if inp.credential.overlap else "?"
         sec = inp.credential.secret

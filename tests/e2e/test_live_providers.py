@@ -1,0 +1,228 @@
+"""Providers that hold their own password, changed live (issue 7), checked from outside.
+
+On one lab: bad input first (nothing changes), then ``rotate postgres --confirm``
+(alternating users) and its rollback, ``rotate dragonfly --confirm --strategy overlap``
+(redis-acl, user ``default``), and a chain whose postgres provider says ``apply: rollout``
+(the restart changes nothing inside PostgreSQL: ``provider.verify`` stops the run) and its
+rollback.  Every live rotation runs under steady ``/work`` load on the services that use the
+provider (the Load loop of test_overlap.py, one per service).  Evidence comes from psql
+(PGPASSWORD), raw Redis AUTH, OpenBao's HTTP API, kubectl, the Config Center API and the
+pids the lab's kubelet records.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+
+import pytest
+import redis
+from rotate_lab import postgres
+
+from tests.e2e.labtools import SHOP, Lab
+from tests.e2e.test_overlap import Load, acl_auth
+from tests.paths import EXAMPLE_CHAIN
+
+pytestmark = pytest.mark.lab
+
+PG_CONSUMERS = ("inventory", "order", "payment", "user")
+DF_CONSUMERS = ("cart", "order", "user", "search")
+PG_PROVIDER_LIVE = """        apply: postgres
+        users: [app_a, app_b]
+        usernameKey: username
+        database: shop
+        admin:
+          user: postgres
+          secretKey: {namespace: db, name: postgres-admin-secret, key: password}
+    strategy: overlap
+"""
+
+
+def chain_with(tmp: Path, provider: str) -> Path:
+    """The example chain with the postgres provider's apply block replaced."""
+    text = EXAMPLE_CHAIN.read_text()
+    assert PG_PROVIDER_LIVE in text
+    out = tmp / "rotate.yaml"
+    (tmp / "schemas").symlink_to(EXAMPLE_CHAIN.parent / "schemas")
+    out.write_text(text.replace(PG_PROVIDER_LIVE, provider))
+    return out
+
+
+@contextmanager
+def load_on(lab: Lab, services: tuple[str, ...]) -> Iterator[dict[str, Load]]:
+    """Steady GET /work on each service until the block ends."""
+    with ExitStack() as stack:
+        loads: dict[str, Load] = {}
+        for svc in services:
+            load = Load(lab)
+            load.PATH = f"/api/v1/namespaces/shop/services/{svc}:http/proxy/work"
+            loads[svc] = stack.enter_context(load)
+        yield loads
+
+
+def assert_no_failure(loads: dict[str, Load]) -> None:
+    print("load:", {s: (x.ok, len(x.failures)) for s, x in loads.items()})  # the -s figures
+    assert {s: load.failures[:3] for s, load in loads.items()} == {s: [] for s in loads}
+    assert all(load.ok > 0 for load in loads.values()), {s: x.ok for s, x in loads.items()}
+
+
+def bao_data(lab: Lab, path: str) -> tuple[dict[str, str], int]:
+    r = lab.bao("GET", f"secret/data/{path}").json()["data"]
+    return dict(r["data"]), int(r["metadata"]["version"])
+
+
+def pid_of(lab: Lab, prefix: str) -> int:
+    pods = json.loads((lab.dir / "pods.json").read_text())
+    found = [int(pid) for key, pid in pods.items() if key.startswith(prefix)]
+    assert len(found) == 1, pods
+    return found[0]
+
+
+def psql_ok(lab: Lab, user: str, password: str) -> bool:
+    ip = lab.kjson("get", "service", "-n", "db", "postgres")["spec"]["clusterIP"]
+    done = subprocess.run(
+        [str(postgres.bindir() / "psql"), "-XAt", "-h", ip, "-U", user, "-d", "shop", "-c",
+         "SELECT count(*) FROM products"],
+        env={**os.environ, "PGPASSWORD": password}, capture_output=True, text=True,
+        timeout=20, check=False)
+    return done.returncode == 0
+
+
+def all_ready(lab: Lab) -> dict[str, int]:
+    return {svc: code for svc in SHOP if (code := lab.readyz(svc)) != 200}
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+def test_overlap_on_a_single_role_is_refused_naming_the_credential(lab: Lab,
+                                                                   tmp_path: Path) -> None:
+    chain = chain_with(tmp_path, PG_PROVIDER_LIVE.replace(
+        "users: [app_a, app_b]\n        usernameKey: username\n", "user: app_a\n").replace(
+        "strategy: overlap", "strategy: restart"))
+    before = bao_data(lab, postgres.BAO_PATH)
+    res = lab.rotate("postgres", "--confirm", "--strategy", "overlap", "--chain", str(chain))
+    assert res.code == 2, res.output
+    assert "'postgres'" in res.output and "users" in res.output
+    assert bao_data(lab, postgres.BAO_PATH) == before
+
+
+@pytest.mark.parametrize("admin", [
+    "{namespace: db, name: postgres-admin-missing, key: password}",   # Secret missing
+    "{namespace: db, name: postgres-admin-secret, key: username}",  # refused (wrong value)
+])
+def test_admin_missing_or_refused_stops_in_preflight(lab: Lab, tmp_path: Path,
+                                                     admin: str) -> None:
+    chain = chain_with(tmp_path, PG_PROVIDER_LIVE.replace(
+        "{namespace: db, name: postgres-admin-secret, key: password}", admin))
+    before = bao_data(lab, postgres.BAO_PATH)
+    docs = {svc: lab.bootstrap(svc)["version"] for svc in PG_CONSUMERS}
+    res = lab.rotate("postgres", "--confirm", "--chain", str(chain))
+    assert res.code == 3, res.output
+    assert "provider.access statefulset/db/postgres" in res.output
+    assert bao_data(lab, postgres.BAO_PATH) == before
+    assert {svc: lab.bootstrap(svc)["version"] for svc in PG_CONSUMERS} == docs
+
+
+# --------------------------------------------------------------------------- postgres
+
+
+def test_postgres_alternating_users_then_rollback(lab: Lab) -> None:
+    old, version = bao_data(lab, postgres.BAO_PATH)
+    pid = pid_of(lab, "db/postgres-")
+    assert psql_ok(lab, old["username"], old["password"])
+
+    with load_on(lab, PG_CONSUMERS) as loads:
+        res = lab.rotate("postgres", "--confirm", "-o", "json")
+    assert res.code == 0, res.output
+    assert_no_failure(loads)
+    run_id = json.loads(res.stdout)["run_id"]
+
+    new, new_version = bao_data(lab, postgres.BAO_PATH)
+    assert new_version == version + 1
+    assert new["username"] != old["username"] and new["password"] != old["password"]
+    assert lab.secret_value("db", "postgres-password-secret", "username") == new["username"]
+    for svc in PG_CONSUMERS:
+        section = lab.bootstrap(svc)["value"]["postgres"]
+        assert (section["user"], section["password"]) == (new["username"], new["password"])
+    assert psql_ok(lab, new["username"], new["password"])
+    assert not psql_ok(lab, old["username"], old["password"])
+    assert pid_of(lab, "db/postgres-") == pid
+    assert all_ready(lab) == {}
+
+    # rollback of the live run: the old login works again end to end, the new one nowhere
+    back = lab.rotate("rollback", run_id, "--confirm")
+    assert back.code == 0, back.output
+    restored, _ = bao_data(lab, postgres.BAO_PATH)
+    assert (restored["username"], restored["password"]) == (old["username"], old["password"])
+    assert lab.secret_value("db", "postgres-password-secret", "password") == old["password"]
+    for svc in PG_CONSUMERS:
+        assert lab.bootstrap(svc)["value"]["postgres"]["user"] == old["username"]
+    assert psql_ok(lab, old["username"], old["password"])
+    assert not psql_ok(lab, new["username"], new["password"])
+    assert pid_of(lab, "db/postgres-") == pid
+    assert all_ready(lab) == {}
+
+
+# --------------------------------------------------------------------------- dragonfly
+
+
+def test_dragonfly_overlap_is_live(lab: Lab) -> None:
+    addr = lab.status()["parts"]["dragonfly"]["addr"]
+    host, _, port = addr.rpartition(":")
+    old = lab.bao_password()
+    pid = pid_of(lab, "dragonfly/dragonfly-")
+    with redis.Redis(host=host, port=int(port), password=old) as r:
+        r.set("live-rotation-key", "kept")
+
+    with load_on(lab, DF_CONSUMERS) as loads:
+        res = lab.rotate("dragonfly", "--confirm", "--strategy", "overlap", "-o", "json")
+    assert res.code == 0, res.output
+    assert_no_failure(loads)
+    kinds = [s["kind"] for s in json.loads(res.stdout)["steps"]]
+    assert "provider.restart" not in kinds and "provider.retire" in kinds
+
+    new = lab.bao_password()
+    assert pid_of(lab, "dragonfly/dragonfly-") == pid
+    with redis.Redis(host=host, port=int(port), password=new) as r:
+        assert r.get("live-rotation-key") == b"kept"
+    assert acl_auth(addr, "default", new)
+    assert not acl_auth(addr, "default", old)
+    assert all_ready(lab) == {}
+
+
+# --------------------------------------------------------------------------- rollout trap
+
+
+def test_rollout_postgres_stops_at_verify_then_rolls_back(lab: Lab, tmp_path: Path) -> None:
+    old, version = bao_data(lab, postgres.BAO_PATH)
+    chain = chain_with(tmp_path, "        apply: rollout\n        probe: postgres\n"
+                                 f"        user: {old['username']}\n    strategy: restart\n")
+    docs = {svc: lab.bootstrap(svc)["version"] for svc in PG_CONSUMERS}
+    revs = lab.revisions()
+
+    # No load here: apply: rollout restarts PostgreSQL, and queries fail while it is down
+    # (inherent to the method).  The step deadline bounds provider.verify's retries.
+    res = lab.rotate("postgres", "--confirm", "--chain", str(chain), "-o", "json",
+                     "--timeout", "30s")
+    assert res.code == 12, res.output
+    report = json.loads(res.stdout)
+    failed = [s for s in report["steps"] if s["status"] == "failed"]
+    assert [s["kind"] for s in failed] == ["provider.verify"]
+    assert "use apply: postgres" in report["message"]
+    assert {svc: lab.bootstrap(svc)["version"] for svc in PG_CONSUMERS} == docs
+    now = lab.revisions()
+    assert {svc: now[svc] for svc in PG_CONSUMERS} == {svc: revs[svc] for svc in PG_CONSUMERS}
+    assert all_ready(lab) == {}
+    assert psql_ok(lab, old["username"], old["password"])
+
+    back = lab.rotate("rollback", report["run_id"], "--confirm", "--chain", str(chain))
+    assert back.code == 0, back.output
+    restored, restored_version = bao_data(lab, postgres.BAO_PATH)
+    assert restored == old and restored_version == version + 2
+    assert lab.secret_value("db", "postgres-password-secret", "password") == old["password"]
+    assert all_ready(lab) == {}
