@@ -11,8 +11,9 @@ The rule is general, by stage and plan order, so any stage-③ kind gets it: whe
 fails, every *done* step of the same phase that was planned before it but belongs to a later
 stage (it was prepared ahead of the failed one), not already undone, and whose kind declares
 a ``compensate`` kind, is undone by one new step of that kind.  The undo steps run in the
-reverse order of what they undo (rollouts settle back first, then documents are restored),
-numbered after every step the journal knows, and are journaled like any step: a
+order of what they undo — documents restored first, then rollouts settled back — so a pod
+the settling rollout starts anew (an old ReplicaSet already pruned) reads the old document;
+they are numbered after every step the journal knows, and are journaled like any step: a
 ``run.undo`` record lists them first, so a ``kill -9`` at any boundary leaves a run whose
 ``resume`` finishes the undo (rotate.engine.api).  Tokens have no compensation: the old
 token stays valid until ``token.revoke``, the run's last step.
@@ -58,7 +59,7 @@ def plan_undo(state: RunState, failed: PlannedStep) -> UndoPlan:
     steps: list[PlannedStep] = []
     undoes: dict[int, int] = {}
     seeds: dict[int, dict[str, Any]] = {}
-    for st in sorted(ahead, key=lambda s: -s.step.index):
+    for st in sorted(ahead, key=lambda s: s.step.index):
         comp = kind_of(st.step).compensate
         assert comp is not None  # prepared_ahead keeps only kinds that have one
         index += 1

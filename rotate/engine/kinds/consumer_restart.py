@@ -59,8 +59,9 @@ class ConsumerRestart(RestartKind):
         if "previous_stamp" not in io.prior:
             ref = self.ref(run, io.step.subject)
             obj = run.adapters.kube.get(ref.kind, ref.namespace, ref.name)
+            meta = ((obj.get("spec") or {}).get("template") or {}).get("metadata") or {}
             io.record(previous_stamp=rollout.template_annotations(obj).get(
-                rollout.RESTARTED_AT))
+                rollout.RESTARTED_AT), annotated="annotations" in meta)
         return super().act(run, io)
 
 

@@ -12,7 +12,7 @@ waits for that rollout to settle.  ``io.prior["undoes"]`` holds the journaled da
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
 from rotate.core.errors import StepFailed
@@ -22,6 +22,18 @@ from rotate.engine.targets import workload_ref
 from rotate.stages import rollout
 
 UNDONE = "undone"
+
+
+def _template_annotations(now: Mapping[str, str], undoes: Mapping[str, Any]) -> dict[str, Any]:
+    """The merge patch of the template's metadata that makes it what it was: the earlier
+    ``restartedAt``, or none — and no ``annotations`` at all when the template had none and
+    nothing else was added since (a template with an empty map is another template to a
+    controller that compares them as written)."""
+    previous = undoes["previous_stamp"]
+    if previous is None and not undoes.get("annotated", True) and set(now) <= {
+            rollout.RESTARTED_AT}:
+        return {"annotations": None}
+    return {"annotations": {rollout.RESTARTED_AT: previous}}
 
 
 class ConsumerUndo(StepKind[RolledOut]):
@@ -45,13 +57,14 @@ class ConsumerUndo(StepKind[RolledOut]):
             raise StepFailed(f"the journal holds no earlier pod template of {io.step.target}; "
                              "nothing to undo from")
         ref = workload_ref(run.service(io.step.subject))
+        kube = run.adapters.kube
         body = {
             "metadata": {"annotations": {rollout.RUN_ID_ANNOTATION: f"{run.run_id}.{UNDONE}"}},
-            "spec": {"template": {"metadata": {"annotations": {
-                rollout.RESTARTED_AT: undoes["previous_stamp"]}}}},
+            "spec": {"template": {"metadata": _template_annotations(
+                rollout.template_annotations(kube.get(ref.kind, ref.namespace, ref.name)),
+                undoes)}},
         }
-        obj = run.adapters.kube.patch(ref.kind, ref.namespace, ref.name, body,
-                                      patch_type="merge")
+        obj = kube.patch(ref.kind, ref.namespace, ref.name, body, patch_type="merge")
         gen = rollout.generation(obj)
         return Outcome(RolledOut(gen), f"pod template back as before (generation {gen})")
 
