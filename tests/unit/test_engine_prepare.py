@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from rotate.core.waiting import CancelToken
 from rotate.engine import journal as journal_mod
 from rotate.engine.model import PlannedStep, RunReport
 from rotate.stages.rollout import RESTARTED_AT, RUN_ID_ANNOTATION
@@ -144,7 +145,7 @@ def test_a_kill_at_each_new_boundary_resumes(world: World, tmp_path: Path,
     run_id = journal_mod.list_run_ids(tmp_path / "state")[0]
     # the provider still fails: the resume ends as the run would have, undo complete
     again = world.engine().resume(options(tmp_path, timeout=0.4), run_id, RecordingObserver(),
-                                  _cancel())
+                                  CancelToken())
     assert (again.status, again.exit_code) == ("failed", 12), again.message
     assert_prepared_undone(world, run_id)
     assert "no consumer uses the new value" in again.message
@@ -155,7 +156,19 @@ def test_a_kill_at_each_new_boundary_resumes(world: World, tmp_path: Path,
     assert_rotated(world, tmp_path, run_id)
 
 
-def _cancel() -> Any:
-    from rotate.core.waiting import CancelToken
+@pytest.mark.parametrize(("kind", "spec", "early", "says"), [
+    ("Deployment", {"replicas": 1}, True, ""),  # 25 %/25 % of 1: surge 1, unavailable 0
+    ("Deployment", {"replicas": 4}, True, "3 of 4 old pod(s) serve"),
+    ("Deployment", {"replicas": 1, "strategy": {"type": "RollingUpdate", "rollingUpdate": {
+        "maxSurge": 0, "maxUnavailable": 1}}}, False, "leaves no old pod serving"),
+    ("Deployment", {"replicas": 2, "strategy": {"type": "Recreate"}}, False, "Recreate"),
+    ("StatefulSet", {"replicas": 3}, False, "StatefulSet (RollingUpdate)"),
+    ("DaemonSet", {"updateStrategy": {"type": "OnDelete"}}, False, "DaemonSet (OnDelete)"),
+])
+def test_only_a_rollout_that_keeps_old_pods_serving_is_prepared(
+        kind: str, spec: dict[str, Any], early: bool, says: str) -> None:
+    from rotate.stages.surge import verdict
 
-    return CancelToken()
+    got = verdict({"kind": kind, "spec": spec})
+    assert got.early is early
+    assert says in got.note
