@@ -51,18 +51,18 @@ def verdict(obj: Mapping[str, Any]) -> SurgeVerdict:
     if kind != "Deployment":
         how = str((spec.get("updateStrategy") or {}).get("type") or "RollingUpdate")
         return SurgeVerdict(False, f"a {kind} ({how}) replaces a pod before its successor is "
-                                   "Ready: rolled after the provider switched")
+                                   "Ready: restarted after the provider switches")
     if str((spec.get("strategy") or {}).get("type") or "RollingUpdate") == "Recreate":
-        return SurgeVerdict(False, "strategy Recreate stops every old pod first: rolled after "
-                                   "the provider switched (no pods for a pod start)")
+        return SurgeVerdict(False, "strategy Recreate stops every old pod first: restarted "
+                                   "after the provider switches (down for a pod start)")
     replicas, _, unavailable = fenceposts(obj)
     if replicas == 0:
         return SurgeVerdict(True)
     keep = replicas - unavailable
     if keep <= 0:
         return SurgeVerdict(False, f"maxUnavailable {unavailable} of {replicas} replica(s) "
-                                   "leaves no old pod serving: rolled after the provider "
-                                   "switched")
+                                   "leaves no old pod serving: restarted after the provider "
+                                   "switches")
     if unavailable > 0:
         return SurgeVerdict(True, f"maxUnavailable {unavailable}: {keep} of {replicas} old "
                                   "pod(s) serve until the provider switches")
