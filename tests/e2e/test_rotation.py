@@ -40,8 +40,12 @@ def test_plan_changes_nothing(lab: Lab) -> None:
     doc = json.loads(plan.stdout)
     assert doc["kind"] == "plan" and doc["consumers"] == ["cart", "order", "user"]
     kinds = [s["kind"] for s in doc["steps"]]
-    assert kinds.index("backend.write") < kinds.index("sync.trigger") < kinds.index("provider.wait")
-    assert kinds.index("provider.wait") < kinds.index("config.write") < kinds.index("readyz.check")
+    assert kinds.index("backend.write") < kinds.index("sync.trigger") < kinds.index("sync.wait")
+    # restart strategy: the consumers are prepared before the provider switches (chain.md)
+    assert kinds.index("sync.wait") < kinds.index("config.write") < kinds.index(
+        "consumer.restart") < kinds.index("provider.restart") < kinds.index("provider.wait")
+    assert kinds.index("provider.wait") < kinds.index("consumer.wait") < kinds.index(
+        "readyz.check")
     assert snapshot(lab) == before
 
 
