@@ -213,6 +213,8 @@ def test_provider_failure_undoes_the_prepared_consumers_then_resume_prepares_fir
     """``provider-crashloop``: the run exits 12 having put documents and rollouts back, with
     no failed request; its resume starts the new consumer pods — running, unready, the old
     pods serving — *before* the provider switches, then completes once the provider does."""
+    eventually(lambda: all(len(_pods(lab, svc)) == 1 and all(map(_ready, _pods(lab, svc)))
+                           for svc in CONSUMERS), 60, "the previous test's rollouts settled")
     old_password = lab.bao_password()
     old_pods = {svc: {p["metadata"]["name"] for p in _pods(lab, svc)} for svc in CONSUMERS}
     docs = {svc: lab.bootstrap(svc)["version"] for svc in CONSUMERS}
