@@ -19,13 +19,25 @@ from rotate.cli.console import Console
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from rotate.engine.model import Check, Plan, RunReport, RunSummary, StepRecord
+    from rotate.engine.model import Check, Plan, PlannedStep, RunReport, RunSummary, StepRecord
 
 STAGE_LABEL = {0: "⓪ preflight", 1: "① backend", 2: "② sync", 3: "③ provider", 4: "④ consumers"}
 
 
 def stage_label(stage: int) -> str:
     return STAGE_LABEL.get(stage, str(stage))
+
+
+def group_label(steps: Sequence[PlannedStep], i: int) -> str:
+    """The label of the stage group starting at ``steps[i]``.  A group the plan runs ahead of
+    a lower stage of the same phase (restart strategy: consumers prepared before the provider
+    switches, chain.md "Order") says so."""
+    step = steps[i]
+    after = next((s for s in steps[i + 1:] if s.stage != step.stage), None)
+    if after is not None and after.stage < step.stage and after.phase == step.phase:
+        return (f"{stage_label(step.stage)}, prepared before {stage_label(after.stage)} "
+                "(new pods wait unready for it)")
+    return stage_label(step.stage)
 
 
 def aligned(rows: Sequence[Sequence[str]], indent: str = "  ") -> list[str]:
@@ -105,10 +117,10 @@ def plan_lines(plan: Plan) -> list[str]:
     rows = aligned([(str(s.index).rjust(3), s.kind, s.target, s.detail) for s in plan.steps],
                    indent="  ")
     stage = None
-    for step, row in zip(plan.steps, rows, strict=True):
+    for i, (step, row) in enumerate(zip(plan.steps, rows, strict=True)):
         if step.stage != stage:
             stage = step.stage
-            lines.append("  " + stage_label(stage))
+            lines.append("  " + group_label(plan.steps, i))
         lines.append(row)
     return [*lines, "", *_plan_footer(plan)]
 
@@ -134,7 +146,7 @@ def plan_tables(plan: Plan) -> list[Any]:
     for i, step in enumerate(plan.steps):
         last_of_stage = i + 1 == len(plan.steps) or plan.steps[i + 1].stage != step.stage
         first = i == 0 or plan.steps[i - 1].stage != step.stage
-        steps.add_row(str(step.index), stage_label(step.stage) if first else "", step.kind,
+        steps.add_row(str(step.index), group_label(plan.steps, i) if first else "", step.kind,
                       step.target, step.detail, end_section=last_of_stage)
     out.append(steps)
     return out

@@ -27,6 +27,7 @@ from rotate.core.strategy import Strategy
 from rotate.core.timestamps import utcnow
 from rotate.core.waiting import CancelToken
 from rotate.engine import journal as journal_mod
+from rotate.engine import undo as undo_mod
 from rotate.engine.executor import Executor, report_from
 from rotate.engine.journal import Journal
 from rotate.engine.kinds import kind_of
@@ -149,6 +150,35 @@ def _summary(state: journal_mod.RunState) -> RunSummary:
     return RunSummary(state.run_id, state.credential, state.started_at,
                       state.status,  # type: ignore[arg-type]
                       failed, state.operation)
+
+
+def _resume_steps(state: journal_mod.RunState, executor: Executor) -> None:
+    """Run what is left of ``state``: an unfinished undo (rotate.engine.undo) is finished and
+    the run ends failed again, as it would have; otherwise every step not done — and every
+    prepared step that was undone — runs, undone ones from scratch (no earlier facts)."""
+    undo_steps = [st for st in state.steps if st.step.index in state.undo_of]
+    # the preflight record is not a step of the plan: it ran before the journal
+    planned = [st for st in state.steps
+               if st.step.kind != PREFLIGHT and st.step.index not in state.undo_of]
+    for st in planned:
+        if st.status == "done" and st.step.index not in state.undone:
+            executor.run.remember(st.step, kind_of(st.step).result.from_json(st.data))
+    executor.prior.update({st.step.index: st.data for st in [*planned, *undo_steps]
+                           if st.status != "done"})
+    pending = undo_mod.pending_undo(state)
+    if pending:
+        cause = state.undo_cause
+        failed = next(st.step for st in planned if st.step.index == int(cause["index"]))
+        executor.finish_undo(pending, failed, int(cause["exit_code"]), str(cause["what"]))
+        return
+    remaining = [st.step for st in planned
+                 if st.status not in ("done", "skipped") or st.step.index in state.undone]
+    again = kind_of(remaining[0]).resume_after if remaining else None
+    if again is not None:
+        # ESO may have missed the first trigger (it was down or stalled): trigger
+        # again, so the wait has a fresh request and a fresh trigger time to prove.
+        remaining[:0] = [st.step for st in state.steps if st.step.kind == again]
+    executor.execute(remaining)
 
 
 class Engine:
@@ -274,19 +304,7 @@ class Engine:
                 journal.append("run.resume", data={"holder": lease.holder})
                 run = Run(chain, cred, adapters, journal, cancel, timeout, parallel, state.start,
                           environ=self.environ)
-                # the preflight record is not a step of the plan: it ran before the journal
-                planned = [st for st in state.steps if st.step.kind != PREFLIGHT]
-                for st in planned:
-                    if st.status == "done":
-                        run.remember(st.step, kind_of(st.step).result.from_json(st.data))
-                prior = {st.step.index: st.data for st in planned if st.status != "done"}
-                remaining = [st.step for st in planned if st.status not in ("done", "skipped")]
-                again = kind_of(remaining[0]).resume_after if remaining else None
-                if again is not None:
-                    # ESO may have missed the first trigger (it was down or stalled): trigger
-                    # again, so the wait has a fresh request and a fresh trigger time to prove.
-                    remaining[:0] = [st.step for st in state.steps if st.step.kind == again]
-                Executor(run, observer, lease=lease, prior=prior).execute(remaining)
+                _resume_steps(state, Executor(run, observer, lease=lease))
             finally:
                 journal.close()
             final = journal_mod.load(options.state_dir, run_id)

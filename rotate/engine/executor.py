@@ -14,6 +14,11 @@ construction: it first looks at what earlier attempts recorded (``StepIO.prior``
 record resume uses) and observes what is already done.  A step's own WaitTimeout is a
 PermanentError: its wait already used the deadline, so it is not attempted again.
 
+When a step fails, what the run prepared ahead of that step's stage (restart strategy:
+documents and consumer rollouts started before the provider switched) is undone first, by
+steps journaled like any other (rotate.engine.undo); the run then ends with the failed
+kind's exit code and a message saying what was undone.
+
 Consecutive steps of a kind declared ``parallel`` (consumer rollouts and readyz checks) run
 with bounded parallelism (``max_parallel`` threads); the journal is thread-safe and each
 step still has its own start/done records.
@@ -36,6 +41,7 @@ from rotate.core.errors import (
 )
 from rotate.core.waiting import wait_for
 from rotate.engine import journal as journal_mod
+from rotate.engine import undo as undo_mod
 from rotate.engine.events import RunEvents
 from rotate.engine.kinds import kind_of
 from rotate.engine.kinds.base import Outcome, Run, StepData, StepIO
@@ -141,9 +147,8 @@ class Executor:
 
     # ------------------------------------------------------------------ the run
 
-    def execute(self, steps: Sequence[PlannedStep]) -> None:
-        """Run ``steps`` (already filtered to what is left to do); journal ``run.end``."""
-        run = self.run
+    def _run_steps(self, steps: Sequence[PlannedStep]) -> None:
+        """Run ``steps`` in order, consecutive parallel steps of one kind as a group."""
         if steps:
             # Indexes are the plan's; on resume the first steps are already done.
             self.observer.set_total(steps[-1].index)
@@ -153,19 +158,19 @@ class Executor:
                 groups[-1].append(step)
             else:
                 groups.append([step])
+        for group in groups:
+            self._run_group(group)
+
+    def execute(self, steps: Sequence[PlannedStep]) -> None:
+        """Run ``steps`` (already filtered to what is left to do); journal ``run.end``."""
+        run = self.run
         try:
-            for group in groups:
-                self._run_group(group)
+            self._run_steps(steps)
         except _StepError as err:
             if isinstance(err.error, Interrupted):
-                self._end("interrupted", EXIT_INTERRUPTED,
-                          self._explain(err.step, "was interrupted"))
+                self._end_interrupted(err.step)
                 return
-            code = kind_of(err.step).exit_code
-            if not isinstance(err.error, RotateError):
-                code = EXIT_INTERNAL
-            self._end("failed" if run.start.operation == "rotate" else "rollback-failed", code,
-                      self._explain(err.step, f"failed: {_safe_message(err.error)}"))
+            self._fail(err)
             return
         except Interrupted:
             self._end("interrupted", EXIT_INTERRUPTED,
@@ -183,11 +188,68 @@ class Executor:
         data["events"] = self.events.counts.to_json()
         self.run.journal.append("run.end", data=data)
 
-    def _explain(self, step: PlannedStep, what: str) -> str:
+    def _end_interrupted(self, step: PlannedStep) -> None:
+        self._end("interrupted", EXIT_INTERRUPTED, self._explain(step, "was interrupted"))
+
+    def _fail(self, err: _StepError) -> None:
+        """Undo what was prepared ahead of the failed step, then journal the failure."""
+        run = self.run
+        code = kind_of(err.step).exit_code if isinstance(err.error, RotateError) \
+            else EXIT_INTERNAL
+        what = f"failed: {_safe_message(err.error)}"
+        state = journal_mod.load_file(run.journal.path, run.run_id)
+        plan = undo_mod.plan_undo(state, err.step)
+        if plan.steps:
+            cause = {"index": err.step.index, "kind": err.step.kind,
+                     "target": err.step.target, "exit_code": code, "what": what}
+            run.journal.append("run.undo", data=plan.record(cause))
+            for index, seed in plan.seeds.items():
+                self.prior[index] = {"undoes": seed}
+        self.finish_undo(list(plan.steps), err.step, code, what)
+
+    def finish_undo(self, steps: Sequence[PlannedStep], failed: PlannedStep, code: int,
+                    what: str) -> None:
+        """Run the undo ``steps`` of ``failed`` (maybe none), then journal the run's end:
+        ``failed`` with ``code`` — or interrupted, resumable, when the undo was."""
+        run = self.run
+        undo_error: _StepError | None = None
+        try:
+            self._run_steps(steps)
+        except _StepError as exc:
+            if isinstance(exc.error, Interrupted):
+                self._end_interrupted(exc.step)
+                return
+            undo_error = exc
+        except Interrupted:
+            self._end_interrupted(failed)
+            return
+        self._end("failed" if run.start.operation == "rotate" else "rollback-failed", code,
+                  self._explain(failed, what, undo_error))
+
+    def _explain(self, step: PlannedStep, what: str,
+                 undo_error: _StepError | None = None) -> str:
         run = self.run
         state = journal_mod.load_file(run.journal.path, run.run_id)
-        head = (f"Step {step.index} {step.kind} on {step.target} {what}. "
-                f"State now: {describe_state(run, state)}. ")
+        head = f"Step {step.index} {step.kind} on {step.target} {what}. "
+        if undo_error is not None:
+            bad = undo_error.step
+            head += (f"Undoing what was prepared ahead of it failed at step {bad.index} "
+                     f"{bad.kind} on {bad.target}: {_safe_message(undo_error.error)}. ")
+        undone = (undo_error is None and bool(state.undo_round)
+                  and state.undo_cause.get("index") == step.index)
+        if undone:
+            head += (f"What was prepared ahead of it was undone: {undo_mod.summary(state)}; "
+                     "no consumer uses the new value. ")
+        head += f"State now: {describe_state(run, state)}. "
+        if undone:
+            return head + (f"Fix what failed, then resume with `{resume_command(run.run_id)}` "
+                           f"(it prepares the consumers again and retries step {step.index}) "
+                           f"or roll back with `{rollback_command(run.run_id)}` (add the same "
+                           "--chain/--state-dir options as this run).")
+        if undo_error is not None:
+            return head + (f"Finish the undo with `{resume_command(run.run_id)}` or roll back "
+                           f"with `{rollback_command(run.run_id)}` (add the same "
+                           "--chain/--state-dir options as this run).")
         if run.start.operation == "rollback":
             return head + (f"Resume the rollback with `{resume_command(run.run_id)}` "
                            "(add the same --chain/--state-dir options as this run).")
@@ -228,10 +290,20 @@ def describe_state(run: Run, state: journal_mod.RunState) -> str:
                      else f"{ref} not rolled (may still run the old value)")
     consumers = state.start.consumers
     if consumers:
-        written = [s.step.subject for s in state.done("config.write")]
+        written = [s.step.subject for s in state.done("config.write")
+                   if s.step.index not in state.undone]
+        restored = [s.step.subject for s in state.done("config.write")
+                    if s.step.index in state.undone]
         if written:
             parts.append("Config Center documents written for " + ", ".join(written))
+        if restored:
+            parts.append("Config Center documents restored for " + ", ".join(restored))
         done = {s.step.subject for s in state.done("consumer.wait")}
+        started = [s.step.subject for s in state.done("consumer.restart")
+                   if s.step.index not in state.undone and s.step.subject not in done]
+        if started:
+            parts.append(", ".join(started) + " restarted, new pods not proven Ready yet "
+                         "(old pods serve until they are)")
         new = [c for c in consumers if c in done]
         old = [c for c in consumers if c not in done]
         if new:
@@ -252,17 +324,22 @@ def report_from(state: journal_mod.RunState) -> RunReport:
     """The run report is a view of the journal (cli.md "Run report")."""
     steps = []
     failed = False
+    undone_by = {old: new for new, old in state.undo_of.items()}
     for st in state.steps:
         status = st.status
+        detail = st.detail or st.step.detail
         if status == "interrupted":
             status = "pending"
         elif status == "running":
             status = "failed" if state.status != "running" else "running"
+        elif st.step.index in state.undone:
+            # undone within the run: it runs again on resume
+            status = "pending"
+            detail = f"undone by step {undone_by[st.step.index]} (was: {detail})"
         failed = failed or status == "failed"
         steps.append(StepRecord(st.step.index, st.step.stage, st.step.kind, st.step.target,
                                 status,  # type: ignore[arg-type]
-                                st.started_at, st.finished_at, st.seconds,
-                                st.detail or st.step.detail))
+                                st.started_at, st.finished_at, st.seconds, detail))
     wrote = [s for s in state.steps if s.step.kind == "backend.write" and s.status == "done"]
     backend: dict[str, Any] = {"path": state.start.backend_path,
                                "previous_version": state.start.current_version,

@@ -7,10 +7,16 @@ Record shape::
 
     {"ts": RFC3339, "event": "run.start" | "run.resume" | "step.start" | "step.done"
                              | "step.progress" | "step.failed" | "step.skipped"
-                             | "step.interrupted"
+                             | "step.interrupted" | "run.undo"
                              | "run.end" | "run.rolled-back",
      "index", "stage", "kind", "target"   (step events only: which step),
      "data": {...versions, names, token ids, generations, timings...}}
+
+``run.undo`` (rotate.engine.undo) adds steps beyond the plan — the undo of steps prepared
+ahead of a stage that failed — with ``steps``, ``undoes`` (undo step index → prepared step
+index), ``seeds`` (the prepared step's data each undo step starts from) and ``cause`` (the
+failure).  A prepared step whose undo is done reads as *undone* (``RunState.undone``) until
+it starts again.
 
 Files: the state directory, ``runs/`` and each run's directory are created 0700 and the
 journal 0600, whatever the umask — a journal names paths, hosts and holders, and is nobody
@@ -172,6 +178,13 @@ class RunState:
     rolled_back_by: str | None = None
     #: Kubernetes Events of the run's last process: {"created": n, "failed": m}
     events: dict[str, int] | None = None
+    #: undo step index → index of the prepared step it undoes (every ``run.undo`` so far)
+    undo_of: dict[int, int] = field(default_factory=dict)
+    #: the steps of the latest ``run.undo``, and the failure that caused it
+    undo_round: tuple[int, ...] = ()
+    undo_cause: dict[str, Any] = field(default_factory=dict)
+    #: prepared steps whose undo is done and which have not started again since
+    undone: set[int] = field(default_factory=set)
 
     @property
     def credential(self) -> str:
@@ -223,6 +236,9 @@ def load_file(path: Path, run_id: str) -> RunState:
             if st is None:
                 continue
             _apply_step(st, event, str(rec["ts"]), data)
+            _track_undone(state, st.step.index, event)
+        elif event == "run.undo":
+            _add_undo(state, by_index, data)
         elif event == "run.end":
             state.status = str(data.get("status", "failed"))
             state.exit_code = int(data.get("exit_code", 1))
@@ -242,6 +258,29 @@ def load_file(path: Path, run_id: str) -> RunState:
     if state.status == "running" and _gone(process):
         _mark_interrupted(state, process)
     return state
+
+
+def _add_undo(state: RunState, by_index: dict[int, StepState], data: Mapping[str, Any]) -> None:
+    """The steps a ``run.undo`` record adds beyond the plan."""
+    seeds = data.get("seeds") or {}
+    added: list[int] = []
+    for raw in data.get("steps") or []:
+        step = PlannedStep.from_json(raw)
+        st = StepState(step, data={"undoes": dict(seeds.get(str(step.index)) or {})})
+        state.steps.append(st)
+        by_index[step.index] = st
+        added.append(step.index)
+    for new, old in (data.get("undoes") or {}).items():
+        state.undo_of[int(new)] = int(old)
+    state.undo_round = tuple(added)
+    state.undo_cause = dict(data.get("cause") or {})
+
+
+def _track_undone(state: RunState, index: int, event: str) -> None:
+    if event == "step.start":
+        state.undone.discard(index)
+    elif event == "step.done" and index in state.undo_of:
+        state.undone.add(state.undo_of[index])
 
 
 def _gone(process: Any) -> bool:

@@ -230,6 +230,10 @@ class PreflightResult:
     token_ids: dict[str, tuple[str, ...]] = field(default_factory=dict)  # service → live ids
     reloader: dict[str, str] = field(default_factory=dict)  # provider ref → which reloader
     ondelete: tuple[str, ...] = ()  # workload refs with updateStrategy OnDelete
+    #: consumer workload ref → why its rollout waits for stage ③ (old pods would go first)
+    no_surge: dict[str, str] = field(default_factory=dict)
+    #: consumer workload ref → what preparing its rollout early costs (capacity)
+    thinned: dict[str, str] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:

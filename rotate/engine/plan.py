@@ -6,6 +6,14 @@ and golden tests need no system around.  Each step kind describes its own steps
 ``consumer.restart`` per consumer), each with a concrete ``target`` and a ``detail``
 holding the versions it expects ("v7 → v8 (cas=7)").  This module only walks the kinds in
 rotation order (:data:`rotate.engine.kinds.ROTATION`) and numbers their steps.
+
+Under the ``restart`` strategy a rotation *prepares* the consumers before stage ③: the steps
+of every ``prepares`` kind (harvest, document writes, token mints, consumer restarts) move
+ahead of the first stage-③ step, in their own order, so the new consumer pods are already
+started — unready, the old pods still serving — when the provider switches; they become
+Ready within a readiness period instead of a pod start (chain.md "Order").  A draft marked
+``late`` (a workload whose old pods would go before new ones are Ready) stays where the
+kind is in :data:`ROTATION`.  The overlap strategy and rollbacks keep the plain order.
 """
 
 from __future__ import annotations
@@ -15,19 +23,33 @@ from collections.abc import Iterable
 from rotate.chain.model import Chain, Credential
 from rotate.core.strategy import Strategy
 from rotate.engine.kinds import ROTATION, Kind
-from rotate.engine.kinds.base import PlanInput
+from rotate.engine.kinds.base import Draft, PlanInput
 from rotate.engine.model import Plan, PlannedStep, PreflightResult
 from rotate.engine.targets import backend_target
 
 
+def ordered_drafts(kinds: Iterable[Kind], inp: PlanInput) -> list[tuple[Kind, Draft]]:
+    """Every kind's drafts in run order (prepared ones ahead of stage ③, see above)."""
+    drafted = [(kind, draft) for kind in kinds for draft in kind.plan(inp)]
+    if not inp.prepare_first:
+        return drafted
+    first = next((i for i, (kind, _) in enumerate(drafted) if kind.stage == 3), None)
+    if first is None:
+        return drafted
+
+    def ahead(kind: Kind, draft: Draft) -> bool:
+        return kind.prepares and kind.phase == "main" and not draft.late
+
+    head, tail = drafted[:first], drafted[first:]
+    return ([*head, *[kd for kd in tail if ahead(*kd)],
+             *[kd for kd in tail if not ahead(*kd)]])
+
+
 def number_steps(kinds: Iterable[Kind], inp: PlanInput) -> list[PlannedStep]:
-    """Every kind's steps, in order, numbered from 1."""
-    steps: list[PlannedStep] = []
-    for kind in kinds:
-        for draft in kind.plan(inp):
-            steps.append(PlannedStep(len(steps) + 1, kind.stage, kind.name, draft.target,
-                                     draft.detail, draft.subject, kind.phase))
-    return steps
+    """Every kind's steps, in run order, numbered from 1."""
+    return [PlannedStep(i, kind.stage, kind.name, draft.target, draft.detail, draft.subject,
+                        kind.phase)
+            for i, (kind, draft) in enumerate(ordered_drafts(kinds, inp), start=1)]
 
 
 def build_plan(
@@ -36,7 +58,8 @@ def build_plan(
     inp = PlanInput(chain, credential, strategy, tuple(observed.consumers),
                     current_version=observed.current_version,
                     config_versions=observed.config_versions, token_ids=observed.token_ids,
-                    reloader=observed.reloader, ondelete=observed.ondelete)
+                    reloader=observed.reloader, ondelete=observed.ondelete,
+                    no_surge=observed.no_surge, thinned=observed.thinned)
     return Plan(
         credential=credential.name,
         strategy=strategy,

@@ -27,7 +27,7 @@ from rotate.core.urls import display_url
 from rotate.engine.access import check_permissions, check_vault_capabilities, permissions_needed
 from rotate.engine.model import Adapters, Check, PreflightResult, Trap
 from rotate.engine.targets import workload_ref
-from rotate.stages import backend, harvest, provider_access, rollout, sync, tokens, traps
+from rotate.stages import backend, harvest, provider_access, rollout, surge, sync, tokens, traps
 from rotate.stages.provider_apply import accounts_for
 
 
@@ -130,6 +130,8 @@ def preflight(
     # ③ providers / ④ consumers
     reloader: dict[str, str] = {}
     ondelete: list[str] = []
+    no_surge: dict[str, str] = {}
+    thinned: dict[str, str] = {}
     grace = chain.defaults.reloader_grace
 
     vso_seen: dict[str, list[dict[str, Any]]] = {}
@@ -162,6 +164,9 @@ def preflight(
                 reloader[str(ref)] = other
             if rollout.update_strategy(obj) == "OnDelete":
                 ondelete.append(str(ref))
+            if role == "consumer":
+                surged = surge.verdict(obj)
+                (thinned if surged.early else no_surge)[str(ref)] = surged.note
             done, message = rollout.rollout_status(obj)
             if not done:
                 raise NotFoundError("kubernetes", str(ref), f"not healthy now: {message}")
@@ -211,7 +216,8 @@ def preflight(
     return PreflightResult(
         checks=tuple(col.checks), traps=tuple(found_traps), current_version=version[0],
         consumers=consumers, config_versions=config_versions, token_ids=token_ids,
-        reloader=reloader, ondelete=tuple(ondelete),
+        reloader=reloader, ondelete=tuple(ondelete), no_surge=no_surge,
+        thinned={ref: note for ref, note in thinned.items() if note},
     )
 
 

@@ -42,9 +42,12 @@ def test_plan_changes_nothing(lab: Lab) -> None:
     doc = json.loads(plan.stdout)
     assert doc["kind"] == "plan" and doc["consumers"] == ["cart", "order", "user"]
     kinds = [s["kind"] for s in doc["steps"]]
-    assert kinds.index("backend.write") < kinds.index("sync.trigger") < kinds.index(
-        "provider.apply") < kinds.index("provider.verify")
-    assert kinds.index("provider.verify") < kinds.index("config.write") < kinds.index(
+    assert kinds.index("backend.write") < kinds.index("sync.trigger") < kinds.index("sync.wait")
+    # restart strategy: the consumers are prepared before the provider switches (chain.md);
+    # Dragonfly's password is changed live (redis-acl), then proven from outside
+    assert kinds.index("sync.wait") < kinds.index("config.write") < kinds.index(
+        "consumer.restart") < kinds.index("provider.apply") < kinds.index("provider.verify")
+    assert kinds.index("provider.verify") < kinds.index("consumer.wait") < kinds.index(
         "readyz.check")
     assert snapshot(lab) == before
 

@@ -15,10 +15,12 @@ from tests.unit.engine_support import (
     world_fixture,  # noqa: F401 - fixture
 )
 
+#: restart strategy: the consumers are prepared (documents, tokens, new pods started) before
+#: the provider switches; their rollouts complete after it (chain.md "Order")
 EXPECTED_KINDS = (
-    ["preflight", "backend.write", "sync.trigger", "sync.wait", "provider.restart",
-     "provider.wait", "config.harvest"]
+    ["preflight", "backend.write", "sync.trigger", "sync.wait", "config.harvest"]
     + ["config.write"] * 3 + ["token.mint"] * 3 + ["consumer.restart"] * 3
+    + ["provider.restart", "provider.wait"]
     + ["consumer.wait"] * 3 + ["readyz.check"] * 3 + ["token.revoke"] * 3
 )
 
@@ -59,8 +61,9 @@ def test_happy_path_rotates_every_link(world: World, tmp_path: Path) -> None:
         assert world.running[name] == new
     assert world.running["dragonfly"] == new
     assert len(world.cc.docs[("product", "bootstrap")]) == 1  # not a consumer: untouched
-    # provider rolled before any consumer, consumers after their documents were written
-    assert world.rollouts[0] == "dragonfly/dragonfly"
+    # consumers restarted after their documents were written, before the provider rolled
+    assert world.rollouts[-1] == "dragonfly/dragonfly"
+    assert sorted(world.rollouts[:-1]) == ["shop/cart", "shop/order", "shop/user"]
     # every step: start journaled before done, observer saw the same
     lines = journal_lines(tmp_path, report.run_id)
     assert lines[0]["event"] == "run.start" and lines[-1]["event"] == "run.end"

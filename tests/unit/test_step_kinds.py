@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from rotate.engine.kinds import REGISTRY, ROLLBACK_ONLY, ROTATION, kind_of, undo_of
+from rotate.engine.kinds import REGISTRY, ROLLBACK_ONLY, ROTATION, UNDO_ONLY, kind_of, undo_of
 from rotate.engine.kinds.base import Draft, PlanInput, StepData, StepKind
 from rotate.engine.kinds.token_mint import TokenMinted
 from rotate.engine.model import PHASES, PlannedStep, RunStart
@@ -21,7 +21,8 @@ from rotate.engine.model import PHASES, PlannedStep, RunStart
 CLI_KINDS = {"backend.write", "backend.retire", "sync.trigger", "sync.wait",
              "provider.restart", "provider.wait", "config.harvest", "config.write",
              "token.mint", "consumer.restart", "consumer.wait", "readyz.check", "token.revoke",
-             "provider.apply", "provider.verify", "provider.retire"}
+             "provider.apply", "provider.verify", "provider.retire", "config.undo",
+             "consumer.undo"}
 DECLARED = ("name", "phase", "stage", "exit_code", "parallel", "result", "undo")
 _ABSENT = object()
 
@@ -74,7 +75,7 @@ def test_the_check_fails_on_a_kind_that_lacks_a_declaration() -> None:
 
 
 def test_the_registry_has_one_class_per_kind_and_phase_with_the_cli_names() -> None:
-    kinds = [*ROTATION, *ROLLBACK_ONLY]
+    kinds = [*ROTATION, *ROLLBACK_ONLY, *UNDO_ONLY]
     assert len(REGISTRY) == len(kinds)
     assert {k.name for k in kinds} == CLI_KINDS
     for kind in kinds:
@@ -86,6 +87,13 @@ def test_every_kind_a_rollback_runs_is_the_undo_of_a_rotation_kind() -> None:
     undone = undo_of({(k.name, k.phase) for k in ROTATION})
     assert set(ROLLBACK_ONLY) <= set(undone)
     assert all((k.name, k.phase) in REGISTRY for k in undone)
+
+
+def test_every_compensation_is_an_undo_only_kind_that_plans_nothing() -> None:
+    compensated = {k: k.compensate for k in ROTATION if k.compensate is not None}
+    assert {k.name for k in compensated} == {"config.write", "consumer.restart"}
+    assert set(compensated.values()) == set(UNDO_ONLY)
+    assert all(k.prepares and k.stage == 4 for k in compensated)
 
 
 def test_step_data_round_trips_through_the_journal_json() -> None:

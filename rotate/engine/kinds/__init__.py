@@ -24,8 +24,10 @@ from rotate.engine.kinds.backend_retire import BackendRetire
 from rotate.engine.kinds.backend_write import BackendRestore, BackendWrite
 from rotate.engine.kinds.base import StepKind
 from rotate.engine.kinds.config_harvest import ConfigHarvest
+from rotate.engine.kinds.config_undo import ConfigUndo
 from rotate.engine.kinds.config_write import ConfigRestore, ConfigWrite
 from rotate.engine.kinds.consumer_restart import ConsumerRestart
+from rotate.engine.kinds.consumer_undo import ConsumerUndo
 from rotate.engine.kinds.consumer_wait import ConsumerWait
 from rotate.engine.kinds.provider_apply import ApplyLive, ApplyRestore
 from rotate.engine.kinds.provider_restart import ProviderRestart, ProviderRestartRetire
@@ -43,7 +45,8 @@ Kind = type[StepKind[Any]]
 
 #: A rotation, in order: phase 1 (① backend → ② sync → ③ providers → ④ consumers), the
 #: overlap strategy's phase 2 (each of its kinds plans nothing under ``restart``), then the
-#: old tokens revoked.
+#: old tokens revoked.  Under ``restart`` the plan moves the steps of the kinds that
+#: ``prepares`` ahead of stage ③ (rotate.engine.plan.ordered_drafts).
 ROTATION: tuple[Kind, ...] = (
     BackendWrite, SyncTrigger, SyncWait, ProviderRestart, ProviderWait, ApplyLive,
     VerifyProvider,
@@ -55,9 +58,13 @@ ROTATION: tuple[Kind, ...] = (
 #: Kinds only a rollback plans: the undo of a rotation kind that is not that kind again.
 ROLLBACK_ONLY: tuple[Kind, ...] = (BackendRestore, SyncWaitRestored, ConfigRestore,
                                    ApplyRestore, VerifyRestored, RetireReplaced)
+#: Kinds only a failing run adds: the ``compensate`` of a step prepared ahead of stage ③.
+UNDO_ONLY: tuple[Kind, ...] = (ConfigUndo, ConsumerUndo)
+ConfigWrite.compensate = ConfigUndo
+ConsumerRestart.compensate = ConsumerUndo
 
 REGISTRY: dict[tuple[str, Phase], Kind] = {(k.name, k.phase): k
-                                           for k in (*ROTATION, *ROLLBACK_ONLY)}
+                                           for k in (*ROTATION, *ROLLBACK_ONLY, *UNDO_ONLY)}
 
 
 def kind_of(step: PlannedStep) -> Kind:

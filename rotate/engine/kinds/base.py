@@ -12,7 +12,11 @@ action and how it is undone.  A kind declares
   attempt already did, the change, and the proof that it holds;
 * ``result`` — the typed data its ``step.done`` record holds (:class:`StepData`), which later
   steps read back through :meth:`Run.result`;
-* ``undo`` — the kinds a rollback runs to undo it (``()``: nothing to undo).
+* ``undo`` — the kinds a rollback runs to undo it (``()``: nothing to undo);
+* ``prepares`` — under the ``restart`` strategy its steps run *before* stage ③ (a consumer
+  made ready for the new value while the provider still holds the old one), unless a draft
+  says ``late``; ``compensate`` — the kind that undoes such a prepared step within the run
+  when the stage it was prepared ahead of fails (rotate.engine.undo).
 
 Invariant, shared by every kind: a step is idempotent with respect to the journal.
 ``io.prior`` holds what earlier attempts recorded (``io.record`` journals a fact *before* the
@@ -103,6 +107,9 @@ class Draft(NamedTuple):
     target: str
     detail: str
     subject: str = ""
+    #: a step of a ``prepares`` kind that must still wait for stage ③ (its workload would
+    #: lose its serving pods before the new ones can become Ready)
+    late: bool = False
 
 
 @dataclass(frozen=True)
@@ -127,6 +134,11 @@ class PlanInput:
     token_ids: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     reloader: Mapping[str, str] = field(default_factory=dict)  # provider ref → reloader
     ondelete: tuple[str, ...] = ()  # workload refs with updateStrategy OnDelete
+    #: consumer workload ref → why its rollout cannot be prepared ahead of stage ③ (its old
+    #: pods go before new ones are Ready: Recreate, OnDelete, maxUnavailable ≥ replicas…)
+    no_surge: Mapping[str, str] = field(default_factory=dict)
+    #: consumer workload ref → what a prepared rollout costs (old pods taken down early)
+    thinned: Mapping[str, str] = field(default_factory=dict)
     restore: Restore | None = None  # a rollback's
 
     @property
@@ -142,6 +154,12 @@ class PlanInput:
         """Overlap through ``overlap.previousKey`` (the backend, the Secret and rollout
         providers carry the previous value); a live method's overlap needs none."""
         return self.overlap and self.credential.overlap is not None
+
+    @property
+    def prepare_first(self) -> bool:
+        """Consumers are prepared before stage ③: a rotation (not a rollback) with the
+        restart strategy (overlap moves consumers only once the provider takes both values)."""
+        return not self.overlap and self.restore is None
 
 
 @dataclass
@@ -218,6 +236,11 @@ class StepKind(ABC, Generic[D]):
     parallel: ClassVar[bool] = False
     result: ClassVar[type[StepData]]
     undo: ClassVar[tuple[type[StepKind[Any]], ...]]
+    #: under the restart strategy its steps (but a draft's ``late`` ones) run before stage ③
+    prepares: ClassVar[bool] = False
+    #: undoes a prepared step of this kind when the stage it ran ahead of fails (None: the
+    #: step leaves nothing a consumer would read before the provider switches)
+    compensate: ClassVar[type[StepKind[Any]] | None] = None
     #: when a resume starts at a step of this kind, the steps of this kind run first again
     #: (a sync wait needs a trigger ESO has not answered yet)
     resume_after: ClassVar[str | None] = None

@@ -32,6 +32,7 @@ class ConfigHarvest(StepKind[Harvested]):
     name: ClassVar[str] = "config.harvest"
     stage: ClassVar[int] = 4
     exit_code: ClassVar[int] = 13
+    prepares: ClassVar[bool] = True
     result: ClassVar[type[StepData]] = Harvested
     undo: ClassVar[tuple[type[StepKind[Any]], ...]] = ()  # reads only
 

@@ -85,6 +85,7 @@ class ConfigWrite(StepKind[ConfigWritten]):
     name: ClassVar[str] = "config.write"
     stage: ClassVar[int] = 4
     exit_code: ClassVar[int] = 13
+    prepares: ClassVar[bool] = True  # pods read it only at start: safe before the switch
     result: ClassVar[type[StepData]] = ConfigWritten
     undo: ClassVar[tuple[type[StepKind[Any]], ...]] = (ConfigRestore,)
 

@@ -21,6 +21,9 @@ class TokenMint(StepKind[TokenMinted]):
     name: ClassVar[str] = "token.mint"
     stage: ClassVar[int] = 4
     exit_code: ClassVar[int] = 14
+    #: prepared before stage ③ and never compensated: the old token stays valid until
+    #: token.revoke, the last step, so old pods keep working with it either way
+    prepares: ClassVar[bool] = True
     result: ClassVar[type[StepData]] = TokenMinted
     undo: ClassVar[tuple[type[StepKind[Any]], ...]] = ()  # a rollback mints a fresh one
 

@@ -1,0 +1,174 @@
+"""The restart strategy prepares the consumers before the provider switches (chain.md "Order").
+
+On the fakes: the plan's order, a consumer whose rollout cannot surge kept after the switch,
+the undo of the prepared steps when the provider then fails (documents restored If-Match
+the version written, pod templates back as they were, journaled as steps), and a kill at
+every new step boundary followed by resume: the undo is finished, then a resume after the
+provider is repaired prepares again and succeeds with one value written.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rotate.core.waiting import CancelToken
+from rotate.engine import journal as journal_mod
+from rotate.engine.model import PlannedStep, RunReport
+from rotate.stages.rollout import RESTARTED_AT, RUN_ID_ANNOTATION
+from tests.fakes import CONSUMERS, World
+from tests.unit.engine_support import (
+    RecordingObserver,
+    journal_lines,
+    options,
+    resume,
+    run,
+    world_fixture,  # noqa: F401 - fixture
+)
+
+OLD = "old-password-0123456789abcdefghijklmn"
+PREPARED = ["config.harvest", *["config.write"] * 3, *["token.mint"] * 3,
+            *["consumer.restart"] * 3]
+
+
+class Killed(BaseException):
+    """The process dies at a step boundary: nothing below catches a BaseException."""
+
+
+def kinds(report: RunReport) -> list[str]:
+    return [s.kind for s in report.steps if s.kind != "preflight"]
+
+
+def test_consumers_are_prepared_before_the_provider_switches(world: World,
+                                                             tmp_path: Path) -> None:
+    plan = world.engine().plan(options(tmp_path), "dragonfly")
+    steps = [s.kind for s in plan.steps]
+    assert steps[:3] == ["backend.write", "sync.trigger", "sync.wait"]
+    assert steps[3:13] == PREPARED
+    assert steps[13:15] == ["provider.restart", "provider.wait"]
+    assert steps[15:18] == ["consumer.wait"] * 3
+    restart = next(s for s in plan.steps if s.kind == "consumer.restart")
+    assert "before the provider switches" in restart.detail
+    report = run(world, tmp_path)
+    assert report.exit_code == 0, report.message
+    # the journal shows the order the world saw: every consumer rollout started first
+    started = [r["kind"] for r in journal_lines(tmp_path, report.run_id)
+               if r["event"] == "step.start"]
+    assert started.index("provider.restart") > max(
+        i for i, k in enumerate(started) if k == "consumer.restart")
+    assert world.rollouts[-1] == "dragonfly/dragonfly"
+
+
+def test_a_consumer_whose_old_pods_go_first_is_rolled_after_the_switch(
+        world: World, tmp_path: Path) -> None:
+    world.kube.raw("Deployment", "shop", "order")["spec"]["strategy"] = {"type": "Recreate"}
+    plan = world.engine().plan(options(tmp_path), "dragonfly")
+    restarts = [(s.subject, s.index, s.detail) for s in plan.steps
+                if s.kind == "consumer.restart"]
+    switch = next(s.index for s in plan.steps if s.kind == "provider.wait")
+    assert [subject for subject, index, _ in restarts if index < switch] == ["cart", "user"]
+    late = [(index, detail) for subject, index, detail in restarts if subject == "order"]
+    assert late[0][0] > switch and "Recreate" in late[0][1]
+    report = run(world, tmp_path)
+    assert report.exit_code == 0, report.message
+    assert all(world.running[n] == world.running["dragonfly"] for n in CONSUMERS)
+
+
+def assert_prepared_undone(world: World, run_id: str) -> None:
+    """Documents back on the old value, pod templates as before the run, old pods serving."""
+    for name in CONSUMERS:
+        versions = world.cc.docs[(name, "bootstrap")]
+        assert versions[-1] == versions[0] and len(versions) == 3  # restored as a new version
+        dep = world.kube.raw("Deployment", "shop", name)
+        assert RESTARTED_AT not in dep["spec"]["template"]["metadata"]["annotations"]
+        assert dep["metadata"]["annotations"][RUN_ID_ANNOTATION] == f"{run_id}.undone"
+        assert world.running[name] == OLD
+    assert world.running["dragonfly"] == OLD
+
+
+def assert_rotated(world: World, tmp_path: Path, run_id: str) -> None:
+    new = world.vault.current("infra/dragonfly", "password")
+    assert world.vault.writes == 1  # never a second value
+    assert world.running["dragonfly"] == new
+    for name in CONSUMERS:
+        assert world.cc.docs[(name, "bootstrap")][-1]["dragonfly"]["password"] == new
+        assert world.running[name] == new
+        assert len([t for t in world.cc.tokens[name] if not t["revoked"]]) == 1
+    state = journal_mod.load(tmp_path / "state", run_id)
+    assert state.status == "succeeded" and not state.undone
+
+
+def test_a_provider_that_fails_undoes_the_prepared_consumers(world: World,
+                                                             tmp_path: Path) -> None:
+    world.stuck.add("dragonfly")
+    report = run(world, tmp_path, timeout=0.4)
+    assert (report.status, report.exit_code) == ("failed", 12)
+    assert [s.kind for s in report.steps if s.status == "failed"] == ["provider.wait"]
+    undo = [(s.kind, s.status) for s in report.steps if s.kind.endswith(".undo")]
+    assert undo == [("config.undo", "done")] * 3 + [("consumer.undo", "done")] * 3
+    assert_prepared_undone(world, report.run_id)
+    undone = [s for s in report.steps if s.kind in ("config.write", "consumer.restart")]
+    assert all(s.status == "pending" and s.detail.startswith("undone by step")
+               for s in undone)
+    msg = report.message
+    assert "rollouts of cart, order, user settled back on their old pods" in msg
+    assert "documents of cart, order, user restored" in msg
+    assert "no consumer uses the new value" in msg
+    assert f"rotate resume {report.run_id} --confirm" in msg
+
+    world.kick("dragonfly", "dragonfly")
+    resumed = resume(world, tmp_path, report.run_id)
+    assert resumed.status == "succeeded", resumed.message
+    assert_rotated(world, tmp_path, report.run_id)
+
+
+BOUNDARIES = ["config.write", "token.mint", "consumer.restart", "provider.restart",
+              "provider.wait", "consumer.undo", "config.undo"]
+
+
+@pytest.mark.parametrize("boundary", BOUNDARIES)
+def test_a_kill_at_each_new_boundary_resumes(world: World, tmp_path: Path,
+                                             boundary: str) -> None:
+    world.stuck.add("dragonfly")
+    obs = RecordingObserver()
+    killed: list[str] = []
+
+    def die(step: PlannedStep) -> Any:
+        if not killed:
+            killed.append(step.kind)
+            raise Killed
+    obs.on_start[boundary] = die
+    with pytest.raises(Killed):
+        run(world, tmp_path, obs, timeout=0.4)
+    run_id = journal_mod.list_run_ids(tmp_path / "state")[0]
+    # the provider still fails: the resume ends as the run would have, undo complete
+    again = world.engine().resume(options(tmp_path, timeout=0.4), run_id, RecordingObserver(),
+                                  CancelToken())
+    assert (again.status, again.exit_code) == ("failed", 12), again.message
+    assert_prepared_undone(world, run_id)
+    assert "no consumer uses the new value" in again.message
+
+    world.kick("dragonfly", "dragonfly")
+    resumed = resume(world, tmp_path, run_id)
+    assert resumed.status == "succeeded", resumed.message
+    assert_rotated(world, tmp_path, run_id)
+
+
+@pytest.mark.parametrize(("kind", "spec", "early", "says"), [
+    ("Deployment", {"replicas": 1}, True, ""),  # 25 %/25 % of 1: surge 1, unavailable 0
+    ("Deployment", {"replicas": 4}, True, "3 of 4 old pod(s) serve"),
+    ("Deployment", {"replicas": 1, "strategy": {"type": "RollingUpdate", "rollingUpdate": {
+        "maxSurge": 0, "maxUnavailable": 1}}}, False, "leaves no old pod serving"),
+    ("Deployment", {"replicas": 2, "strategy": {"type": "Recreate"}}, False, "Recreate"),
+    ("StatefulSet", {"replicas": 3}, False, "StatefulSet (RollingUpdate)"),
+    ("DaemonSet", {"updateStrategy": {"type": "OnDelete"}}, False, "DaemonSet (OnDelete)"),
+])
+def test_only_a_rollout_that_keeps_old_pods_serving_is_prepared(
+        kind: str, spec: dict[str, Any], early: bool, says: str) -> None:
+    from rotate.stages.surge import verdict
+
+    got = verdict({"kind": kind, "spec": spec})
+    assert got.early is early
+    assert says in got.note
