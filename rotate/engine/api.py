@@ -31,7 +31,7 @@ from rotate.engine.executor import Executor, report_from
 from rotate.engine.journal import Journal
 from rotate.engine.kinds import kind_of
 from rotate.engine.kinds.base import Restore, Run
-from rotate.engine.lock import Lease
+from rotate.engine.lock import Lease, Locks, provider_lease_name
 from rotate.engine.model import (
     AdapterFactory,
     Adapters,
@@ -96,13 +96,22 @@ def _settings(chain: Chain, credential: Credential, options: Options) -> tuple[f
 
 
 def _lease(chain: Chain, adapters: Adapters, credential: str, run_id: str,
-           state_dir: Path) -> Lease:
-    return Lease(adapters.kube, chain.cluster.lock_namespace, credential, _holder(run_id),
-                 duration=chain.defaults.lease_duration,
-                 run_ended=lambda rid: journal_mod.has_ended(state_dir, rid))
+           state_dir: Path) -> Locks:
+    """The credential's Lease and one per provider it rolls (lock.py): a second credential
+    on a shared provider exits 4 naming the holder instead of rolling it at the same time."""
+    holder = _holder(run_id)
+
+    def one(name: str | None = None) -> Lease:
+        return Lease(adapters.kube, chain.cluster.lock_namespace, credential, holder,
+                     duration=chain.defaults.lease_duration, name=name,
+                     run_ended=lambda rid: journal_mod.has_ended(state_dir, rid))
+
+    providers = chain.credentials[credential].providers if credential in chain.credentials \
+        else ()
+    return Locks(one(), [one(provider_lease_name(p)) for p in providers])
 
 
-def _acquire(lease: Lease, options: Options, reclaim_run: str | None = None) -> None:
+def _acquire(lease: Locks, options: Options, reclaim_run: str | None = None) -> None:
     """Take the lock; a failure other than "held" means nothing could start (exit 3)."""
     try:
         lease.acquire(take_over=options.take_over_lock, reclaim_run=reclaim_run)
