@@ -199,7 +199,7 @@ class FakeEngine:
         return self._operate("run", options, observer, cancel)
 
     def resume(self, options: FakeOptions, run_id: str, observer: Observer,
-               cancel: CancelToken) -> RunReport:
+               cancel: CancelToken, new_value: Any = None) -> RunReport:
         return self._operate("resume", options, observer, cancel)
 
     def rollback(self, options: FakeOptions, run_id: str, observer: Observer,

@@ -8,10 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from rotate.core.errors import LockHeld
+from rotate.core.errors import LockHeld, PreflightFailed
+from rotate.core.waiting import CancelToken
 from rotate.engine.lock import provider_lease_name
 from tests.fakes import World
 from tests.unit.engine_support import (
+    RecordingObserver,
+    options,
+    resume,
+    rollback,
     run,
     world_fixture,  # noqa: F401 - fixture
 )
@@ -55,3 +60,92 @@ def test_a_run_holds_its_providers_lease_and_releases_it(world: World, tmp_path:
     assert report.status == "succeeded", report.message
     assert seen and all(seen)
     assert ("Lease", "rotate-system", provider_lease_name(ref)) not in world.kube.objects
+
+
+# ---------------------------------------------------------------- rollback refuses to lose data
+
+
+def _snapshot(world: World) -> tuple[int, dict[str, int]]:
+    return (len(world.vault.versions["infra/dragonfly"]),
+            {name: len(world.cc.docs[(name, "bootstrap")]) for name in ("cart", "order", "user")})
+
+
+def test_rolling_back_an_older_run_after_a_newer_one_refuses(
+    world: World, tmp_path: Path
+) -> None:
+    older = run(world, tmp_path)
+    newer = run(world, tmp_path)
+    assert older.status == newer.status == "succeeded"
+    before = _snapshot(world)
+    with pytest.raises(PreflightFailed) as exc:
+        rollback(world, tmp_path, older.run_id)
+    assert exc.value.exit_code == 3
+    assert newer.run_id in exc.value.message and "nothing was changed" in exc.value.message
+    assert "--force" in (exc.value.hint or "")
+    assert _snapshot(world) == before
+    assert world.engine().show(options(tmp_path), newer.run_id).status == "succeeded"
+    # the newest one rolls back fine
+    assert rollback(world, tmp_path, newer.run_id).status == "succeeded"
+
+
+def test_a_config_center_edit_after_the_run_is_not_overwritten(
+    world: World, tmp_path: Path
+) -> None:
+    report = run(world, tmp_path)
+    edited = dict(world.cc.docs[("order", "bootstrap")][-1], note="edited by a human")
+    world.cc.docs[("order", "bootstrap")].append(edited)
+    before = _snapshot(world)
+    with pytest.raises(PreflightFailed) as exc:
+        rollback(world, tmp_path, report.run_id)
+    assert "order/bootstrap" in exc.value.message and "edited after the run" in exc.value.message
+    assert _snapshot(world) == before and world.cc.docs[("order", "bootstrap")][-1] == edited
+    forced = world.engine().rollback(options(tmp_path, force=True), report.run_id,
+                                     RecordingObserver(), CancelToken())
+    assert forced.status == "succeeded", forced.message
+
+
+def test_config_restore_sends_if_match_of_the_version_the_run_wrote(
+    world: World, tmp_path: Path
+) -> None:
+    """A writer slipping in after the guard still cannot be overwritten: 412, not a write."""
+    report = run(world, tmp_path)
+    wrote = world.cc.get_version_number("cart", "bootstrap")
+    seen: dict[str, int] = {}
+    original = world.cc.restore_version
+
+    def restore(service: str, key: str, version: int, *, if_match: int) -> int:
+        seen[service] = if_match
+        return original(service, key, version, if_match=if_match)
+
+    world.cc.restore_version = restore  # type: ignore[method-assign]
+    assert rollback(world, tmp_path, report.run_id).status == "succeeded"
+    assert seen["cart"] == wrote
+
+
+# ---------------------------------------------------------------- resume keeps a supplied value
+
+
+def test_resume_of_a_stdin_run_needs_the_same_value_again(world: World, tmp_path: Path) -> None:
+    from rotate.core.errors import TemporaryError, UsageError
+    from rotate.core.secret import Secret
+
+    value = Secret("supplied-by-the-operator-0123456789abcdef")
+    world.vault.faults.arm("write", TemporaryError("vault", "write", "unavailable"), times=-1)
+    failed = world.engine().run(options(tmp_path, timeout=0.4), "dragonfly",
+                                RecordingObserver(), CancelToken(), new_value=value)
+    assert failed.exit_code == 10
+    journal = (tmp_path / "state" / "runs" / failed.run_id / "journal.jsonl").read_text()
+    assert value.reveal() not in journal and '"value_fingerprint"' in journal
+    world.vault.faults.clear()
+    with pytest.raises(UsageError) as exc:
+        resume(world, tmp_path, failed.run_id)
+    assert "--value-stdin" in (exc.value.hint or "") and exc.value.exit_code == 2
+    with pytest.raises(UsageError) as exc:
+        world.engine().resume(options(tmp_path), failed.run_id, RecordingObserver(),
+                              CancelToken(), new_value=Secret("another-value-0123456789abcdefgh"))
+    assert "fingerprint mismatch" in exc.value.message
+    assert len(world.vault.versions["infra/dragonfly"]) == 2
+    done = world.engine().resume(options(tmp_path), failed.run_id, RecordingObserver(),
+                                 CancelToken(), new_value=value)
+    assert done.status == "succeeded", done.message
+    assert world.vault.current("infra/dragonfly", "password") == value.reveal()
