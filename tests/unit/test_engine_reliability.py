@@ -149,3 +149,45 @@ def test_resume_of_a_stdin_run_needs_the_same_value_again(world: World, tmp_path
                                  CancelToken(), new_value=value)
     assert done.status == "succeeded", done.message
     assert world.vault.current("infra/dragonfly", "password") == value.reveal()
+
+
+# ---------------------------------------------------------------- tokens: one live per consumer
+
+
+def _live(world: World, svc: str) -> list[str]:
+    return [t.id for t in world.cc.list_tokens(svc) if not t.revoked]
+
+
+def test_a_token_minted_but_never_journaled_is_revoked(world: World, tmp_path: Path) -> None:
+    """kill -9 between minting and journaling the id: the token carries the run id."""
+    from rotate.core.errors import TemporaryError
+
+    world.cc.faults.arm("mint_token_applied", TemporaryError("config center", "mint", "lost"))
+    report = run(world, tmp_path)
+    assert report.status == "succeeded", report.message
+    for svc in ("cart", "order", "user"):
+        live = _live(world, svc)
+        assert len(live) == 1, (svc, world.cc.tokens[svc])
+        assert world.cc.list_tokens(svc)[-1].label == report.run_id
+
+
+def test_rollback_revokes_the_tokens_the_run_minted(world: World, tmp_path: Path) -> None:
+    report = run(world, tmp_path)
+    minted = {svc: _live(world, svc) for svc in ("cart", "order", "user")}
+    rb = rollback(world, tmp_path, report.run_id)
+    assert rb.status == "succeeded", rb.message
+    assert [s.kind for s in rb.steps][-3:] == ["token.revoke"] * 3
+    for svc in ("cart", "order", "user"):
+        live = _live(world, svc)
+        assert len(live) == 1 and live != minted[svc], svc
+
+
+def test_config_center_refusing_writes_fails_preflight(world: World, tmp_path: Path) -> None:
+    from rotate.core.errors import TemporaryError
+
+    world.cc.faults.arm("probe_write", TemporaryError("config center", "write probe",
+                                                      "unavailable", status=503), times=-1)
+    with pytest.raises(PreflightFailed) as exc:
+        run(world, tmp_path)
+    assert exc.value.exit_code == 3 and "configcenter.writable" in exc.value.message
+    assert world.vault.writes == 0 and world.kube.patches == []
