@@ -104,22 +104,24 @@ def test_a_config_center_edit_after_the_run_is_not_overwritten(
     assert forced.status == "succeeded", forced.message
 
 
-def test_config_restore_sends_if_match_of_the_version_the_run_wrote(
+def test_an_edit_made_while_the_rollback_runs_is_not_overwritten(
     world: World, tmp_path: Path
 ) -> None:
-    """A writer slipping in after the guard still cannot be overwritten: 412, not a write."""
+    """The restore's If-Match is the version the run wrote, not the one current when the
+    restore runs: an edit slipping in after the guard fails the step (412), kept."""
     report = run(world, tmp_path)
-    wrote = world.cc.get_version_number("cart", "bootstrap")
-    seen: dict[str, int] = {}
-    original = world.cc.restore_version
+    original = world.vault.write
+    edited = {**world.cc.docs[("order", "bootstrap")][-1], "note": "edited meanwhile"}
 
-    def restore(service: str, key: str, version: int, *, if_match: int) -> int:
-        seen[service] = if_match
-        return original(service, key, version, if_match=if_match)
+    def write(*a: object, **kw: object) -> int:
+        world.cc.docs[("order", "bootstrap")].append(edited)  # during the backend restore
+        world.vault.write = original  # type: ignore[method-assign]
+        return original(*a, **kw)  # type: ignore[arg-type]
 
-    world.cc.restore_version = restore  # type: ignore[method-assign]
-    assert rollback(world, tmp_path, report.run_id).status == "succeeded"
-    assert seen["cart"] == wrote
+    world.vault.write = write  # type: ignore[method-assign]
+    rb = rollback(world, tmp_path, report.run_id)
+    assert rb.exit_code == 13, rb.message
+    assert world.cc.docs[("order", "bootstrap")][-1] == edited
 
 
 # ---------------------------------------------------------------- resume keeps a supplied value
