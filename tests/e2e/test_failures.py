@@ -106,6 +106,11 @@ def test_second_concurrent_run_exits_4(lab: Lab) -> None:
         second = lab.rotate("dragonfly", "--confirm")
         assert second.code == 4, second.output
         assert "rotate-dragonfly" in second.output and run_id in second.output
+        # another credential rolling the same Dragonfly waits its turn too (issue 10 item 1)
+        other = lab.rotate("dragonfly-acl", "--confirm")
+        assert other.code == 4, other.output
+        assert "rotate-provider-deployment-dragonfly-dragonfly" in other.output
+        assert run_id in other.output
     finally:
         lab.fault("eso-stall", None, clear=True)
     out, err = first.communicate(timeout=120)
