@@ -200,6 +200,7 @@ class FakeEngine:
 
     def resume(self, options: FakeOptions, run_id: str, observer: Observer,
                cancel: CancelToken, new_value: Any = None) -> RunReport:
+        self.received.append(new_value)
         return self._operate("resume", options, observer, cancel)
 
     def rollback(self, options: FakeOptions, run_id: str, observer: Observer,
