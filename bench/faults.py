@@ -337,6 +337,19 @@ def plan(args: argparse.Namespace) -> list[tuple[str, Callable[[World, list[str]
     return cases
 
 
+def _stop(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def _write(out_dir: Path, cases: list[Case]) -> Path:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    out = out_dir / "faults.json"
+    out.write_text(json.dumps({"cases": [asdict(c) for c in cases],
+                               "consistent": sum(c.consistent for c in cases),
+                               "total": len(cases)}, indent=2) + "\n")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.faults",
                                  description=__doc__.split("\n\n")[0])
@@ -345,6 +358,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kinds", default=",".join(KINDS), help="step kinds to signal at")
     ap.add_argument("--out", type=Path, default=BENCH_DIR / "results")
     args = ap.parse_args(argv)
+    signal.signal(signal.SIGTERM, _stop)  # `timeout`/kill: still stop the lab we started
     lab = Lab(Path(tempfile.mkdtemp(prefix="rotate-faults-")))
     lab.dir.chmod(0o755)  # the lab's PostgreSQL runs as its own user and must reach its data
     cases: list[Case] = []
@@ -361,6 +375,7 @@ def main(argv: list[str] | None = None) -> int:
             case.consistent = not case.problems
             case.seconds = time.monotonic() - began
             cases.append(case)
+            _write(args.out, cases)  # so far: a stopped matrix keeps what it found
             print(f"{'ok ' if case.consistent else 'NO '} {case.name} "
                   f"(exit {case.exit_codes}, {case.seconds:.0f}s) {'; '.join(case.problems)}",
                   flush=True)
@@ -370,12 +385,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         lab.down()
     print(table(cases))
-    args.out.mkdir(parents=True, exist_ok=True)
-    out = args.out / "faults.json"
-    out.write_text(json.dumps({"cases": [asdict(c) for c in cases],
-                               "consistent": sum(c.consistent for c in cases),
-                               "total": len(cases)}, indent=2) + "\n")
-    print(f"wrote {out}")
+    print(f"wrote {_write(args.out, cases)}")
     return 0 if all(c.consistent for c in cases) else 1
 
 
