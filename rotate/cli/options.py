@@ -117,6 +117,7 @@ class Common:
     kubeconfig: str | None = None
     value_stdin: bool = False
     take_over_lock: bool = False
+    force: bool = False
 
     def engine_options(self, engine: Any) -> Any:
         """``engine.Options`` (docs/design.md) built from these values. A state directory
@@ -136,6 +137,7 @@ class Common:
             kubeconfig=self.kubeconfig,
             value_stdin=self.value_stdin,
             take_over_lock=self.take_over_lock,
+            **({"force": True} if self.force else {}),
         )
 
 

@@ -47,6 +47,7 @@ class Engine(Protocol):
 
     def resume(
         self, options: Any, run_id: str, observer: Observer, cancel: CancelToken,
+        new_value: Secret | None = None,
     ) -> RunReport: ...
 
     def rollback(

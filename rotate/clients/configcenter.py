@@ -23,6 +23,7 @@ from rotate.clients.seams import MintedToken, TokenInfo, VersionedDoc
 from rotate.clients.tls import TlsSettings, client_context, tls_failure, tls_reason
 from rotate.core.errors import (
     ClientError,
+    ConflictError,
     NotFoundError,
     PermanentError,
     RejectedError,
@@ -254,9 +255,21 @@ class HttpConfigCenter:
         old = self.get_version(service, key, version)
         return self.put_key(service, key, _wrap_strings(old.value), if_match=if_match)
 
-    def mint_token(self, service: str) -> MintedToken:
+    def probe_write(self, service: str, key: str) -> None:
+        op = f"write probe {service}/{key}"
+        path = f"/v1/services/{_seg(service)}/keys/{_seg(key)}"
+        try:
+            self._request("PUT", path, op, body={"value": {}}, headers={"If-Match": '"0"'})
+        except (ConflictError, RejectedError):
+            return  # 412/422: the write was authorised and reached the document; nothing changed
+        raise PermanentError(SYSTEM, op, "the Config Center accepted a write If-Match a version "
+                                         "that cannot exist (it ignores If-Match)")
+
+    def mint_token(self, service: str, label: str | None = None) -> MintedToken:
         op = f"mint token for {service}"
-        data = self._object(self._request("POST", f"/v1/services/{_seg(service)}/tokens", op), op)
+        body = {"label": label} if label is not None else None
+        data = self._object(self._request("POST", f"/v1/services/{_seg(service)}/tokens", op,
+                                          body=body), op)
         tid, token, expires = data.get("id"), data.get("token"), data.get("expires_at", "")
         if not isinstance(tid, str) or not isinstance(token, str):
             raise PermanentError(SYSTEM, op, "unexpected answer (no id/token)")
@@ -271,7 +284,8 @@ class HttpConfigCenter:
             raise PermanentError(SYSTEM, op, "unexpected answer (not a list)")
         return [
             TokenInfo(id=str(t.get("id", "")), created_at=str(t.get("created_at", "")),
-                      revoked=bool(t.get("revoked", False)))
+                      revoked=bool(t.get("revoked", False)),
+                      label=str(t["label"]) if isinstance(t.get("label"), str) else None)
             for t in data if isinstance(t, dict)
         ]
 

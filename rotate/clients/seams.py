@@ -199,6 +199,7 @@ class TokenInfo:
     id: str
     created_at: str
     revoked: bool
+    label: str | None = None  # what the minter tagged it with (rotate: its run id)
 
 
 class ConfigCenter(Protocol):
@@ -228,7 +229,13 @@ class ConfigCenter(Protocol):
     def restore_version(self, service: str, key: str, version: int, *, if_match: int) -> int:
         """Write the content of an earlier ``version`` as a new version; return it."""
 
-    def mint_token(self, service: str) -> MintedToken: ...
+    def mint_token(self, service: str, label: str | None = None) -> MintedToken:
+        """A new token; ``label`` (rotate passes its run id) is listed with it."""
+
+    def probe_write(self, service: str, key: str) -> None:
+        """Prove this identity may write ``service/key`` without changing it: a PUT
+        ``If-Match: "0"`` (a version that never exists) must answer 412 (or 422, a server
+        validating the body before preconditions).  Raises the write's error otherwise."""
 
     def list_tokens(self, service: str) -> list[TokenInfo]: ...
 

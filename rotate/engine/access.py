@@ -39,7 +39,7 @@ from rotate.chain.model import (
 from rotate.clients.seams import Kube, Vault
 from rotate.core.errors import ForbiddenError, NotFoundError
 from rotate.core.refs import ObjectRef
-from rotate.engine.lock import lease_name
+from rotate.engine.lock import lease_name, provider_lease_name
 from rotate.stages.rollout import VSO_KINDS
 
 #: what preflight and doctor call to learn the token's capabilities
@@ -87,7 +87,9 @@ def permissions_needed(chain: Chain, credential: Credential) -> list[Permission]
     lock_ns = chain.cluster.lock_namespace
     perms.append(Permission("get", "Namespace", None, name=lock_ns))
     perms.append(Permission("create", "Lease", lock_ns))
-    perms += [Permission(v, "Lease", lock_ns, name=lease_name(credential.name))
+    perms += [Permission(v, "Lease", lock_ns, name=name)
+              for name in (lease_name(credential.name),
+                           *(provider_lease_name(p) for p in credential.providers))
               for v in ("get", "update", "delete")]
     workloads = list(credential.providers)
     for svc_name in consumers_of(chain, credential.name):

@@ -11,6 +11,7 @@ released when they return, whatever happened.
 
 from __future__ import annotations
 
+import dataclasses
 import getpass
 import os
 import secrets as _secrets
@@ -22,6 +23,8 @@ from typing import Any, TypeVar
 
 from rotate.chain.model import Chain, Credential, consumers_of, strategy_problem
 from rotate.core.errors import ClientError, LockHeld, PreflightFailed, RotateError, UsageError
+from rotate.core.fingerprint import fingerprint
+from rotate.core.fingerprint import matches as fingerprint_matches
 from rotate.core.secret import Secret, generate
 from rotate.core.strategy import Strategy
 from rotate.core.timestamps import utcnow
@@ -32,7 +35,7 @@ from rotate.engine.executor import Executor, report_from
 from rotate.engine.journal import Journal
 from rotate.engine.kinds import kind_of
 from rotate.engine.kinds.base import Restore, Run
-from rotate.engine.lock import Lease
+from rotate.engine.lock import Lease, Locks, provider_lease_name
 from rotate.engine.model import (
     AdapterFactory,
     Adapters,
@@ -51,7 +54,7 @@ from rotate.engine.model import (
 )
 from rotate.engine.plan import build_plan
 from rotate.engine.preflight import describe_failures, doctor_checks, preflight
-from rotate.engine.rollback import backend_written, build_rollback
+from rotate.engine.rollback import backend_written, build_rollback, moved_since
 from rotate.engine.targets import backend_target
 
 #: the kind of the journal's record of preflight (step 0: not a step kind, never resumed)
@@ -101,13 +104,22 @@ def _settings(chain: Chain, credential: Credential, options: Options) -> tuple[f
 
 
 def _lease(chain: Chain, adapters: Adapters, credential: str, run_id: str,
-           state_dir: Path) -> Lease:
-    return Lease(adapters.kube, chain.cluster.lock_namespace, credential, _holder(run_id),
-                 duration=chain.defaults.lease_duration,
-                 run_ended=lambda rid: journal_mod.has_ended(state_dir, rid))
+           state_dir: Path) -> Locks:
+    """The credential's Lease and one per provider it rolls (lock.py): a second credential
+    on a shared provider exits 4 naming the holder instead of rolling it at the same time."""
+    holder = _holder(run_id)
+
+    def one(name: str | None = None) -> Lease:
+        return Lease(adapters.kube, chain.cluster.lock_namespace, credential, holder,
+                     duration=chain.defaults.lease_duration, name=name,
+                     run_ended=lambda rid: journal_mod.has_ended(state_dir, rid))
+
+    providers = chain.credentials[credential].providers if credential in chain.credentials \
+        else ()
+    return Locks(one(), [one(provider_lease_name(p)) for p in providers])
 
 
-def _acquire(lease: Lease, options: Options, reclaim_run: str | None = None) -> None:
+def _acquire(lease: Locks, options: Options, reclaim_run: str | None = None) -> None:
     """Take the lock; a failure other than "held" means nothing could start (exit 3)."""
     try:
         lease.acquire(take_over=options.take_over_lock, reclaim_run=reclaim_run)
@@ -123,6 +135,7 @@ def _run_start(
     chain: Chain, cred: Credential, run_id: str, operation: Operation, strategy: Strategy,
     steps: list[PlannedStep], current_version: int | None, consumers: tuple[str, ...],
     holder: str, *, of_run: str | None = None, restore: Restore | None = None,
+    supplied: Secret | None = None,
 ) -> RunStart:
     return RunStart(
         run_id=run_id, credential=cred.name, operation=operation, strategy=strategy,
@@ -131,7 +144,9 @@ def _run_start(
         providers=tuple(str(p) for p in cred.providers), steps=tuple(steps), holder=holder,
         of_run=of_run,
         restore_backend_version=restore.backend_version if restore else None,
-        restore_config=dict(restore.config_versions) if restore else {})
+        restore_config=dict(restore.config_versions) if restore else {},
+        restore_config_match=dict(restore.config_match) if restore else {},
+        value_fingerprint=fingerprint(supplied) if supplied is not None else None)
 
 
 def _mark_rolled_back(options: Options, original: str | None, by: str) -> None:
@@ -179,6 +194,51 @@ def _resume_steps(state: journal_mod.RunState, executor: Executor) -> None:
         # again, so the wait has a fresh request and a fresh trigger time to prove.
         remaining[:0] = [st.step for st in state.steps if st.step.kind == again]
     executor.execute(remaining)
+
+
+def _supplied_again(state: journal_mod.RunState, value: Secret | None) -> Secret | None:
+    """The value to resume with: the one given again on stdin, checked against the run's
+    fingerprint; UsageError (exit 2) when it is missing but needed, or different."""
+    stored = state.start.value_fingerprint
+    if stored is None:
+        if value is not None:
+            raise UsageError(f"run {state.run_id} was not given a value on stdin; resume it "
+                             "without --value-stdin")
+        return None
+    if value is None:
+        wrote = any(st.step.kind == "backend.write" and st.status == "done"
+                    for st in state.steps)
+        if wrote:
+            return None  # the value is in the backend: re-read from there
+        raise UsageError(
+            f"run {state.run_id} was given its value on stdin and failed before writing it; "
+            "give the same value again",
+            hint=f"rotate resume {state.run_id} --confirm --value-stdin")
+    if not fingerprint_matches(value, stored):
+        raise UsageError(f"the value given on stdin is not the one run {state.run_id} was "
+                         "started with (fingerprint mismatch); nothing was changed")
+    return value
+
+
+def _guard_rollback(
+    chain: Chain, cred: Credential, adapters: Adapters, orig: journal_mod.RunState,
+    written_from: int, restore: Restore, options: Options,
+) -> Restore:
+    """Refuse (exit 3, nothing changed) when something the rollback would restore moved
+    since the run; the restore with each document's If-Match the version the run wrote."""
+    try:
+        moved, match = moved_since(chain, adapters.vault, adapters.config_center, cred, orig,
+                                   written_from, options.state_dir)
+    except ClientError as exc:
+        raise PreflightFailed(f"cannot check what moved since run {orig.run_id}: "
+                              f"{exc.message}; nothing was changed") from None
+    if moved and not options.force:
+        raise PreflightFailed(
+            f"rollback of {orig.run_id} refused, nothing was changed: it would overwrite "
+            "what moved since the run — " + "; ".join(moved),
+            hint=f"roll back the later run first, or re-run `rotate rollback {orig.run_id} "
+                 "--confirm --force` to overwrite these changes")
+    return dataclasses.replace(restore, config_match=match)
 
 
 class Engine:
@@ -270,7 +330,8 @@ class Engine:
             try:
                 start = _run_start(chain, cred, run_id, "rotate", strategy,
                                    [pre, *the_plan.steps], observed.current_version,
-                                   tuple(observed.consumers), lease.holder)
+                                   tuple(observed.consumers), lease.holder,
+                                   supplied=new_value)
                 journal.append("run.start", data=start.to_json())
                 journal.append("step.start", step=pre, data={})
                 journal.append("step.done", step=pre, data={
@@ -287,11 +348,16 @@ class Engine:
 
     def resume(
         self, options: _Options, run_id: str, observer: Observer, cancel: CancelToken,
+        new_value: Secret | None = None,
     ) -> RunReport:
-        """Continue from the first unfinished step; the value is re-read, never regenerated."""
+        """Continue from the first unfinished step; the value is re-read, never regenerated.
+
+        A run started with ``--value-stdin`` that failed before its backend write needs the
+        value again (``new_value``), checked against the journal's fingerprint (exit 2)."""
         state = journal_mod.load(options.state_dir, run_id)
         if state.status in ("succeeded", "rolled-back"):
             raise UsageError(f"run {run_id} is {state.status}; nothing to resume")
+        new_value = _supplied_again(state, new_value)
         chain = self.load_chain(options)
         cred = chain.credential(state.credential)
         adapters = self._adapters(chain, options)
@@ -303,7 +369,7 @@ class Engine:
             try:
                 journal.append("run.resume", data={"holder": lease.holder})
                 run = Run(chain, cred, adapters, journal, cancel, timeout, parallel, state.start,
-                          environ=self.environ)
+                          environ=self.environ, new_value=new_value)
                 _resume_steps(state, Executor(run, observer, lease=lease))
             finally:
                 journal.close()
@@ -333,6 +399,9 @@ class Engine:
         try:
             written_from = backend_written(adapters.vault, cred, orig)
             steps, restore, consumers = build_rollback(chain, cred, orig, written_from)
+            if restore is not None and written_from is not None:
+                restore = _guard_rollback(chain, cred, adapters, orig, written_from, restore,
+                                          options)
             timeout, parallel = _settings(chain, cred, options)
             journal = Journal.open(options.state_dir, rb_id)
             try:

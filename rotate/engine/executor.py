@@ -45,7 +45,7 @@ from rotate.engine import undo as undo_mod
 from rotate.engine.events import RunEvents
 from rotate.engine.kinds import kind_of
 from rotate.engine.kinds.base import Outcome, Run, StepData, StepIO
-from rotate.engine.lock import Lease
+from rotate.engine.lock import Lease, Locks
 from rotate.engine.model import Observer, PlannedStep, RunReport, StepRecord
 
 
@@ -65,7 +65,7 @@ def _safe_message(exc: BaseException) -> str:
 
 class Executor:
     def __init__(
-        self, run: Run, observer: Observer, *, lease: Lease | None = None,
+        self, run: Run, observer: Observer, *, lease: Lease | Locks | None = None,
         prior: dict[int, dict[str, Any]] | None = None,
     ) -> None:
         self.run = run

@@ -17,7 +17,13 @@
   on — resume that run, or ``--take-over-lock``, which then works without waiting for
   staleness.  Another host or a live process: wait, or take over once the lease is stale.
 
-The Lease lives in ``cluster.lockNamespace``; rotate creates only the Lease, never the
+A credential's providers are locked too (issue 10): one more Lease per provider workload,
+``rotate-provider-<kind>-<namespace>-<name>`` (:func:`provider_lease_name`), taken after the
+credential's with the same holder and the same rules, so two credentials that share a
+provider (``dragonfly`` and ``dragonfly-acl`` both roll Dragonfly) never run at once: the
+second exits 4 naming the holder.  :class:`Locks` holds the whole set.
+
+The Leases live in ``cluster.lockNamespace``; rotate creates only the Lease, never the
 namespace (preflight checks it exists).
 """
 
@@ -34,6 +40,7 @@ from typing import Any
 
 from rotate.clients.seams import Kube
 from rotate.core.errors import ClientError, ConflictError, LockHeld, NotFoundError
+from rotate.core.refs import ObjectRef
 from rotate.core.timestamps import parse_rfc3339, rfc3339, utcnow
 
 HOST_ANNOTATION = "rotate.dev/host"
@@ -42,6 +49,12 @@ PID_ANNOTATION = "rotate.dev/pid"
 
 def lease_name(credential: str) -> str:
     return f"rotate-{credential}"
+
+
+def provider_lease_name(provider: ObjectRef) -> str:
+    """The Lease that serialises every credential rolling ``provider`` (a DNS-1123 name)."""
+    raw = f"rotate-provider-{provider.kind}-{provider.namespace}-{provider.name}".lower()
+    return "".join(c if c.isalnum() or c in "-." else "-" for c in raw)[:253].rstrip("-.")
 
 
 def _process_gone(pid: int) -> bool:
@@ -58,12 +71,14 @@ class Lease:
     def __init__(
         self, kube: Kube, namespace: str, credential: str, holder: str, *,
         duration: float = 30.0, run_ended: Callable[[str], bool] | None = None,
+        name: str | None = None,
     ) -> None:
-        """``run_ended(run_id)``: whether that run journaled its end (in this state dir)."""
+        """``run_ended(run_id)``: whether that run journaled its end (in this state dir);
+        ``name``: the Lease's name when it is not the credential's (a provider's)."""
         self.kube = kube
         self._run_ended = run_ended or (lambda _run_id: False)
         self.namespace = namespace
-        self.name = lease_name(credential)
+        self.name = name or lease_name(credential)
         self.holder = holder
         self.duration = max(1, math.ceil(duration))
         self.lost = False
@@ -216,3 +231,44 @@ class Lease:
         self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.release()
+
+
+class Locks:
+    """The credential's Lease and one per provider, acquired in that order, released all.
+
+    ``lost`` is true when any of them was taken from us: the executor stops at the next step
+    boundary.  Acquiring stops at the first Lease held elsewhere (LockHeld, exit 4, naming its
+    holder) and releases the ones already taken, so a refused run holds nothing.
+    """
+
+    def __init__(self, credential: Lease, providers: list[Lease]) -> None:
+        self.credential = credential
+        self.providers = providers
+        self.namespace = credential.namespace
+        self.name = credential.name
+        self.holder = credential.holder
+
+    @property
+    def all(self) -> list[Lease]:
+        return [self.credential, *self.providers]
+
+    @property
+    def lost(self) -> bool:
+        return any(lease.lost for lease in self.all)
+
+    def acquire(
+        self, *, take_over: bool = False, renew: bool = True, reclaim_run: str | None = None
+    ) -> None:
+        taken: list[Lease] = []
+        try:
+            for lease in self.all:
+                lease.acquire(take_over=take_over, renew=renew, reclaim_run=reclaim_run)
+                taken.append(lease)
+        except BaseException:
+            for lease in reversed(taken):
+                lease.release()
+            raise
+
+    def release(self) -> None:
+        for lease in reversed(self.all):
+            lease.release()

@@ -52,6 +52,7 @@ class Options:
     kubeconfig: str | None = None
     value_stdin: bool = False
     take_over_lock: bool = False
+    force: bool = False  # rollback: overwrite what moved since the run (cli.md)
 
 
 @dataclass(frozen=True)
@@ -279,6 +280,11 @@ class RunStart:
     of_run: str | None = None  # a rollback: the run it undoes
     restore_backend_version: int | None = None  # a rollback: version N it puts back
     restore_config: Mapping[str, int] = field(default_factory=dict)  # service → version
+    #: a rollback: service → the If-Match of its restore (the version the run wrote)
+    restore_config_match: Mapping[str, int] = field(default_factory=dict)
+    #: a run given --value-stdin: the value's salted fingerprint (core.fingerprint), never
+    #: the value; its resume must be given the same value again
+    value_fingerprint: Mapping[str, str] | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -287,9 +293,12 @@ class RunStart:
             "backend_path": self.backend_path, "current_version": self.current_version,
             "consumers": list(self.consumers), "providers": list(self.providers),
             "steps": [s.to_json() for s in self.steps], "holder": self.holder}
+        if self.value_fingerprint is not None:
+            out["value_fingerprint"] = dict(self.value_fingerprint)
         if self.operation == "rollback":
             out.update(of_run=self.of_run, restore_backend_version=self.restore_backend_version,
-                       restore_config=dict(self.restore_config))
+                       restore_config=dict(self.restore_config),
+                       restore_config_match=dict(self.restore_config_match))
         return out
 
     @classmethod
@@ -314,6 +323,10 @@ class RunStart:
             restore_backend_version=int(restore) if restore is not None else None,
             restore_config={str(k): int(v)
                             for k, v in (data.get("restore_config") or {}).items()},
+            value_fingerprint={str(k): str(v) for k, v in data["value_fingerprint"].items()}
+            if isinstance(data.get("value_fingerprint"), dict) else None,
+            restore_config_match={str(k): int(v) for k, v in
+                                  (data.get("restore_config_match") or {}).items()},
         )
 
 

@@ -196,6 +196,12 @@ def preflight(
 
             col.run(f"configcenter.key {name}", key_exists)
 
+            def writable(svc_name: str = name, key: str = svc.config_key) -> str:
+                cc.probe_write(svc_name, key)  # If-Match "0": 412, nothing written (issue 10)
+                return f"{svc_name}/{key} writable (If-Match probe answered 412)"
+
+            col.run(f"configcenter.writable {name}", writable)
+
             def live_tokens(svc_name: str = name) -> str:
                 ids = tokens.current_ids(cc, svc_name)
                 token_ids[svc_name] = tuple(ids)

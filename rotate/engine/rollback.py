@@ -8,8 +8,12 @@ same way as a rotation; when it succeeds the original run is marked ``rolled-bac
 Its steps are the ``undo`` each kind of the original plan declares, in rotation order:
 backend.write (restore: version N's data written as a new version) → sync.trigger →
 sync.wait (the Secret holds version N's value) → provider.restart/wait → config.write
-(restore each recorded previous version, If-Match the current one) → token.mint (fresh
+(restore each recorded previous version, If-Match the version *the run wrote*) → token.mint (fresh
 tokens: the run may have revoked the old ones) → consumer.restart/wait → readyz.check.
+
+Nothing that moved since the run is overwritten (issue 10): :func:`moved_since` lists what
+another writer changed after it — a newer run's backend version, a Config Center edit —
+and the rollback refuses (exit 3, nothing changed) naming each, unless ``--force``.
 
 Rolling back an overlap run is an overlap itself: the restored value becomes current with
 the value being replaced kept as the previous one (consumers still on it keep working while
@@ -19,10 +23,13 @@ they move back), then the same phase 2 as a rotation retires it (backend.retire 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from rotate.chain.model import Chain, Credential
-from rotate.clients.seams import Vault
-from rotate.core.errors import UsageError
+from rotate.clients.seams import ConfigCenter, Vault
+from rotate.core.errors import NotFoundError, UsageError
 from rotate.core.strategy import Strategy
+from rotate.engine import journal as journal_mod
 from rotate.engine.journal import RunState
 from rotate.engine.kinds import undo_of
 from rotate.engine.kinds.base import PlanInput, Restore
@@ -69,3 +76,81 @@ def build_rollback(
                     consumers, current_version=written_from, restore=restore)
     planned: set[tuple[str, Phase]] = {(s.step.kind, s.step.phase) for s in orig.steps}
     return number_steps(undo_of(planned), inp), restore, consumers
+
+
+def _backend_wrote(orig: RunState, written_from: int) -> int:
+    """The last backend version the run wrote (backend.write, or an overlap's retire)."""
+    versions = [int(st.data["version"]) for st in orig.steps
+                if st.step.kind in ("backend.write", "backend.retire") and st.status == "done"
+                and st.data.get("version") is not None]
+    return max(versions, default=written_from + 1)
+
+
+def _config_wrote(orig: RunState) -> dict[str, int | None]:
+    """service → the version the run wrote its document as (None: it may have, unjournaled)."""
+    out: dict[str, int | None] = {}
+    for st in orig.steps:
+        if st.step.kind != "config.write" or st.step.phase != "main" or st.status == "pending":
+            continue
+        if st.status == "done" and st.data.get("version") is not None:
+            out[st.step.subject] = int(st.data["version"])
+        elif st.data.get("previous_version") is not None:
+            out[st.step.subject] = None
+    return out
+
+
+def _later_runs(state_dir: Path, orig: RunState) -> list[str]:
+    """Runs of the same credential started after ``orig`` (newest first), with their status."""
+    out = []
+    for run_id in journal_mod.list_run_ids(state_dir):
+        if run_id == orig.run_id:
+            continue
+        try:
+            other = journal_mod.load(state_dir, run_id)
+        except (UsageError, KeyError, ValueError, TypeError):
+            continue
+        if other.credential == orig.credential and other.started_at > orig.started_at:
+            what = "rollback of this run" if other.start.of_run == orig.run_id \
+                else other.operation
+            out.append(f"{run_id} ({what}, {other.status})")
+    return out
+
+
+def moved_since(
+    chain: Chain, vault: Vault, cc: ConfigCenter, credential: Credential, orig: RunState,
+    written_from: int, state_dir: Path,
+) -> tuple[list[str], dict[str, int]]:
+    """What changed after run ``orig`` among what its rollback would restore, and the
+    If-Match each document's restore uses (the version the run wrote).
+
+    The backend moved when its current version is not the last one the run wrote (and was
+    not written by the run itself, unjournaled); a document moved when its current version
+    is not the one the run wrote.  Empty list: the rollback overwrites nothing but the run's.
+    """
+    moved: list[str] = []
+    path = credential.backend.path
+    wrote = _backend_wrote(orig, written_from)
+    current = backend.current_version(vault, path)
+    if current != wrote and backend.observe(vault, path, orig.run_id, wrote - 1) != current:
+        later = _later_runs(state_dir, orig)
+        moved.append(f"{path}: the run wrote v{wrote}, the backend is now at v{current}"
+                     + (f" (later runs: {', '.join(later)})" if later else
+                        " (written by someone else)"))
+    match: dict[str, int] = {}
+    for name, version in _config_wrote(orig).items():
+        if name not in chain.services:
+            continue
+        key = chain.services[name].config_key
+        try:
+            now = cc.get_version_number(name, key)
+        except NotFoundError:
+            now = None
+        doc = f"{name}/{key}"
+        if now is None:
+            moved.append(f"Config Center document {doc}: no longer exists")
+        elif version is None or now == version:
+            match[name] = now
+        else:
+            moved.append(f"Config Center document {doc}: the run wrote v{version}, "
+                         f"it is now v{now} (edited after the run)")
+    return moved, match

@@ -36,7 +36,7 @@ def ensure_secret(kube: Kube, namespace: str, name: str) -> None:
 
 def mint_and_deliver(
     cc: ConfigCenter, kube: Kube, service: str, namespace: str, secret_name: str, key: str,
-    *, on_minted: Callable[[str], None] | None = None,
+    *, on_minted: Callable[[str], None] | None = None, label: str | None = None,
 ) -> str:
     """Mint a token for ``service`` and write it to ``namespace/secret_name#key``; its id.
 
@@ -44,11 +44,27 @@ def mint_and_deliver(
     a token that exists before it is delivered (and revoke it later if delivery fails).
     """
     ensure_secret(kube, namespace, secret_name)
-    minted = cc.mint_token(service)
+    minted = cc.mint_token(service, label)
     if on_minted is not None:
         on_minted(minted.id)
     kube.write_secret_key(namespace, secret_name, key, minted.token)
     return minted.id
+
+
+def minted_by(cc: ConfigCenter, service: str, label: str, since: str,
+              before: Iterable[str]) -> list[str]:
+    """Live tokens of ``service`` a run minted: tagged with its ``label`` (run id), or — on a
+    Config Center that does not keep labels — created at or after ``since`` (the run's
+    journaled intent, RFC 3339 UTC) and not among the ``before`` ids it held already."""
+    held = set(before)
+    out = []
+    for t in cc.list_tokens(service):
+        if t.revoked:
+            continue
+        if t.label == label or (t.label is None and since and t.id not in held
+                                and t.created_at[:19] >= since[:19]):
+            out.append(t.id)
+    return out
 
 
 def revoke(cc: ConfigCenter, service: str, ids: Iterable[str]) -> list[str]:

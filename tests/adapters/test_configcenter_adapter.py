@@ -124,6 +124,8 @@ def test_wrong_admin_token_and_5xx_fault(cc: HttpConfigCenter, server: Server) -
     with pytest.raises(ForbiddenError) as info:
         wrong.services()
     assert "wrong-" not in str(info.value)
+    with pytest.raises(ForbiddenError):  # the write probe is refused like a write
+        wrong.probe_write("cart", "bootstrap")
     wrong.close()
 
     Faults.write(server.tmp / "faults.json", {"config-center-5xx": True})
@@ -131,6 +133,8 @@ def test_wrong_admin_token_and_5xx_fault(cc: HttpConfigCenter, server: Server) -
         cc.put_key("cart", "bootstrap", doc(PASSWORD_1), if_match=None)
     assert temp.value.status == 503
     assert_clean(temp.value, server)
+    with pytest.raises(TemporaryError):  # preflight's configcenter.writable sees it first
+        cc.probe_write("cart", "bootstrap")
     Faults.write(server.tmp / "faults.json", {})
     assert cc.put_key("cart", "bootstrap", doc(PASSWORD_1), if_match=None) == 1
 

@@ -88,3 +88,19 @@ def test_tokens_are_minted_listed_and_revoked(cc: ConfigCenter) -> None:
     assert after.get(minted.id, True) is True and after[other.id] is False
     with pytest.raises(NotFoundError):
         cc.revoke_token("cart", "no-such-token")
+
+
+def test_a_token_is_listed_with_the_label_it_was_minted_with(cc: ConfigCenter) -> None:
+    tagged = cc.mint_token("cart", "20261203T081500Z-dragonfly-abcd")
+    plain = cc.mint_token("cart")
+    labels = {t.id: t.label for t in cc.list_tokens("cart")}
+    assert labels == {tagged.id: "20261203T081500Z-dragonfly-abcd", plain.id: None}
+
+
+def test_the_write_probe_proves_access_and_changes_nothing(cc: ConfigCenter) -> None:
+    cc.put_key("cart", "bootstrap", doc(PASSWORD_1), if_match=None)
+    cc.probe_write("cart", "bootstrap")  # If-Match "0": 412, before the body is validated
+    current = cc.get_key("cart", "bootstrap")
+    assert current.version == 1 and _password(current.value) == PASSWORD_1
+    cc.probe_write("cart", "no-such-key")  # a key that does not exist: 412 too
+    assert cc.get_version_number("cart", "no-such-key") is None

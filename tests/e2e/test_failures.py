@@ -126,6 +126,11 @@ def test_second_concurrent_run_exits_4(lab: Lab) -> None:
         second = lab.rotate("dragonfly", "--confirm")
         assert second.code == 4, second.output
         assert "rotate-dragonfly" in second.output and run_id in second.output
+        # another credential rolling the same Dragonfly waits its turn too (issue 10 item 1)
+        other = lab.rotate("dragonfly-acl", "--confirm")
+        assert other.code == 4, other.output
+        assert "rotate-provider-deployment-dragonfly-dragonfly" in other.output
+        assert run_id in other.output
     finally:
         lab.fault("eso-stall", None, clear=True)
     out, err = first.communicate(timeout=120)
@@ -279,3 +284,59 @@ def test_provider_failure_undoes_the_prepared_consumers_then_resume_prepares_fir
     # only the catch-up after the switch can fail: a readiness period, never a pod start
     # (cart/order/user at 20 req/s: the old order failed ~100 per consumer in the bench)
     assert len(failed) < len(CONSUMERS) * 60, len(failed)
+
+
+def live_tokens(lab: Lab, svc: str) -> list[dict[str, object]]:
+    """The consumer's unrevoked Config Center tokens, from outside the tool."""
+    listed = lab.cc("GET", f"/v1/services/{svc}/tokens").json()
+    return [t for t in listed if not t["revoked"]]
+
+
+def test_config_center_refusing_writes_stops_the_run_in_preflight(lab: Lab) -> None:
+    """Issue 10 item 7: the write permission is proven before anything changes."""
+    known, v0 = set(lab.run_ids()), lab.bao_version()
+    docs = {svc: lab.bootstrap(svc)["version"] for svc in CONSUMERS}
+    lab.fault("config-center-5xx")
+    try:
+        res = lab.rotate("dragonfly", "--confirm", "--timeout", "8s")
+    finally:
+        lab.fault("config-center-5xx", None, clear=True)
+    assert res.code == 3, res.output
+    assert "configcenter.writable" in res.output
+    assert lab.bao_version() == v0 and set(lab.run_ids()) == known
+    assert {svc: lab.bootstrap(svc)["version"] for svc in CONSUMERS} == docs
+
+
+def test_rollback_refuses_to_overwrite_a_later_edit_then_force(lab: Lab) -> None:
+    """Issue 10 items 2 and 3: a Config Center edit made after the run stops its rollback
+    (exit 3, nothing changed); every consumer holds exactly one live token, tagged with the
+    run that minted it, after the run and after the rollback."""
+    import httpx
+
+    old = lab.bao_password()
+    res = lab.rotate("dragonfly", "--confirm", "-o", "json")
+    assert res.code == 0, res.output
+    run_id = json.loads(res.stdout)["run_id"]
+    for svc in CONSUMERS:
+        live = live_tokens(lab, svc)
+        assert [t.get("label") for t in live] == [run_id], (svc, live)
+    doc = lab.bootstrap("order")  # a human re-saves order's document: a new version
+    put = httpx.put(f"{lab.env['CONFIG_CENTER_URL']}/v1/services/order/keys/bootstrap",
+                    json={"value": doc["value"]}, timeout=10,
+                    headers={"Authorization": f"Bearer {lab.env['CONFIG_CENTER_TOKEN']}",
+                             "If-Match": f'"{doc["version"]}"'})
+    assert put.status_code == 200, put.text
+    version = lab.bao_version()
+
+    refused = lab.rotate("rollback", run_id, "--confirm")
+    assert refused.code == 3, refused.output
+    assert "order/bootstrap" in refused.output and "--force" in refused.output
+    assert lab.bao_version() == version
+    assert lab.bootstrap("order")["version"] == doc["version"] + 1
+
+    forced = lab.rotate("rollback", run_id, "--confirm", "--force")
+    assert forced.code == 0, forced.output
+    assert lab.bao_password() == old and lab.dragonfly_auth(old)
+    for svc in CONSUMERS:
+        assert len(live_tokens(lab, svc)) == 1, svc
+    assert {svc: lab.readyz(svc) for svc in SHOP} == {svc: 200 for svc in SHOP}

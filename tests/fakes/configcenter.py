@@ -69,15 +69,20 @@ class FakeConfigCenter:
         old = self.get_version(service, key, version).value
         return self.put_key(service, key, old, if_match=if_match)
 
-    def mint_token(self, service: str) -> MintedToken:
+    def probe_write(self, service: str, key: str) -> None:
+        self.faults.hit("probe_write")
+
+    def mint_token(self, service: str, label: str | None = None) -> MintedToken:
         self.faults.hit("mint_token")
         tid = f"tok-{next(self._ids)}"
         value = f"secret-token-{tid}-xyzzy"
-        self.tokens.setdefault(service, []).append({"id": tid, "token": value, "revoked": False})
+        self.tokens.setdefault(service, []).append({"id": tid, "token": value, "revoked": False,
+                                                    "label": label})
+        self.faults.hit("mint_token_applied")  # e.g. killed between minting and journaling
         return MintedToken(tid, Secret(value), "2027-01-01T00:00:00Z")
 
     def list_tokens(self, service: str) -> list[TokenInfo]:
-        return [TokenInfo(t["id"], "2026-01-01T00:00:00Z", t["revoked"])
+        return [TokenInfo(t["id"], "2026-01-01T00:00:00Z", t["revoked"], t.get("label"))
                 for t in self.tokens.get(service, [])]
 
     def revoke_token(self, service: str, token_id: str) -> None:

@@ -199,7 +199,8 @@ class FakeEngine:
         return self._operate("run", options, observer, cancel)
 
     def resume(self, options: FakeOptions, run_id: str, observer: Observer,
-               cancel: CancelToken) -> RunReport:
+               cancel: CancelToken, new_value: Any = None) -> RunReport:
+        self.received.append(new_value)
         return self._operate("resume", options, observer, cancel)
 
     def rollback(self, options: FakeOptions, run_id: str, observer: Observer,

@@ -158,3 +158,25 @@ def test_a_run_that_wrote_nothing_does_not_show_none_versions(
     result = _rotate("show", run_id, "--state-dir", str(tmp_path))
     assert "None" not in result.output
     assert shown in result.output
+
+
+def test_resume_reads_the_value_again_from_stdin(in_chain_dir: None) -> None:
+    """``rotate resume RUN --confirm --value-stdin`` hands the engine the value (issue 10)."""
+    from rotate.cli.state import CliState
+    from rotate.core.secret import Secret
+
+    try:
+        from .cli_fake_engine import BASE_ENV, RUN_ID, FakeEngine
+    except ImportError:
+        from cli_fake_engine import BASE_ENV, RUN_ID, FakeEngine  # type: ignore[no-redef]
+    engine = FakeEngine(outcome="succeeded")
+    value = "given-again-0123456789abcdefghijklmnop"
+    result = CliRunner().invoke(app, ["resume", RUN_ID, "--confirm", "--value-stdin"],
+                                input=value.encode() + b"\n", env=BASE_ENV,
+                                obj=CliState(engine=lambda: engine), catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert [v.reveal() for v in engine.received if isinstance(v, Secret)] == [value]
+    assert value not in result.output
+    refused = CliRunner().invoke(app, ["rollback", RUN_ID, "--confirm", "--value-stdin"],
+                                 env=BASE_ENV, obj=CliState(engine=lambda: engine))
+    assert refused.exit_code == 2  # rollback has no --value-stdin

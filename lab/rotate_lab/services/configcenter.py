@@ -236,6 +236,11 @@ class Handler(BaseHTTPRequestHandler):
             raise HttpError(400, 'body must be {"value": ...}')
         if_match = _parse_if_match(self.headers.get("If-Match"))
         if_none_match = (self.headers.get("If-None-Match") or "").strip() == "*"
+        # Preconditions first (RFC 9110 §13.2.2): a write If-Match a version that is not the
+        # current one answers 412 before the body is validated — so `If-Match: "0"` proves
+        # write access without changing anything (rotate's preflight `configcenter.writable`)
+        if if_match is not None and if_match != self.server.state.current_version(svc, key):
+            raise HttpError(412, "precondition failed")
         try:
             version = self.server.state.put_key(
                 svc, key, doc["value"], if_match=if_match, if_none_match=if_none_match
@@ -253,7 +258,13 @@ class Handler(BaseHTTPRequestHandler):
 
     def h_mint_token(self, body: bytes, svc: str) -> int:
         self._admin()
-        minted = self.server.state.mint_token(svc)
+        label = None
+        if body.strip():
+            doc = self._json(body)
+            label = doc.get("label") if isinstance(doc, dict) else None
+            if label is not None and (not isinstance(label, str) or len(label) > 128):
+                raise HttpError(400, "label must be a string of at most 128 characters")
+        minted = self.server.state.mint_token(svc, label)
         self._send(201, {"id": minted.id, "token": minted.token, "expires_at": minted.expires_at})
         return 201
 

@@ -47,7 +47,8 @@ CREATE TABLE IF NOT EXISTS tokens (
     token_sha256 TEXT NOT NULL UNIQUE,
     created_at TEXT NOT NULL,
     expires_at TEXT NOT NULL,
-    revoked INTEGER NOT NULL DEFAULT 0
+    revoked INTEGER NOT NULL DEFAULT 0,
+    label TEXT
 );
 """
 
@@ -99,6 +100,9 @@ class State:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.executescript(_SCHEMA_SQL)
+            columns = {r[1] for r in self._db.execute("PRAGMA table_info(tokens)")}
+            if "label" not in columns:  # a database made before tokens had labels
+                self._db.execute("ALTER TABLE tokens ADD COLUMN label TEXT")
 
     def close(self) -> None:
         with self._lock:
@@ -194,28 +198,37 @@ class State:
 
     # -- machine tokens -------------------------------------------------------------------
 
-    def mint_token(self, service: str) -> MintedToken:
+    def current_version(self, service: str, key: str) -> int:
+        """The key's latest version, 0 when it does not exist."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT MAX(version) FROM key_versions WHERE service = ? AND key = ?",
+                (service, key)).fetchone()
+        return int(row[0]) if row and row[0] is not None else 0
+
+    def mint_token(self, service: str, label: str | None = None) -> MintedToken:
         token_id = "tok_" + secrets.token_hex(8)
         token = "cct_" + secrets.token_urlsafe(32)
         created = _now()
         expires = created + TOKEN_TTL
         with self._lock:
             self._db.execute(
-                "INSERT INTO tokens(id, service, token_sha256, created_at, expires_at) "
-                "VALUES (?, ?, ?, ?, ?)",
-                (token_id, service, _digest(token), rfc3339(created), rfc3339(expires)),
+                "INSERT INTO tokens(id, service, token_sha256, created_at, expires_at, label) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (token_id, service, _digest(token), rfc3339(created), rfc3339(expires), label),
             )
         return MintedToken(token_id, token, rfc3339(expires))
 
     def list_tokens(self, service: str) -> list[dict[str, Any]]:
         with self._lock:
             rows = self._db.execute(
-                "SELECT id, created_at, expires_at, revoked FROM tokens WHERE service = ? "
+                "SELECT id, created_at, expires_at, revoked, label FROM tokens WHERE service = ? "
                 "ORDER BY created_at, rowid",
                 (service,),
             ).fetchall()
         return [
-            {"id": r[0], "created_at": r[1], "expires_at": r[2], "revoked": bool(r[3])}
+            {"id": r[0], "created_at": r[1], "expires_at": r[2], "revoked": bool(r[3]),
+             "label": r[4]}
             for r in rows
         ]
 

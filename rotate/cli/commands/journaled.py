@@ -8,11 +8,13 @@ so the two cannot drift apart in options, messages or exit codes.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from rotate.cli.commands.rotate_cmd import read_value_stdin
 from rotate.cli.commands.show import RunId
 from rotate.cli.console import console_for
 from rotate.cli.options import (
@@ -30,6 +32,7 @@ from rotate.cli.options import (
     StateDir,
     TakeOverLock,
     Timeout,
+    ValueStdin,
     plan_or_confirm,
     repeat_args,
 )
@@ -38,15 +41,25 @@ from rotate.cli.running import drive
 from rotate.cli.state import state_of
 
 if TYPE_CHECKING:
+    from rotate.core.secret import Secret
     from rotate.core.waiting import CancelToken
     from rotate.engine.model import Observer, RunReport
 
-#: (engine, options, run id, observer, cancel) → the report; e.g. ``engine.resume(...)``
-EngineCall = Callable[[Any, Any, str, "Observer", "CancelToken"], "RunReport"]
+#: (engine, options, run id, observer, cancel, value from stdin or None) → the report
+EngineCall = Callable[[Any, Any, str, "Observer", "CancelToken", "Secret | None"],
+                      "RunReport"]
+
+Force = Annotated[bool, typer.Option(
+    "--force", help="Roll back even though what it restores moved since the run (a later "
+                    "run, a Config Center edit): those changes are overwritten.")]
 
 
-def journaled_command(verb: str, summary: str, call: EngineCall) -> Callable[..., None]:
-    """The typer command ``rotate VERB RUN_ID [--confirm]``; ``summary`` is its help line."""
+def journaled_command(
+    verb: str, summary: str, call: EngineCall, *, takes: tuple[str, ...] = (),
+) -> Callable[..., None]:
+    """The typer command ``rotate VERB RUN_ID [--confirm]``; ``summary`` is its help line;
+    ``takes``: which of the optional ``value_stdin`` (resume) and ``force`` (rollback)
+    options the verb has (the others are left out of its signature, hence of its help)."""
 
     def command(
         ctx: typer.Context,
@@ -62,22 +75,31 @@ def journaled_command(verb: str, summary: str, call: EngineCall) -> Callable[...
         kubeconfig: Kubeconfig = None,
         take_over_lock: TakeOverLock = False,
         report_file: ReportFile = None,
+        value_stdin: ValueStdin = False,
+        force: Force = False,
     ) -> None:
         console = console_for(ctx, output, report_file)
         change = plan_or_confirm(confirm, dry_run)
         engine = state_of(ctx).engine()
         options = Common(chain=chain, state_dir=state_dir, max_parallel=max_parallel,
                          timeout=timeout, context=context, kubeconfig=kubeconfig,
-                         take_over_lock=take_over_lock).engine_options(engine)
+                         take_over_lock=take_over_lock, value_stdin=value_stdin,
+                         force=force).engine_options(engine)
         if not change:
             show_report(console, engine.show(options, run_id))
             again = " ".join(p for p in (f"rotate {verb} {run_id} --confirm",
                                          repeat_args(ctx)) if p)
             console.note(f"Nothing was changed. To {verb} it: {again}")
             raise typer.Exit(0)
+        value = read_value_stdin(run_id) if value_stdin else None
         drive(ctx, console,
-              lambda observer, cancel: call(engine, options, run_id, observer, cancel))
+              lambda observer, cancel: call(engine, options, run_id, observer, cancel, value))
 
+    sig = inspect.signature(command, eval_str=True)
+    optional = {"value_stdin", "force"}
+    command.__signature__ = sig.replace(  # type: ignore[attr-defined]
+        parameters=[p for p in sig.parameters.values()
+                    if p.name not in optional or p.name in takes])
     command.__doc__ = summary
     command.__name__ = command.__qualname__ = verb
     return command

@@ -11,5 +11,6 @@ from rotate.cli.commands.journaled import journaled_command
 
 resume = journaled_command(
     "resume", "Continue a failed or interrupted run.",
-    lambda engine, options, run_id, observer, cancel: engine.resume(options, run_id, observer,
-                                                                    cancel))
+    lambda engine, options, run_id, observer, cancel, value: engine.resume(
+        options, run_id, observer, cancel, new_value=value),
+    takes=("value_stdin",))

@@ -10,5 +10,6 @@ from rotate.cli.commands.journaled import journaled_command
 
 rollback = journaled_command(
     "rollback", "Restore the values a run replaced, through the whole chain.",
-    lambda engine, options, run_id, observer, cancel: engine.rollback(options, run_id, observer,
-                                                                      cancel))
+    lambda engine, options, run_id, observer, cancel, _value: engine.rollback(
+        options, run_id, observer, cancel),
+    takes=("force",))

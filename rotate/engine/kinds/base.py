@@ -119,6 +119,9 @@ class Restore:
     backend_version: int  # the version N the run replaced
     config_versions: Mapping[str, int]  # service → version its document had before the run
     of_overlap: bool  # the run used the overlap strategy
+    #: service → If-Match of its restore: the version the run wrote (absent: the current
+    #: one, only when ``--force`` overrode a document that moved since the run)
+    config_match: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,17 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from rotate.engine.kinds.base import Draft, Outcome, PlanInput, Run, StepData, StepIO, StepKind
+from rotate.core.timestamps import rfc3339, utcnow
+from rotate.engine.kinds.base import (
+    Draft,
+    Outcome,
+    PlanInput,
+    Run,
+    StepData,
+    StepIO,
+    StepKind,
+    omit_none,
+)
 from rotate.stages import tokens
 
 
@@ -15,6 +25,8 @@ class TokenMinted(StepData):
     token_id: str
     previous_ids: tuple[str, ...]  # tokens the service held before the run
     minted_ids: tuple[str, ...]  # every token minted by an attempt of this step
+    #: when the first attempt was about to mint (RFC 3339 UTC); None in older journals
+    mint_intent: str | None = omit_none()
 
 
 class TokenMint(StepKind[TokenMinted]):
@@ -41,14 +53,21 @@ class TokenMint(StepKind[TokenMinted]):
         cc, svc = run.adapters.config_center, run.service(io.step.subject)
         if "previous_ids" not in io.prior:
             io.record(previous_ids=tokens.current_ids(cc, svc.name))
+        if "mint_intent" not in io.prior:
+            # journaled before any token exists: a kill -9 between minting and journaling its
+            # id leaves a token tagged with the run id, created after this time, which
+            # token.revoke finds and revokes (issue 10)
+            io.record(mint_intent=rfc3339(utcnow()))
 
         def minted(token_id: str) -> None:
             io.record(minted_ids=[*io.prior.get("minted_ids", []), token_id])
 
         tid = tokens.mint_and_deliver(cc, run.adapters.kube, svc.name, svc.token.namespace,
-                                      svc.token.name, svc.token.key, on_minted=minted)
+                                      svc.token.name, svc.token.key, on_minted=minted,
+                                      label=run.run_id)
         return Outcome(TokenMinted(tid, tuple(io.prior["previous_ids"]),
-                                   tuple(io.prior.get("minted_ids", []))),
+                                   tuple(io.prior.get("minted_ids", [])),
+                                   str(io.prior["mint_intent"])),
                        f"token {tid} delivered to {svc.token.namespace}/{svc.token.name}")
 
     def prove(self, run: Run, io: StepIO, acted: Outcome[TokenMinted]) -> Outcome[TokenMinted]:

@@ -22,11 +22,17 @@ class TokenRevoke(StepKind[TokensRevoked]):
     stage: ClassVar[int] = 4
     exit_code: ClassVar[int] = 14
     result: ClassVar[type[StepData]] = TokensRevoked
-    undo: ClassVar[tuple[type[StepKind[Any]], ...]] = ()  # a revoked token stays revoked
+    #: a rollback mints fresh tokens, then revokes every other one the consumer held —
+    #: those the rolled-back run minted included (a revoked token stays revoked)
+    undo: ClassVar[tuple[type[StepKind[Any]], ...]] = ()
 
     @classmethod
     def plan(cls, inp: PlanInput) -> Iterable[Draft]:
         for svc in inp.services:
+            if inp.restore is not None:
+                yield Draft(svc.name, "revoke the tokens the rolled-back run minted and every "
+                            "other token held before this rollback", svc.name)
+                continue
             held = inp.token_ids.get(svc.name, ())
             yield Draft(svc.name, f"revoke {len(held)} token(s) held before the run", svc.name)
 
@@ -40,6 +46,9 @@ class TokenRevoke(StepKind[TokensRevoked]):
         # tokens held before the run, and tokens minted by an earlier attempt that never got
         # delivered (the attempt failed after minting): neither is used by the new pods
         candidates = [*minted.previous_ids, *minted.minted_ids] if minted else []
+        if minted is not None:  # minted by an attempt killed before it journaled the id
+            candidates += tokens.minted_by(run.adapters.config_center, name, run.run_id,
+                                           minted.mint_intent or "", minted.previous_ids)
         ids = list(dict.fromkeys(i for i in candidates if i not in keep))
         revoked = tokens.revoke(run.adapters.config_center, name, ids)
         return Outcome(TokensRevoked(tuple(revoked)), f"revoked {len(revoked)} token(s)")
@@ -47,3 +56,4 @@ class TokenRevoke(StepKind[TokensRevoked]):
     def prove(self, run: Run, io: StepIO,
               acted: Outcome[TokensRevoked]) -> Outcome[TokensRevoked]:
         return acted
+TokenRevoke.undo = (TokenRevoke,)

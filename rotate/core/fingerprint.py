@@ -1,0 +1,41 @@
+"""A salted, slow fingerprint of an operator-supplied value (issue 10, item 4).
+
+A run started with ``--value-stdin`` that fails before the backend write keeps no copy of
+the value; its resume must be given the value again and must not accept a different one.
+The journal keeps only this fingerprint: scrypt (n=2^14, r=8, p=1) of the value with a
+random 16-byte salt, both hex.  Invariants: the value itself is never stored, and a check
+compares in constant time (``hmac.compare_digest``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from collections.abc import Mapping
+
+from rotate.core.secret import Secret
+
+ALGORITHM = "scrypt-n16384-r8-p1"
+
+
+def _derive(value: Secret, salt: bytes) -> bytes:
+    return hashlib.scrypt(value.reveal().encode("utf-8", "surrogateescape"), salt=salt,
+                          n=2 ** 14, r=8, p=1, dklen=32)
+
+
+def fingerprint(value: Secret) -> dict[str, str]:
+    """``{"algorithm", "salt", "hash"}`` (hex) for the journal."""
+    salt = secrets.token_bytes(16)
+    return {"algorithm": ALGORITHM, "salt": salt.hex(), "hash": _derive(value, salt).hex()}
+
+
+def matches(value: Secret, stored: Mapping[str, str]) -> bool:
+    """Whether ``value`` is the one ``stored`` was made from (False for an unknown form)."""
+    if stored.get("algorithm") != ALGORITHM:
+        return False
+    try:
+        salt, expected = bytes.fromhex(stored["salt"]), bytes.fromhex(stored["hash"])
+    except (KeyError, ValueError):
+        return False
+    return hmac.compare_digest(_derive(value, salt), expected)
