@@ -36,7 +36,11 @@ class FakeLab:
     fail_up: bool = False
 
     def up(self, dir: Path, profile: str, reloader: bool, *,
-           on_progress: Callable[[str], None]) -> dict[str, Any]:
+           on_progress: Callable[[str], None], services: int | None = None) -> dict[str, Any]:
+        if services is not None:
+            from rotate_lab.scaled_shop import check_count
+
+            check_count(services)
         self.calls.append(("up", dir, profile, reloader))
         on_progress("starting openbao")
         if self.fail_up:
