@@ -73,6 +73,14 @@ def test_up_passes_options_and_reports_progress_on_stderr() -> None:
     assert "next: . /w/.rotate-lab/env && rotate dragonfly" in result.stdout
 
 
+def test_up_services_out_of_range_is_exit_2() -> None:
+    lab = FakeLab()
+    result = invoke(["lab", "up", "--services", "101", "--dir", "L"], lab=lab)
+    assert result.exit_code == 2, result.stderr
+    assert "--services 101 is out of range: 3 to 100" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
 def test_up_failure_exits_with_the_error_and_its_hint() -> None:
     result = invoke(["lab", "up"], lab=FakeLab(fail_up=True))
     assert result.exit_code == 1
