@@ -57,8 +57,10 @@ def _deployment(name: str) -> dict[str, Any]:
                  "value": "http://config-center.platform.svc.cluster.local"},
                 {"name": "CONFIG_CENTER_TOKEN", "valueFrom": {"secretKeyRef": {
                     "name": f"{name}-config-token", "key": "token"}}}],
+        # lighter than cart's (1 s, 1 failure): 100 pods probed by one kubelet process on
+        # 2 cores time out under load and flap; a rollout still sees Ready at the first probe
         "readinessProbe": {"httpGet": {"path": "/readyz", "port": "http"},
-                           "periodSeconds": 1, "failureThreshold": 1},
+                           "periodSeconds": 2, "failureThreshold": 3, "timeoutSeconds": 5},
     }
     return {"apiVersion": "apps/v1", "kind": "Deployment",
             "metadata": {"name": name, "namespace": "shop", "labels": labels},
