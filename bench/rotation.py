@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
 
-from bench import analysis, chain_params, timeline
+from bench import analysis, chain_params, overhead, timeline
 from bench.measure import Segment, journal_steps, measure, runbook_steps
 from bench.world import BENCH_DIR, BenchError, Lab, Target, load_targets, tool
 
@@ -56,8 +56,9 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--max-parallel", type=_bounded(1, 100, int),
                     help="rotate --max-parallel, and the critical path's parallelism "
                     "(default: the chain file's)")
-    ap.add_argument("--services", type=_bounded(1, 100, int),
-                    help="shop size, passed to `rotate lab up --services N` (when supported)")
+    ap.add_argument("--services", type=_bounded(3, 100, int),
+                    help="consumers of dragonfly, passed to `rotate lab up --services N` "
+                    "(3-100; default: the lab's 3)")
     ap.add_argument("--rps", type=_bounded(0.5, 100, float), default=20.0,
                     help="requests per second on each service's /work (default 20)")
     ap.add_argument("--out", type=Path, help="results directory (default "
@@ -90,7 +91,19 @@ def wait_steady(lab: Lab, deadline_s: float = 120.0) -> None:
 
 
 def one_run(kind: str, i: int, args: argparse.Namespace, lab: Lab, targets: list[Target],
-            params: chain_params.ChainParams, out: Path) -> Segment:
+            params: chain_params.ChainParams, out: Path,
+            requests: list[dict[str, int]]) -> Segment:
+    """One measured run; for rotate, its API requests (the lab's count) go to ``requests``."""
+    if kind != "rotate":
+        return _one_run(kind, i, args, lab, targets, params, out)
+    before = overhead.api_counts(lab)
+    seg = _one_run(kind, i, args, lab, targets, params, out)
+    requests.append(overhead.difference(before, overhead.api_counts(lab)))
+    return seg
+
+
+def _one_run(kind: str, i: int, args: argparse.Namespace, lab: Lab, targets: list[Target],
+             params: chain_params.ChainParams, out: Path) -> Segment:
     state = out / "state" / f"{kind}-{i}"
     state.mkdir(parents=True, exist_ok=True)
     env = {**lab.env, "ROTATE_STATE_DIR": str(state)}
@@ -144,7 +157,8 @@ def time_split(segs: list[Segment]) -> str:
 
 def write_outputs(out: Path, args: argparse.Namespace, segs: list[Segment],
                   results: list[analysis.RunResult], services: list[str], table: str,
-                  params: chain_params.ChainParams) -> None:
+                  params: chain_params.ChainParams,
+                  requests: list[dict[str, int]]) -> None:
     load1, load5, load15 = os.getloadavg()
     doc = {
         "command": " ".join(sys.argv),
@@ -152,6 +166,9 @@ def write_outputs(out: Path, args: argparse.Namespace, segs: list[Segment],
         "credential": params.credential, "strategy": params.strategy,
         "max_parallel": params.max_parallel, "rps": args.rps, "services": services,
         "consumers": list(params.consumers), "loadavg": [load1, load5, load15],
+        "rotate_overhead": [{**vars(o), "own": o.own} for o in (
+            overhead.overhead_of(g) for g in segs if g.kind == "rotate")],
+        "rotate_api_requests": requests,
         "table": table,
         "runs": [{"kind": r.kind, "index": r.index, "wall": r.wall, "exit_code": r.exit_code,
                   "critical_path": r.critical_path.as_dict(), "failed": r.failed,
@@ -210,13 +227,14 @@ def run(args: argparse.Namespace) -> int:
         targets = load_targets(lab)
         services = [t.name for t in targets]
         segs: list[Segment] = []
+        requests: list[dict[str, int]] = []
         kinds = [args.only] if args.only else list(KINDS)
         for i in range(args.runs):
             order = kinds if i % 2 == 0 else kinds[::-1]  # interleaved: drift hits both
             for kind in order:
                 wait_steady(lab)
                 print(f"run {i + 1}/{args.runs}: {kind} …", file=sys.stderr)
-                seg = one_run(kind, i, args, lab, targets, params, out)
+                seg = one_run(kind, i, args, lab, targets, params, out, requests)
                 segs.append(seg)
                 print(f"  wall {seg.wall:.1f} s, exit {seg.exit_code}, "
                       f"{sum(not s.ok for s in seg.samples)} failed requests", file=sys.stderr)
@@ -224,9 +242,12 @@ def run(args: argparse.Namespace) -> int:
         results = [to_result(s, services) for s in segs]
         table = (analysis.render_table(analysis.summarize(results, services), services)
                  + "\n\n" + analysis.render_critical_path(results))
-        split = time_split(segs)
+        split = time_split(segs) + "\n" + overhead.render(
+            [overhead.overhead_of(g) for g in segs if g.kind == "rotate"], requests,
+            len(params.consumers))
         print(table + "\n" + split)
-        write_outputs(out, args, segs, results, services, table + "\n" + split, params)
+        write_outputs(out, args, segs, results, services, table + "\n" + split, params,
+                      requests)
         cpu = os.times()
         print(f"\nresults: {out / 'results.json'}\ntimeline: {out / 'timeline.svg'}\n"
               f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; the harness "

@@ -34,6 +34,7 @@ class LabControl(Protocol):
 
     def up(
         self, dir: Path, profile: str, reloader: bool, *, on_progress: Callable[[str], None],
+        services: int | None = None,
     ) -> Any: ...
 
     def down(self, dir: Path) -> list[str]: ...
@@ -102,11 +103,16 @@ def up(
                                              "(delays like a real cluster).")] = Profile.fast,
     reloader: Annotated[bool, typer.Option("--reloader",
                                            help="Also run the Reloader controller.")] = False,
+    services: Annotated[int | None, typer.Option(
+        "--services", metavar="N", show_default=False,
+        help="Consumers of dragonfly: cart, order, user and N-3 generated ones "
+             "(3-100).")] = None,
     output: OutputOpt = Output.text,
 ) -> None:
     """Start everything in the background; return when every workload is Ready."""
     console = console_for(ctx, output)
-    result = lab_control(ctx).up(dir, profile.value, reloader, on_progress=console.note)
+    result = lab_control(ctx).up(dir, profile.value, reloader, on_progress=console.note,
+                                 services=services)
     status = result if isinstance(result, dict) else {"dir": str(dir)}
     show_status(console, status)
     if not console.json_mode:

@@ -16,7 +16,8 @@ Pure functions over the pod spec and the store, used by :mod:`rotate_lab.kubelet
   ``--flag=value`` or ``--flag value``) become config lines, so a ``--requirepass`` never
   reaches ``/proc/<pid>/cmdline``; ``shop-service`` runs the sample service module;
   ``postgres`` runs the official image's entrypoint against Debian's binaries
-  (:mod:`rotate_lab.postgres`).  Any other image is an :class:`UnknownImage`.
+  (:mod:`rotate_lab.postgres`); ``stakater/reloader`` runs ``sleep`` (a stand-in: the lab's
+  Reloader runs in the cluster process).  Any other image is an :class:`UnknownImage`.
 - ``--user "NAME on >pw1 >pw2 ~* &* +@all"`` (repeatable) becomes a redis ACL ``user`` line,
   each rule its own (quoted) argument: how the lab plays a Dragonfly ACL user with two
   passwords, the provider side of the overlap strategy.  (Real Dragonfly reads ACL users from
@@ -290,5 +291,9 @@ def launch_for(container: Obj, env: dict[str, str], *, pod_ip: str, pod_dir: Pat
         })
         return Launch([sys.executable, "-m", "rotate_lab.services.sample_service"], full_env,
                       None, "sample-service")
+    if "stakater/reloader" in lowered:
+        # Reloader's reconcile loop runs in the cluster process; its pod is a stand-in.
+        return Launch(["sleep", "infinity"], full_env, None, "reloader-standin",
+                      ["the lab's Reloader runs in the cluster process; this pod stands in"])
     raise UnknownImage(f'lab: no local program for image "{image}" (known: images '
                        'containing "dragonfly" or "redis", "postgres" and "shop-service")')

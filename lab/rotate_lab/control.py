@@ -60,7 +60,7 @@ class LabFailed(RotateError):
 
 
 def up(dir: str | Path, profile: str = "fast", reloader: bool = False, *,
-       on_progress: Progress | None = None) -> dict[str, Any]:
+       on_progress: Progress | None = None, services: int | None = None) -> dict[str, Any]:
     """Start the lab in ``dir``; return :func:`status` plus ``elapsed_seconds``.
 
     Two ``up`` on one directory at once serialise on ``DIR/.up.lock``: the second one then
@@ -72,14 +72,19 @@ def up(dir: str | Path, profile: str = "fast", reloader: bool = False, *,
         Profile.named(profile)
     except ValueError:
         raise UsageError(f"unknown lab profile {profile!r} (fast, realistic)") from None
+    if services is not None:
+        from rotate_lab.scaled_shop import check_count
+
+        check_count(services)
     d = LabDir(Path(dir).expanduser().resolve())
     d.root.mkdir(parents=True, exist_ok=True)
     with open(d / ".up.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        return _up_locked(d, profile, reloader, on_progress or (lambda _msg: None))
+        return _up_locked(d, profile, reloader, on_progress or (lambda _msg: None), services)
 
 
-def _up_locked(d: LabDir, profile: str, reloader: bool, say: Progress) -> dict[str, Any]:
+def _up_locked(d: LabDir, profile: str, reloader: bool, say: Progress,
+               services: int | None = None) -> dict[str, Any]:
     from rotate_lab import launch  # heavy imports only when starting
 
     live, recs = running(d)
@@ -98,8 +103,10 @@ def _up_locked(d: LabDir, profile: str, reloader: bool, say: Progress) -> dict[s
     os.chmod(d.secrets, 0o700)
     processes.write_json(d / "faults.json", {})
     try:
-        launch.start_all(d, profile, reloader, say)
-        wait_ready(d, deadline=time.monotonic() + UP_DEADLINE[profile], say=say)
+        launch.start_all(d, profile, reloader, say, services)
+        # each generated consumer is one more Python process to start on 2 cores
+        extra = 1.5 * max(0, (services or 0) - 3)
+        wait_ready(d, deadline=time.monotonic() + UP_DEADLINE[profile] + extra, say=say)
     except BaseException as exc:
         part: str | None = getattr(exc, "part", None) or _guess_failed_part(d)
         detail = str(getattr(exc, "message", "") or type(exc).__name__)
@@ -265,6 +272,7 @@ def status(dir: str | Path) -> dict[str, Any]:
     kube_ok = False
     dragonfly: str | None = None
     postgres: str | None = None
+    api_requests: dict[str, Any] | None = None
     if pid_of("cluster") and meta.get("api_server"):
         try:
             with api_client(d, timeout=1.0) as c:
@@ -275,6 +283,9 @@ def status(dir: str | Path) -> dict[str, Any]:
                 svc = c.get("/api/v1/namespaces/db/services/postgres")
                 if svc.is_success:
                     postgres = f"{svc.json()['spec']['clusterIP']}:5432"
+                counted = c.get("/lab/api-requests")
+                if counted.is_success:
+                    api_requests = counted.json()
         except Exception:
             kube_ok = False
     faults = processes.read_json(d / "faults.json")
@@ -285,6 +296,8 @@ def status(dir: str | Path) -> dict[str, Any]:
         "running": running,
         "profile": meta.get("profile"),
         "reloader": bool(meta.get("reloader")),
+        "services": meta.get("services"),
+        "api_requests": api_requests,
         "network": f"127.{meta['net_octet']}.0.0/16" if "net_octet" in meta else None,
         "parts": {
             "openbao": {"addr": bao_addr, "pid": pid_of("openbao"),

@@ -63,11 +63,17 @@ def record_pid(d: LabDir, part: str, pid: int) -> None:
     processes.write_json(path, pids)
 
 
-def start_all(d: LabDir, profile: str, reloader: bool, say: Say) -> None:
+def start_all(d: LabDir, profile: str, reloader: bool, say: Say,
+              services: int | None = None) -> None:
 
     octet = choose_octet()
     meta: dict[str, Any] = {"profile": profile, "reloader": reloader, "net_octet": octet,
-                            "started_at": time.time()}
+                            "started_at": time.time(), "services": services}
+    from rotate_lab import scaled_shop
+
+    generated = scaled_shop.generate(d.root, shopfiles.packaged_dir(d.root), services)
+    if generated:
+        say(f"generated {len(generated)} more consumers of dragonfly in {d / 'shop'}")
     processes.write_json(d / "lab.json", meta)
     for name in ("admin-token", "restricted-token", "config-center-admin-token"):
         if not d.secret(name).exists():
@@ -88,7 +94,8 @@ def start_all(d: LabDir, profile: str, reloader: bool, say: Say) -> None:
         if password is None or acl_password is None or pg_password is None:
             password, acl_password, pg_password = bao_f.result()[3:6]
         say("seeding the Config Center")
-        machine_tokens = seed_config_center(d, cc_url, password, acl_password, pg_password)
+        machine_tokens = seed_config_center(d, cc_url, password, acl_password, pg_password,
+                                            generated)
         bao_addr, root_token, eso_token = bao_f.result()[:3]
     meta.update(openbao_addr=bao_addr, config_center_url=cc_url)
     processes.write_json(d / "lab.json", meta)
@@ -214,7 +221,8 @@ def bootstrap_document(svc: str, schema: dict[str, Any], password: str,
 
 def seed_config_center(d: LabDir, url: str, password: str,
                        acl_password: str | None = None,
-                       pg_password: str | None = None) -> dict[str, str]:
+                       pg_password: str | None = None,
+                       generated: list[str] | None = None) -> dict[str, str]:
     """Schemas, bootstrap documents (kept if present: a restarted lab keeps its history),
     and one fresh machine token per service.  Returns {service: token}."""
     import httpx
@@ -224,7 +232,7 @@ def seed_config_center(d: LabDir, url: str, password: str,
     headers = {"Authorization": f"Bearer {d.read_secret('config-center-admin-token')}"}
 
     def one(c: Any, svc: str) -> str:
-        schema = shopfiles.service_schema(svc)
+        schema = shopfiles.service_schema(svc, d.root)
         r = c.put(f"/v1/services/{svc}/schema", json=schema)
         if not r.is_success:
             raise PartFailed("config_center",
@@ -245,7 +253,7 @@ def seed_config_center(d: LabDir, url: str, password: str,
     # One request at a time per service but services in parallel: ~30 small writes.
     with httpx.Client(base_url=url, headers=headers, timeout=5.0) as c, \
             ThreadPoolExecutor(max_workers=len(SHOP), thread_name_prefix="lab-seed") as pool:
-        futures = {svc: pool.submit(one, c, svc) for svc in SHOP}
+        futures = {svc: pool.submit(one, c, svc) for svc in (*SHOP, *(generated or []))}
         try:
             return {svc: f.result() for svc, f in futures.items()}
         except httpx.HTTPError as exc:

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlencode
 
+from rotate import __version__
 from rotate.clients.seams import KubeEvent, PatchType, WatchEvent
 from rotate.clients.tls import tls_failure, tls_reason
 from rotate.core.errors import (
@@ -173,6 +174,8 @@ class KubeClient:
         self._ca_setting = (f"check certificate-authority / certificate-authority-data of the "
                             f"cluster of {where}" + (f", context {context}" if context else ""))
         self._api = client.ApiClient(cfg)
+        # named in the API server's audit/metrics (the lab counts requests per client)
+        self._api.user_agent = f"rotate/{__version__}"
         self._server = str(cfg.host)
         self._kinds = dict(KINDS)
         self._eso_version: str | None = None  # discovered on first use of an ESO kind

@@ -19,6 +19,7 @@ from rotate.chain.model import (
     strategy_problem,
 )
 from rotate.clients.seams import ConfigCenter, Kube, Vault
+from rotate.core.durations import format_duration
 from rotate.core.errors import ClientError, NotFoundError
 from rotate.core.refs import ObjectRef
 from rotate.core.secret import Secret
@@ -27,7 +28,17 @@ from rotate.core.urls import display_url
 from rotate.engine.access import check_permissions, check_vault_capabilities, permissions_needed
 from rotate.engine.model import Adapters, Check, PreflightResult, Trap
 from rotate.engine.targets import workload_ref
-from rotate.stages import backend, harvest, provider_access, rollout, surge, sync, tokens, traps
+from rotate.stages import (
+    backend,
+    harvest,
+    provider_access,
+    reloader_presence,
+    rollout,
+    surge,
+    sync,
+    tokens,
+    traps,
+)
 from rotate.stages.provider_apply import accounts_for
 
 
@@ -153,6 +164,16 @@ def preflight(
             vso_seen[namespace] = found
         return vso_seen[namespace]
 
+    sightings: dict[bool, reloader_presence.Sighting] = {}
+
+    def sighting(who: str) -> reloader_presence.Sighting:
+        """Reloader is looked for (once); for Wave or VSO the tool cannot tell."""
+        if not who.startswith("Reloader"):
+            return reloader_presence.Sighting("unknown", f"no check for {who.split(' ')[0]}")
+        if True not in sightings:
+            sightings[True] = reloader_presence.find_reloader(kube)
+        return sightings[True]
+
     def workload(ref: ObjectRef, role: str) -> Callable[[], str]:
         def check() -> str:
             obj = kube.get(ref.kind, ref.namespace, ref.name)
@@ -161,7 +182,8 @@ def preflight(
                                                     grace=grace, rolled_by=vso))
             other = rollout.reloader_watches(obj, sec.name) or vso
             if other and role == "provider":
-                reloader[str(ref)] = other
+                reloader[str(ref)] = reloader_presence.wait_phrase(
+                    other, sighting(other), format_duration(grace))
             if rollout.update_strategy(obj) == "OnDelete":
                 ondelete.append(str(ref))
             if role == "consumer":

@@ -17,14 +17,16 @@ would) and waits for each to come back Ready on the new revision.
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from rotate.clients.seams import Kube
-from rotate.core.errors import NotFoundError, PermanentError
+from rotate.core.errors import ClientError, NotFoundError, PermanentError
 from rotate.core.refs import ObjectRef
-from rotate.core.timestamps import rfc3339, utcnow
+from rotate.core.timestamps import parse_rfc3339, rfc3339, utcnow
 from rotate.core.waiting import CancelToken, Deadline, WaitTimeout, wait_for
 from rotate.stages.kubewatch import WatchPause
 
@@ -343,22 +345,93 @@ def baseline(obj: Mapping[str, Any]) -> Baseline:
     return Baseline(generation(obj), template_annotations(obj).get(RELOADER_LAST, ""))
 
 
-def wait_for_reloader(
-    kube: Kube, ref: ObjectRef, before: Baseline, *, grace: float,
-    cancel: CancelToken | None = None,
-) -> Restart | None:
-    """Wait up to ``grace`` seconds for another reloader's roll; the Restart it made, or None."""
+def reloaded_from(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    """Reloader's ``last-reloaded-from`` record on the pod template ({} when absent or not
+    JSON): ``{"type", "name", "namespace", "hash", ...}`` — which Secret it reloaded for."""
+    raw = template_annotations(obj).get(RELOADER_LAST, "")
+    try:
+        record = json.loads(raw) if raw else {}
+    except ValueError:
+        return {}
+    return record if isinstance(record, dict) else {}
 
-    def check() -> Restart | None:
+
+def _reloader_rolled(obj: Mapping[str, Any], before: Baseline,
+                     secret: tuple[str, str]) -> bool:
+    """Did *Reloader* (not a ``kubectl rollout restart``, not another run's restartedAt)
+    change the template since ``before``, for ``secret`` (namespace, name)?  Reloader writes
+    a new ``last-reloaded-from`` naming the Secret; a record without names is accepted."""
+    now = baseline(obj)
+    if now.last_reloaded == before.last_reloaded:
+        return False
+    record = reloaded_from(obj)
+    named = (record.get("namespace"), record.get("name"))
+    return named == (None, None) or named == secret or named == (None, secret[1])
+
+
+def pods_started_after(kube: Kube, obj: Mapping[str, Any], since: datetime) -> str | None:
+    """None when every live pod of the workload started at or after ``since`` (second
+    precision, as Kubernetes keeps it); else the reason.  A pod started before the Secret held
+    the new value read the old one, whoever rolled it."""
+    meta = _meta(obj)
+    labels = ((obj.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
+    if not labels:
+        return "the workload has no matchLabels selector to find its pods"
+    selector = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+    try:
+        pods = kube.list("Pod", str(meta.get("namespace")), label_selector=selector)
+    except ClientError as exc:
+        return f"cannot list its pods ({exc.reason})"
+    live = [p for p in pods if not _meta(p).get("deletionTimestamp")]
+    if not live:
+        return "no live pods"
+    floor = since.replace(microsecond=0)
+    for pod in live:
+        started = (pod.get("status") or {}).get("startTime") or _meta(pod).get(
+            "creationTimestamp")
+        if not started or parse_rfc3339(str(started)) < floor:
+            return (f"pod {_meta(pod).get('name')} started {started or 'at an unknown time'}, "
+                    f"before the Secret held the new value ({rfc3339(since, micro=False)})")
+    return None
+
+
+@dataclass(frozen=True)
+class ReloaderVerdict:
+    """What :func:`wait_for_reloader` saw: the roll taken as Reloader's, or None and why."""
+
+    restart: Restart | None
+    why: str
+
+
+def wait_for_reloader(
+    kube: Kube, ref: ObjectRef, before: Baseline, *, secret: tuple[str, str],
+    synced_at: datetime, grace: float, deadline: Deadline, cancel: CancelToken | None = None,
+    by_reloader: bool = True,
+) -> ReloaderVerdict:
+    """Watch up to ``grace`` seconds for Reloader's roll of ``ref``; accept it only when its
+    rollout completes (by ``deadline``) with every pod started after ``synced_at``, the time
+    the Secret held the new value.  Otherwise the caller rolls: a second roll costs a pod
+    start, taking a stale roll for ours costs the provider the new value (issue 10).
+    ``by_reloader``: the roll must carry Reloader's record for ``secret``; False (Wave, VSO)
+    takes any template change, still subject to the pod check."""
+
+    def rolled() -> int | None:
         obj = kube.get(ref.kind, ref.namespace, ref.name)
-        now = baseline(obj)
-        if now.generation > before.generation or now.last_reloaded != before.last_reloaded:
-            return Restart(now.generation, now.last_reloaded, "reloader")
-        return None
+        if by_reloader:
+            return generation(obj) if _reloader_rolled(obj, before, secret) else None
+        return generation(obj) if generation(obj) > before.generation else None
 
     with WatchPause(kube, ref.kind, ref.namespace, ref.name) as pause:
         try:
-            return wait_for(check, deadline=Deadline.after(grace), what=f"Reloader on {ref}",
-                            cancel=cancel, pause=pause)
+            gen = wait_for(rolled, deadline=Deadline.after(grace), what=f"Reloader on {ref}",
+                           cancel=cancel, pause=pause)
         except WaitTimeout:
-            return None
+            return ReloaderVerdict(None, f"no roll within {grace:g}s")
+    wait_rollout(kube, ref, gen, deadline=deadline, cancel=cancel)
+    obj = kube.get(ref.kind, ref.namespace, ref.name)
+    stale = pods_started_after(kube, obj, synced_at)
+    if stale is not None:
+        return ReloaderVerdict(None, f"a roll (generation {gen}) came but {stale}")
+    return ReloaderVerdict(Restart(generation(obj), baseline(obj).last_reloaded, "reloader"),
+                           f"rolled it (generation {generation(obj)}), its pods started "
+                           "after the Secret held the new value")

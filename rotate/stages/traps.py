@@ -75,7 +75,8 @@ def workload_traps(
             traps.append(Trap(
                 "other-reloader", target,
                 f"{other} rolls this workload when the Secret changes",
-                f"wait {format_duration(grace)} for its rollout, roll only if it does not come",
+                f"if it runs, watch up to {format_duration(grace)} for its rollout (pods started "
+                "after the Secret changed), roll only if it does not come",
                 False))
         else:
             traps.append(Trap(

@@ -339,4 +339,36 @@ def test_rollback_refuses_to_overwrite_a_later_edit_then_force(lab: Lab) -> None
     assert lab.bao_password() == old and lab.dragonfly_auth(old)
     for svc in CONSUMERS:
         assert len(live_tokens(lab, svc)) == 1, svc
+
+
+RELOAD = "secret.reloader.stakater.com/reload"
+
+
+def test_a_human_rollout_restart_is_not_taken_for_reloaders(lab: Lab) -> None:
+    """Issue 10 item 1: Dragonfly annotated for Reloader, no Reloader running, and a human
+    `kubectl rollout restart` of Dragonfly after the run noted its baseline but before the
+    Secret changed.  The run took that roll for Reloader's, never rolled, and left Dragonfly
+    on the old password (exit 15).  Now: no Reloader runs, so no wait and rotate rolls."""
+    known = set(lab.run_ids())
+    lab.kubectl("annotate", "deployment/dragonfly", "-n", "dragonfly",
+                f"{RELOAD}=dragonfly-password-secret", "--overwrite")
+    lab.fault("eso-stall")
+    try:
+        proc = lab.spawn_rotate("dragonfly", "--confirm")
+        run_id = wait_at_sync_wait(lab, known)
+        lab.kubectl("rollout", "restart", "deployment/dragonfly", "-n", "dragonfly")
+        lab.kubectl("rollout", "status", "deployment/dragonfly", "-n", "dragonfly",
+                    "--timeout=60s")
+    finally:
+        lab.fault("eso-stall", None, clear=True)
+    try:
+        out, err = proc.communicate(timeout=120)
+    finally:
+        lab.kubectl("annotate", "deployment/dragonfly", "-n", "dragonfly", f"{RELOAD}-")
+    assert proc.returncode == 0, out + err
+    done = [e for e in lab.journal_events(run_id)
+            if e.get("event") == "step.done" and e.get("kind") == "provider.restart"]
+    assert done and str(done[0]["data"].get("detail", "")).startswith("restartedAt="), done
+    written = lab.bao_password()
+    assert lab.dragonfly_auth(written)
     assert {svc: lab.readyz(svc) for svc in SHOP} == {svc: 200 for svc in SHOP}

@@ -187,7 +187,8 @@ class World:
                "data": {"password": base64.b64encode(password.encode()).decode()}})
         k.put({"kind": "Service", "metadata": {"name": "dragonfly", "namespace": "dragonfly"},
                "spec": {"ports": [{"name": "redis", "port": 6379}]}})
-        k.put(deployment("dragonfly", "dragonfly"))
+        k.put(deployment("dragonfly", "dragonfly",
+                         selector={"matchLabels": {"app": "dragonfly"}}))
         self.running["dragonfly"] = password
         for name, svc in self.chain.services.items():
             k.put(deployment("shop", name))
@@ -260,6 +261,19 @@ class World:
             "observedGeneration": gen, "replicas": replicas, "updatedReplicas": replicas,
             "availableReplicas": replicas, "readyReplicas": replicas,
         })
+
+    def reloader_runs(self) -> None:
+        """A stakater Reloader Deployment, available (what rotate looks for before waiting)."""
+        dep = deployment("reloader", "reloader")
+        dep["metadata"]["labels"] = {"app.kubernetes.io/name": "reloader"}
+        self.kube.put(dep)
+
+    def pod_started_now(self, ns: str, app: str) -> None:
+        """A pod of ``app`` (label app=APP) that started now: what a roll's new pod looks like."""
+        now = datetime.now(UTC)
+        self.kube.put({"apiVersion": "v1", "kind": "Pod", "metadata": {
+            "name": f"{app}-{now.strftime('%H%M%S%f')}", "namespace": ns,
+            "labels": {"app": app}}, "status": {"startTime": now.strftime("%Y-%m-%dT%H:%M:%SZ")}})
 
     def kick(self, name: str, ns: str = "shop", kind: str = "Deployment") -> None:
         """The stuck rollout of ``name`` may now complete (its controller runs once more)."""

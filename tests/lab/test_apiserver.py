@@ -294,3 +294,24 @@ def test_watch_from_an_expired_resource_version_is_410(tmp_path: Path) -> None:
         c.close()
     finally:
         server.stop()
+
+
+def test_requests_are_counted_by_client_verb_and_resource(apiserver: ApiLab) -> None:
+    """Issue 8 item 4: the lab API server counts what each client asks (lab status, bench)."""
+    def rotate_counts() -> dict[str, int]:
+        code, doc = apiserver.raw("GET", "/lab/api-requests")
+        assert code == 200 and doc["kind"] == "ApiRequestCounts"
+        return {f"{r['verb']} {r['resource']}": r["count"] for r in doc["requests"]
+                if r["client"] == "rotate"}
+
+    before = rotate_counts()
+    agent = {"User-Agent": "rotate/0.1.0"}
+    apiserver.raw("GET", "/api/v1/namespaces/default/secrets", headers=agent)
+    apiserver.raw("GET", "/api/v1/namespaces/default/secrets/nope", headers=agent)
+    apiserver.raw("GET", "/api/v1/namespaces/default/secrets?watch=true&timeoutSeconds=0",
+                  headers=agent)
+    after = rotate_counts()
+    for key in ("list secrets", "get secrets", "watch secrets"):
+        assert after.get(key, 0) == before.get(key, 0) + 1, key
+    code, _ = apiserver.raw("GET", "/lab/api-requests", token=None)
+    assert code == 401

@@ -12,6 +12,7 @@ import itertools
 import json
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -26,6 +27,7 @@ from rotate_lab.kube.controllers.reloader import (
 )
 from rotate_lab.kube.store import ApiError, Store
 
+from rotate.stages import reloader_presence
 from tests.polling import eventually, holds
 
 pytestmark = pytest.mark.bao
@@ -271,6 +273,12 @@ def test_reloader_rolls_annotated_workloads_once_per_change(env: Env) -> None:
     reloader = ReloaderController(env.ctx)
     reloader.start()
     try:
+        # it shows as rotate looks for it: its Deployment and a fresh leader Lease
+        dep = store.get("Deployment", "reloader", "reloader")
+        assert reloader_presence.is_reloader(dep)
+        lease = store.get("Lease", "reloader", "stakater-reloader-lock")
+        aged = reloader_presence.lease_age(lease, datetime.now(UTC))
+        assert aged is not None and aged[0] < aged[1]
         holds(lambda: _reloaded(store, "named") is None, 0.3, "start-up rolls nothing")
         store.mutate("Secret", NS, "db", lambda s: s.update(
             data={"password": base64.b64encode(b"reloader-two-0123456789").decode()}))

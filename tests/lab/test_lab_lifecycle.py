@@ -7,11 +7,13 @@ force a sync) so the session lab stays consistent for the tests after them.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
 import stat
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -226,6 +228,20 @@ def test_fault_readyz_fail(lab: LabHandle) -> None:
 
 def test_reloader_rolls_dragonfly_exactly_once(fresh_lab: Callable[..., LabHandle]) -> None:
     lab = fresh_lab(reloader=True)
+    first = lab.revision("dragonfly", "dragonfly")
+    # rotate finds this Reloader (Deployment + fresh Lease) and takes its roll (issue 8)
+    dep = json.loads(lab.kubectl("get", "deployment/reloader", "-n", "reloader",
+                                 "-o", "json").stdout)
+    assert dep["status"].get("availableReplicas") == 1
+    rotate = str(Path(sys.executable).parent / "rotate")
+    plan = subprocess.run([rotate, "dragonfly", "-o", "json"], env=lab.process_env,
+                          text=True, capture_output=True, timeout=60, cwd=lab.dir)
+    assert "runs (deployment reloader/reloader" in plan.stdout, plan.stdout + plan.stderr
+    run = subprocess.run([rotate, "dragonfly", "--confirm"], env=lab.process_env, text=True,
+                         capture_output=True, timeout=180, cwd=lab.dir)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "not rolled again" in run.stdout + run.stderr
+    assert lab.revision("dragonfly", "dragonfly") == first + 1  # Reloader's roll only
     before = lab.revision("dragonfly", "dragonfly")
     lab.set_bao_password("Reloaded" + "z" * 32)
     lab.force_sync()

@@ -36,7 +36,11 @@ class FakeLab:
     fail_up: bool = False
 
     def up(self, dir: Path, profile: str, reloader: bool, *,
-           on_progress: Callable[[str], None]) -> dict[str, Any]:
+           on_progress: Callable[[str], None], services: int | None = None) -> dict[str, Any]:
+        if services is not None:
+            from rotate_lab.scaled_shop import check_count
+
+            check_count(services)
         self.calls.append(("up", dir, profile, reloader))
         on_progress("starting openbao")
         if self.fail_up:
@@ -67,6 +71,14 @@ def test_up_passes_options_and_reports_progress_on_stderr() -> None:
     assert "starting openbao" in result.stderr
     assert "openbao        http://127.0.0.1:41001   healthy" in result.stdout
     assert "next: . /w/.rotate-lab/env && rotate dragonfly" in result.stdout
+
+
+def test_up_services_out_of_range_is_exit_2() -> None:
+    lab = FakeLab()
+    result = invoke(["lab", "up", "--services", "101", "--dir", "L"], lab=lab)
+    assert result.exit_code == 2, result.stderr
+    assert "--services 101 is out of range: 3 to 100" in result.stderr
+    assert "Traceback" not in result.stderr
 
 
 def test_up_failure_exits_with_the_error_and_its_hint() -> None:

@@ -40,7 +40,25 @@ class NamedKube(FakeKube):
 
     def can_i(self, verb: str, kind: str, namespace: str | None, *,
               subresource: str | None = None, name: str | None = None) -> bool:
+        if name is None and any(v == verb and k == kind for v, k, _ in self.refused):
+            return False  # RBAC has no deny: refused on one object, not allowed on all
         return (verb, kind, name) not in self.refused
+
+
+def test_check_permissions_asks_once_per_group_when_allowed_on_every_object() -> None:
+    chain = load_chain(CHAIN)
+    perms = permissions_needed(chain, chain.credential("dragonfly"))
+    asked: list[tuple[str, str, str | None]] = []
+
+    class Counting(NamedKube):
+        def can_i(self, verb: str, kind: str, namespace: str | None, *,
+                  subresource: str | None = None, name: str | None = None) -> bool:
+            asked.append((verb, kind, name))
+            return True
+
+    assert check_permissions(Counting(set()), perms) == []
+    assert not [a for a in asked if a[2] is not None]
+    assert len(asked) < len(perms)
 
 
 def test_check_permissions_names_the_objects() -> None:

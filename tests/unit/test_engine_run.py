@@ -114,14 +114,20 @@ def test_reloader_rolls_the_provider_and_rotate_does_not_roll_twice(
 
     def reloader(kube: FakeKube, kind: str, ns: str, name: str) -> None:
         if (kind, ns, name) == ("Secret", "dragonfly", "dragonfly-password-secret"):
+            record = json.dumps({"type": "SECRET", "name": "dragonfly-password-secret",
+                                 "namespace": "dragonfly", "hash": "h"})
             kube.patch("Deployment", "dragonfly", "dragonfly", {"spec": {"template": {
                 "metadata": {"annotations": {
-                    "reloader.stakater.com/last-reloaded-from": '{"name":"x","hash":"h"}'}}}}})
+                    "reloader.stakater.com/last-reloaded-from": record}}}}})
+            world.pod_started_now("dragonfly", "dragonfly")
 
+    world.reloader_runs()
     world.kube.controllers.append(reloader)
     plan = world.engine().plan(options(tmp_path), "dragonfly")
     trap = next(t for t in plan.traps if t.name == "other-reloader")
     assert not trap.blocking and "roll only if it does not come" in trap.action
+    detail = next(s.detail for s in plan.steps if s.kind == "provider.restart")
+    assert "runs (deployment reloader/reloader (1 available)" in detail
     report = run(world, tmp_path)
     assert report.status == "succeeded", report.message
     step = next(s for s in report.steps if s.kind == "provider.restart")
@@ -136,11 +142,55 @@ def test_reloader_rolls_the_provider_and_rotate_does_not_roll_twice(
 
 def test_reloader_that_never_comes_means_rotate_rolls(world: World, tmp_path: Path) -> None:
     _annotate_provider(world)
+    world.reloader_runs()
     report = run(world, tmp_path)
     assert report.status == "succeeded", report.message
     step = next(s for s in report.steps if s.kind == "provider.restart")
     assert step.detail.startswith("restartedAt=")
     assert step.seconds is not None and step.seconds >= 0.3  # waited the grace first
+
+
+def test_annotated_provider_without_a_running_reloader_is_rolled_at_once(
+    world: World, tmp_path: Path
+) -> None:
+    """Issue 8 item 2: no Reloader Deployment, no wait (it used to sit reloaderGrace)."""
+    _annotate_provider(world)
+    plan = world.engine().plan(options(tmp_path), "dragonfly")
+    detail = next(s.detail for s in plan.steps if s.kind == "provider.restart")
+    assert "no Reloader runs" in detail and "no wait" in detail
+    report = run(world, tmp_path)
+    assert report.status == "succeeded", report.message
+    step = next(s for s in report.steps if s.kind == "provider.restart")
+    assert step.detail.startswith("restartedAt=")
+    assert step.seconds is not None and step.seconds < 0.3
+
+
+def test_a_human_restart_before_the_secret_changes_is_not_taken_for_reloaders(
+    world: World, tmp_path: Path
+) -> None:
+    """Issue 10 item 1: a `kubectl rollout restart` of the provider made as the run triggers
+    ESO (before the Secret changes) bumped the generation; the run took it for Reloader's,
+    did not roll, and Dragonfly kept the old password (exit 15)."""
+    from tests.fakes import FakeKube
+
+    _annotate_provider(world)
+    world.reloader_runs()
+    human = {"done": False}
+
+    def kubectl_rollout_restart(kube: FakeKube, kind: str, ns: str, name: str) -> None:
+        if kind == "ExternalSecret" and not human["done"]:
+            human["done"] = True
+            kube.patch("Deployment", "dragonfly", "dragonfly", {"spec": {"template": {
+                "metadata": {"annotations": {
+                    "kubectl.kubernetes.io/restartedAt": "2026-12-03T08:00:00Z"}}}}})
+
+    world.kube.controllers.insert(0, kubectl_rollout_restart)
+    report = run(world, tmp_path)
+    assert human["done"]
+    assert report.status == "succeeded", report.message
+    step = next(s for s in report.steps if s.kind == "provider.restart")
+    assert step.detail.startswith("restartedAt="), step.detail
+    assert world.running["dragonfly"] == world.vault.current("infra/dragonfly", "password")
 
 
 def test_credential_without_consumers_stops_after_the_provider(tmp_path: Path) -> None:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -11,7 +13,7 @@ import pytest
 from rotate.core.errors import PermanentError
 from rotate.core.refs import ObjectRef
 from rotate.core.waiting import Deadline
-from rotate.stages import rollout, traps
+from rotate.stages import reloader_presence, rollout, traps
 from tests.fakes import FakeKube, deployment
 
 REF = ObjectRef("Deployment", "ns", "app")
@@ -130,17 +132,110 @@ def test_ondelete_statefulset_pods_deleted_in_reverse_order(kube: FakeKube) -> N
     assert len(kube.deleted) == 3
 
 
+SECRET = ("ns", "s1")
+T0 = datetime(2026, 12, 3, 8, 0, 0, tzinfo=UTC)
+
+
+def _provider(kube: FakeKube) -> rollout.Baseline:
+    dep = deployment("ns", "app", annotations={"secret.reloader.stakater.com/reload": "a,s1"},
+                     selector={"matchLabels": {"app": "app"}})
+    kube.put(dep)
+    return rollout.baseline(kube.get("Deployment", "ns", "app"))
+
+
+def _pod(kube: FakeKube, name: str, started: datetime) -> None:
+    kube.put({"apiVersion": "v1", "kind": "Pod",
+              "metadata": {"name": name, "namespace": "ns", "labels": {"app": "app"}},
+              "status": {"startTime": started.strftime("%Y-%m-%dT%H:%M:%SZ")}})
+
+
+def _reloader_roll(kube: FakeKube, secret: str = "s1") -> None:
+    record = json.dumps({"type": "SECRET", "name": secret, "namespace": "ns", "hash": "h2"})
+    kube.patch("Deployment", "ns", "app", {"spec": {"template": {"metadata": {"annotations": {
+        "reloader.stakater.com/last-reloaded-from": record}}}}})
+    gen = kube.get("Deployment", "ns", "app")["metadata"]["generation"]
+    kube.set_status("Deployment", "ns", "app", {
+        "observedGeneration": gen, "replicas": 1, "updatedReplicas": 1, "availableReplicas": 1})
+
+
+def _wait(kube: FakeKube, before: rollout.Baseline, grace: float) -> rollout.ReloaderVerdict:
+    return rollout.wait_for_reloader(kube, REF, before, secret=SECRET, synced_at=T0,
+                                     grace=grace, deadline=Deadline.after(5))
+
+
 def test_reloader_detection_and_grace(kube: FakeKube) -> None:
     dep = deployment("ns", "app", annotations={"secret.reloader.stakater.com/reload": "a,s1"})
     assert rollout.reloader_watches(dep, "s1") is not None
     assert rollout.reloader_watches(dep, "other") is None
-    kube.put(dep)
-    before = rollout.baseline(kube.get("Deployment", "ns", "app"))
-    assert rollout.wait_for_reloader(kube, REF, before, grace=0.2) is None
-    kube.patch("Deployment", "ns", "app", {"spec": {"template": {"metadata": {"annotations": {
-        "reloader.stakater.com/last-reloaded-from": '{"name":"s1"}'}}}}})
-    came = rollout.wait_for_reloader(kube, REF, before, grace=2)
+    before = _provider(kube)
+    assert _wait(kube, before, 0.2).restart is None
+    _pod(kube, "app-new", T0 + timedelta(seconds=1))
+    _reloader_roll(kube)
+    came = _wait(kube, before, 2).restart
     assert came is not None and came.via == "reloader" and came.generation == 2
+
+
+def test_a_human_rollout_restart_is_not_taken_for_reloaders(kube: FakeKube) -> None:
+    """Issue 10 item 1: a `kubectl rollout restart` after the baseline, whose pods started
+    before the Secret changed, was accepted as Reloader's roll."""
+    before = _provider(kube)
+    rollout.restart(kube, REF, "someone-else")  # restartedAt bump, generation 2
+    _pod(kube, "app-human", T0 - timedelta(seconds=2))
+    verdict = _wait(kube, before, 0.3)
+    assert verdict.restart is None and "no roll" in verdict.why
+
+
+def test_a_roll_for_another_secret_is_not_taken(kube: FakeKube) -> None:
+    before = _provider(kube)
+    _pod(kube, "app-new", T0 + timedelta(seconds=1))
+    _reloader_roll(kube, secret="dragonfly-acl")
+    assert _wait(kube, before, 0.3).restart is None
+
+
+def test_a_reloader_roll_whose_pods_predate_the_new_value_is_refused(kube: FakeKube) -> None:
+    before = _provider(kube)
+    _pod(kube, "app-old", T0 - timedelta(seconds=3))
+    _reloader_roll(kube)
+    verdict = _wait(kube, before, 2)
+    assert verdict.restart is None and "before the Secret held the new value" in verdict.why
+
+
+def _reloader_deployment(available: int = 1, **labels: str) -> dict[str, Any]:
+    dep = deployment("reloader", "reloader", selector={"matchLabels": {"app": "reloader"}})
+    dep["metadata"]["labels"] = labels
+    dep["spec"]["template"]["spec"]["containers"][0]["image"] = "ghcr.io/stakater/reloader:v1"
+    dep["status"]["availableReplicas"] = available
+    return dep
+
+
+def _lease(renewed: datetime) -> dict[str, Any]:
+    return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": "stakater-reloader-lock", "namespace": "reloader"},
+            "spec": {"holderIdentity": "reloader-0", "leaseDurationSeconds": 15,
+                     "renewTime": renewed.strftime("%Y-%m-%dT%H:%M:%S.%fZ")}}
+
+
+def test_find_reloader_by_deployment_and_lease(kube: FakeKube) -> None:
+    now = T0
+    assert reloader_presence.find_reloader(kube, now).state == "absent"
+    kube.put(_reloader_deployment(available=0))
+    assert reloader_presence.find_reloader(kube, now).state == "absent"
+    kube.put(_reloader_deployment())
+    seen = reloader_presence.find_reloader(kube, now)
+    assert seen.state == "running" and "without HA" in seen.detail
+    kube.put(_lease(now - timedelta(seconds=3)))
+    seen = reloader_presence.find_reloader(kube, now)
+    assert seen.state == "running" and "renewed 3s ago" in seen.detail
+    kube.put(_lease(now - timedelta(seconds=40)))
+    seen = reloader_presence.find_reloader(kube, now)
+    assert seen.state == "absent" and "no leader" in seen.detail
+
+
+def test_wait_phrase_names_every_fixed_wait() -> None:
+    unknown = reloader_presence.Sighting("unknown", "cannot list Deployments")
+    assert "fixed wait up to 5s" in reloader_presence.wait_phrase("Wave (x)", unknown, "5s")
+    absent = reloader_presence.Sighting("absent", "no Deployment")
+    assert "no wait" in reloader_presence.wait_phrase("Reloader (x)", absent, "5s")
 
 
 # --------------------------------------------------------------------------- traps
@@ -189,4 +284,5 @@ def test_workload_traps() -> None:
            "spec": {"updateStrategy": {"type": "OnDelete"}}}
     assert _names(sts, "provider", "StatefulSet") == {"statefulset-ondelete": False}
     found = traps.workload_traps(rel, REF, role="provider", secret_name="s1", grace=5)
-    assert "wait 5.0s for its rollout, roll only if it does not come" in found[0].action
+    assert "watch up to 5.0s for its rollout" in found[0].action
+    assert "roll only if it does not come" in found[0].action

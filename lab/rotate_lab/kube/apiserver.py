@@ -54,6 +54,8 @@ log = logging.getLogger("rotate_lab.apiserver")
 #: (namespace, pod, container or None) → the container's log so far
 LogReader = Callable[[str, str, "str | None"], bytes]
 _OPEN_PATHS = ("/healthz", "/readyz", "/livez")
+#: the lab's own endpoint: API requests served, by client, verb and resource (issue 8)
+REQUEST_COUNTS_PATH = "/lab/api-requests"
 MAX_BODY = 8 * 1024 * 1024
 DEFAULT_WATCH_SECONDS = 1800.0
 BOOKMARK_EVERY = 10.0
@@ -116,6 +118,25 @@ class ApiServer:
         self._watches: set[Watch] = set()
         self._watch_lock = threading.Lock()
         self._watches_served = 0
+        #: (client, verb, resource) → requests served; the client is the User-Agent's first
+        #: product token (``kubectl``, ``rotate``, ``python-httpx``...)
+        self._requests: dict[tuple[str, str, str], int] = {}
+
+    def count(self, agent: str | None, verb: str, resource: str) -> None:
+        client = (agent or "unknown").split("/", 1)[0].split(" ", 1)[0] or "unknown"
+        with self._watch_lock:
+            key = (client, verb, resource)
+            self._requests[key] = self._requests.get(key, 0) + 1
+
+    def request_counts(self) -> dict[str, Any]:
+        """What ``GET /lab/api-requests`` answers: every resource request counted by client,
+        verb (watch included) and resource, since the server started."""
+        with self._watch_lock:
+            rows = [{"client": c, "verb": v, "resource": r, "count": n}
+                    for (c, v, r), n in sorted(self._requests.items())]
+            served = self._watches_served
+        return {"kind": "ApiRequestCounts", "total": sum(r["count"] for r in rows),
+                "watches_served": served, "requests": rows}
 
     @property
     def url(self) -> str:
@@ -273,6 +294,9 @@ class _Handler(BaseHTTPRequestHandler):
                 raise unauthorized()
             if self._discovery(url.path):
                 return
+            if url.path == REQUEST_COUNTS_PATH and self.command == "GET":
+                self._json(200, api.request_counts())
+                return
             route = rest.parse_route(url.path)
             if route is None:
                 raise rest.not_found_path()
@@ -319,6 +343,9 @@ class _Handler(BaseHTTPRequestHandler):
     def _resource(self, identity: Authorizer, route: Route, query: dict[str, str],
                   raw_query: str) -> None:
         verb = rest.verb_of(self.command, route, query)
+        resource = route.resource if not route.sub or route.resource.endswith(
+            f"/{route.sub}") else f"{route.resource}/{route.sub}"
+        self.server.api.count(self.headers.get("User-Agent"), verb, resource)
         name = route.name
         if name is None and verb in ("list", "watch"):
             name = name_from_field_selector(query.get("fieldSelector"))

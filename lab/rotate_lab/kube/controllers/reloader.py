@@ -17,12 +17,23 @@ Rules (as the real Reloader with ``--reload-strategy=annotations``):
   to ``{"type": "SECRET", "name", "namespace", "hash", "containerRefs", "observedAt"}``.  The
   hash is a SHA-1 over the Secret's data — never the data — and a target already carrying
   that hash is not rolled again, so one change rolls each target exactly once.
+
+Where it shows in the API, as a real Reloader does (``rotate`` looks for these before it
+waits — rotate/stages/reloader_presence.py):
+
+- a Deployment ``reloader/reloader`` labelled ``app.kubernetes.io/name: reloader`` with image
+  ``ghcr.io/stakater/reloader``, one replica.  The reconcile loop runs here, in the cluster
+  process; the kubelet maps that image to a stand-in process (``sleep``), so the Deployment
+  becomes available the ordinary way and goes unavailable if its pod dies.
+- the leader-election Lease ``reloader/stakater-reloader-lock`` (Reloader's ``LockName``,
+  as with ``enableHA``), renewed every ``LEASE_RENEW`` seconds while the controller runs.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import threading
 import time
 from typing import Any
 
@@ -36,6 +47,31 @@ AUTO = "reloader.stakater.com/auto"
 SECRET_AUTO = "secret.reloader.stakater.com/auto"
 SECRET_RELOAD = "secret.reloader.stakater.com/reload"
 WORKLOAD_KINDS = ("Deployment", "StatefulSet")
+
+NAMESPACE = "reloader"
+IMAGE = "ghcr.io/stakater/reloader:v1.4.0"
+LEASE = "stakater-reloader-lock"
+LEASE_DURATION = 15
+LEASE_RENEW = 5.0
+
+
+def deployment_manifest() -> Obj:
+    """Reloader's Deployment as its Helm chart would make it (labels, image, one replica)."""
+    labels = {"app": "reloader", "app.kubernetes.io/name": "reloader"}
+    return {
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "reloader", "namespace": NAMESPACE, "labels": labels},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "reloader"}},
+                 "template": {"metadata": {"labels": labels},
+                              "spec": {"containers": [{"name": "reloader", "image": IMAGE,
+                                                       "args": ["--reload-strategy=annotations",
+                                                                "--enable-ha=true"]}]}}},
+    }
+
+
+def _micro_now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()) + \
+        f".{int(time.time() * 1e6) % 1_000_000:06d}Z"
 
 
 def data_hash(secret: Obj) -> str:
@@ -114,7 +150,47 @@ class ReloaderController(Controller):
         items, _ = self.ctx.store.list("Secret")
         for s in items:
             self._seen[key_of("Secret", s)] = data_hash(s)
+        self._deploy()
+        self._renew()
+        self._lease_thread = threading.Thread(target=self._renew_loop, name="lab-reloader-lease",
+                                              daemon=True)
+        self._lease_thread.start()
         super().start()
+
+    def _deploy(self) -> None:
+        """Namespace and Deployment ``reloader/reloader`` (load_manifests replaces if present)."""
+        self.ctx.store.load_manifests([
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
+            deployment_manifest()])
+
+    def _renew(self) -> None:
+        """Create or renew the leader Lease (this controller is the only replica: it leads)."""
+        now = _micro_now()
+        try:
+            self.ctx.store.get("Lease", NAMESPACE, LEASE)
+        except ApiError as exc:
+            if exc.code != 404:
+                raise
+            self.ctx.store.create("Lease", {
+                "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                "metadata": {"name": LEASE, "namespace": NAMESPACE},
+                "spec": {"holderIdentity": "reloader-0", "leaseDurationSeconds": LEASE_DURATION,
+                         "acquireTime": now, "renewTime": now, "leaseTransitions": 0}})
+            return
+
+        def renew(obj: Obj) -> None:
+            obj.setdefault("spec", {})["renewTime"] = now
+
+        self.ctx.store.mutate("Lease", NAMESPACE, LEASE, renew)
+
+    def _renew_loop(self) -> None:
+        while not self.stopped and not self.ctx.stop.wait(LEASE_RENEW):
+            if self.stopped:
+                return
+            try:
+                self._renew()
+            except Exception:  # a failed renewal is retried on the next tick
+                self.log.exception("reloader: lease renewal failed")
 
     def reconcile(self, key: Key) -> float | None:
         _, ns, name = key
