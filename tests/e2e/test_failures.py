@@ -228,6 +228,22 @@ def _waiting(lab: Lab, old: dict[str, set[str]]) -> bool:
     return True
 
 
+def _rollout_dragonfly_chain(lab: Lab) -> str:
+    """The example chain with Dragonfly rolled (``apply: rollout``) instead of changed live:
+    a provider whose rollout can fail, in the lab DIR with the schemas it names beside it."""
+    original = Path(lab.env["ROTATE_CHAIN"])
+    text = original.read_text()
+    live = "        apply: redis-acl\n        user: default\n"
+    assert live in text
+    folder = lab.dir / "rollout-dragonfly"
+    folder.mkdir(exist_ok=True)
+    if not (folder / "schemas").exists():
+        (folder / "schemas").symlink_to(original.parent / "schemas")
+    copy = folder / "rotate.yaml"
+    copy.write_text(text.replace(live, "", 1))
+    return str(copy)
+
+
 def test_provider_failure_undoes_the_prepared_consumers_then_resume_prepares_first(
         lab: Lab) -> None:
     """``provider-crashloop``: the run exits 12 having put documents and rollouts back, with
@@ -235,6 +251,7 @@ def test_provider_failure_undoes_the_prepared_consumers_then_resume_prepares_fir
     pods serving — *before* the provider switches, then completes once the provider does."""
     eventually(lambda: all(len(_pods(lab, svc)) == 1 and all(map(_ready, _pods(lab, svc)))
                            for svc in CONSUMERS), 60, "the previous test's rollouts settled")
+    chain = _rollout_dragonfly_chain(lab)
     old_password = lab.bao_password()
     old_pods = {svc: {p["metadata"]["name"] for p in _pods(lab, svc)} for svc in CONSUMERS}
     docs = {svc: lab.bootstrap(svc)["version"] for svc in CONSUMERS}
@@ -242,7 +259,8 @@ def test_provider_failure_undoes_the_prepared_consumers_then_resume_prepares_fir
     try:
         lab.fault("provider-crashloop")
         try:
-            res = lab.rotate("dragonfly", "--confirm", "--timeout", "8s", "-o", "json")
+            res = lab.rotate("dragonfly", "--confirm", "--timeout", "8s", "-o", "json",
+                             "--chain", chain)
             assert res.code == 12, res.output
             report = json.loads(res.stdout)
             run_id = report["run_id"]
@@ -262,7 +280,7 @@ def test_provider_failure_undoes_the_prepared_consumers_then_resume_prepares_fir
             assert [s for s in load.samples if not s.ok] == []
 
             # resumed with the provider still failing: the consumers are prepared first
-            resumed = lab.spawn_rotate("resume", run_id, "--confirm")
+            resumed = lab.spawn_rotate("resume", run_id, "--confirm", "--chain", chain)
             eventually(lambda: _waiting(lab, old_pods), 60,
                        "new consumer pods running unready beside the old Ready ones")
             # the sample service keeps running while Dragonfly refuses its password
@@ -354,7 +372,7 @@ def test_a_human_rollout_restart_is_not_taken_for_reloaders(lab: Lab) -> None:
                 f"{RELOAD}=dragonfly-password-secret", "--overwrite")
     lab.fault("eso-stall")
     try:
-        proc = lab.spawn_rotate("dragonfly", "--confirm")
+        proc = lab.spawn_rotate("dragonfly", "--confirm", "--chain", _rollout_dragonfly_chain(lab))
         run_id = wait_at_sync_wait(lab, known)
         lab.kubectl("rollout", "restart", "deployment/dragonfly", "-n", "dragonfly")
         lab.kubectl("rollout", "status", "deployment/dragonfly", "-n", "dragonfly",

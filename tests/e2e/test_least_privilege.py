@@ -225,9 +225,10 @@ def test_one_rbac_rule_less_stops_in_preflight(limited: Limited, index: int,
         _stops_in_preflight(limited, words)
     finally:
         apply(limited.lab, [limited.rbac[index]])
-        if rule["resources"] == ["leases"]:  # a Lease rotate could not delete: it expires
-            limited.lab.kubectl("delete", "lease", "rotate-dragonfly", "-n", "rotate-system",
-                                "--ignore-not-found")
+        if rule["resources"] == ["leases"]:  # Leases rotate could not delete: they expire
+            for lease in ("rotate-dragonfly", "rotate-provider-deployment-dragonfly-dragonfly"):
+                limited.lab.kubectl("delete", "lease", lease, "-n", "rotate-system",
+                                    "--ignore-not-found")
 
 
 @pytest.mark.parametrize(("path", "capability"), generated_policy())
