@@ -87,9 +87,15 @@ def _backend_wrote(orig: RunState, written_from: int) -> int:
 
 
 def _config_wrote(orig: RunState) -> dict[str, int | None]:
-    """service → the version the run wrote its document as (None: it may have, unjournaled)."""
+    """service → the version the run last wrote its document as (None: it may have,
+    unjournaled).  A ``config.undo`` of the run (its own restore after a failed stage ③)
+    counts: the run wrote that version too."""
     out: dict[str, int | None] = {}
     for st in orig.steps:
+        if st.step.kind == "config.undo" and st.status == "done" \
+                and st.data.get("version") is not None:
+            out[st.step.subject] = int(st.data["version"])
+            continue
         if st.step.kind != "config.write" or st.step.phase != "main" or st.status == "pending":
             continue
         if st.status == "done" and st.data.get("version") is not None:

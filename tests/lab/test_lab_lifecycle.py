@@ -234,10 +234,21 @@ def test_reloader_rolls_dragonfly_exactly_once(fresh_lab: Callable[..., LabHandl
                                  "-o", "json").stdout)
     assert dep["status"].get("availableReplicas") == 1
     rotate = str(Path(sys.executable).parent / "rotate")
-    plan = subprocess.run([rotate, "dragonfly", "-o", "json"], env=lab.process_env,
+    # Reloader rolls a provider that reads the Secret at start: the example's Dragonfly is
+    # changed live (redis-acl), so this run uses a copy with it rolled (apply: rollout)
+    original = Path(lab.env["ROTATE_CHAIN"])
+    folder = lab.dir / "rollout-dragonfly"
+    folder.mkdir()
+    (folder / "schemas").symlink_to(original.parent / "schemas")
+    text = original.read_text()
+    live = "        apply: redis-acl\n        user: default\n"
+    assert live in text
+    (folder / "rotate.yaml").write_text(text.replace(live, "", 1))
+    env = {**lab.process_env, "ROTATE_CHAIN": str(folder / "rotate.yaml")}
+    plan = subprocess.run([rotate, "dragonfly", "-o", "json"], env=env,
                           text=True, capture_output=True, timeout=60, cwd=lab.dir)
     assert "runs (deployment reloader/reloader" in plan.stdout, plan.stdout + plan.stderr
-    run = subprocess.run([rotate, "dragonfly", "--confirm"], env=lab.process_env, text=True,
+    run = subprocess.run([rotate, "dragonfly", "--confirm"], env=env, text=True,
                          capture_output=True, timeout=180, cwd=lab.dir)
     assert run.returncode == 0, run.stdout + run.stderr
     assert "not rolled again" in run.stdout + run.stderr
