@@ -3,7 +3,8 @@
 - *Waiting on the world* is the union of the journaled steps that only wait for another
   system to act: ``sync.wait`` (ESO), ``provider.wait`` / ``consumer.wait`` (rollouts),
   ``readyz.check``, and ``consumer.restart``, which under the restart strategy waits for the
-  new pods to start before the provider switches (its patch is one request).  *Overhead* is the wall time minus that union: start-up and plan, the
+  new pods to start before the provider switches (its patch is one request).  *Overhead*
+  is the wall time minus that union: start-up and plan, the
   requests rotate makes itself (writes, patches, mints, revokes), and its exit.  Start-up
   (the command's start to its first journal record) is shown on its own.
 - *API requests* are counted by the lab's API server (``GET /lab/api-requests``, by
