@@ -7,9 +7,8 @@ Invariants:
 - A service's *inconsistency window* is first failed request → last failed request of one
   run; a service without failures has window 0.0 and no first/last.
 - The critical path is the sum of the chain's unavoidable waits, each taken from the world
-  (ESO's reaction, the provider's new pod creation → Ready, the consumers' rollouts packed
-  onto ``max_parallel`` slots in chain order, one readyz round trip): the floor any tool
-  that walks the chain in order must sit on.
+  in the order the run used (see :class:`CriticalPath`): the floor a tool taking that
+  order must sit on.
 """
 
 from __future__ import annotations
@@ -89,28 +88,52 @@ def makespan(durations: Sequence[float], max_parallel: int) -> float:
 
 @dataclass(frozen=True)
 class CriticalPath:
-    """The chain's floor for one run, in seconds; ``None`` parts were not observed."""
+    """The chain's floor for one run, in seconds; ``None`` parts were not observed.
+
+    Two orders, told apart by what the world did (``prepared``):
+
+    - *in order* (the runbook, the overlap strategy): ESO's reaction, then the provider's
+      change, then the consumers' rollouts (new pod created → Ready) packed onto
+      ``max_parallel`` slots, then one readyz;
+    - *prepared* (rotate's restart order, docs/chain.md "Order"): ESO's reaction, then the
+      consumers' new pods started (created → started) packed onto the slots, then the
+      provider's change, then the catch-up (the switch → the last prepared pod Ready: about
+      one readiness period), then one readyz.
+
+    ``provider_change`` is the provider's new pod created → Ready when it rolls, or the
+    live change (``provider.apply`` + ``provider.verify`` from the journal) when it does not
+    (``provider_how`` says which).
+    """
 
     eso_reaction: float | None
-    provider_rollout: float | None
+    provider_change: float | None
     consumer_rollouts: tuple[float, ...]
     max_parallel: int
     readyz: float | None
+    provider_how: str = "rollout"
+    prepared: bool = False
+    consumer_starts: tuple[float, ...] = ()
+    catch_up: float | None = None
 
     @property
     def consumers(self) -> float:
+        """The consumers' share: their rollouts, or their starts plus the catch-up."""
+        if self.prepared:
+            return makespan(self.consumer_starts, self.max_parallel) + (self.catch_up or 0.0)
         return makespan(self.consumer_rollouts, self.max_parallel)
 
     @property
     def total(self) -> float | None:
-        parts = (self.eso_reaction, self.provider_rollout, self.readyz)
-        if any(p is None for p in parts):
+        parts = (self.eso_reaction, self.provider_change, self.readyz)
+        if any(p is None for p in parts) or (self.prepared and self.catch_up is None):
             return None
         return sum(p for p in parts if p is not None) + self.consumers
 
     def as_dict(self) -> dict[str, object]:
-        return {"eso_reaction": self.eso_reaction, "provider_rollout": self.provider_rollout,
+        return {"eso_reaction": self.eso_reaction, "provider_change": self.provider_change,
+                "provider_how": self.provider_how, "prepared": self.prepared,
                 "consumer_rollouts": list(self.consumer_rollouts),
+                "consumer_starts": list(self.consumer_starts), "catch_up": self.catch_up,
                 "max_parallel": self.max_parallel, "consumers": self.consumers,
                 "readyz": self.readyz, "total": self.total}
 
@@ -204,16 +227,30 @@ def render_table(rows: Sequence[Row], services: Sequence[str]) -> str:
 
 
 def render_critical_path(results: Sequence[RunResult]) -> str:
-    """One line: the median critical path and its parts over every measured run."""
-    cps = [r.critical_path for r in results]
-    if not cps:
-        return ""
+    """One line per order seen: the median critical path and its parts."""
+    lines = []
+    for prepared in (True, False):
+        cps = [r.critical_path for r in results if r.critical_path.prepared is prepared]
+        if cps:
+            lines.append(_render_order(cps, prepared))
+    return "\n".join(lines)
 
+
+def _render_order(cps: Sequence[CriticalPath], prepared: bool) -> str:
     def med(values: Iterable[float | None]) -> str:
         return _num(_median(values), ".2f")
 
-    return (f"critical path (median of {len(cps)} runs): {med(c.total for c in cps)} s = "
-            f"ESO reaction {med(c.eso_reaction for c in cps)} + provider rollout "
-            f"{med(c.provider_rollout for c in cps)} + slowest consumer rollouts at "
-            f"max-parallel {cps[0].max_parallel} {med(c.consumers for c in cps)} + readyz "
+    how = "/".join(sorted({c.provider_how for c in cps}))
+    if prepared:
+        middle = (f"consumer pod starts at max-parallel {cps[0].max_parallel} "
+                  f"{med(makespan(c.consumer_starts, c.max_parallel) for c in cps)} + provider "
+                  f"change ({how}) {med(c.provider_change for c in cps)} + catch-up "
+                  f"{med(c.catch_up for c in cps)}")
+    else:
+        middle = (f"provider change ({how}) {med(c.provider_change for c in cps)} + slowest "
+                  f"consumer rollouts at max-parallel {cps[0].max_parallel} "
+                  f"{med(c.consumers for c in cps)}")
+    order = "prepared" if prepared else "in order"
+    return (f"critical path, {order} (median of {len(cps)} runs): {med(c.total for c in cps)} s"
+            f" = ESO reaction {med(c.eso_reaction for c in cps)} + {middle} + readyz "
             f"{_num(_median(c.readyz for c in cps), '.3f')}")

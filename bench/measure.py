@@ -24,7 +24,7 @@ from pathlib import Path
 from bench.analysis import CriticalPath, Sample
 from bench.chain_params import ChainParams
 from bench.load import Load
-from bench.observed import PodLife, eso_reaction, new_pod_rollout, pod_lives
+from bench.observed import PodLife, eso_reaction, newest_pod, pod_lives
 from bench.timeline import Step
 from bench.world import BenchError, Event, Lab, Target, Watcher
 
@@ -117,28 +117,52 @@ def measure(kind: str, index: int, argv: Sequence[str], env: dict[str, str], lab
     lives = pod_lives(pod_events, watch_started)
     steps: list[Step] = steps_of(started, ended)
     return Segment(kind, index, t0, started, ended, t1, code, samples, lives, steps,
-                   _critical_path(lives, es_events, params, targets, started))
+                   _critical_path(lives, es_events, params, targets, started, steps))
 
 
 def _critical_path(lives: Sequence[PodLife], es_events: Sequence[Event], params: ChainParams,
-                   targets: Sequence[Target], started: float) -> CriticalPath:
+                   targets: Sequence[Target], started: float,
+                   steps: Sequence[Step]) -> CriticalPath:
     es_ns, es_name = params.externalsecret.split("/", 1)
     eso = eso_reaction(es_events, es_ns, es_name)
-    pns, pname = params.provider.split("/", 1)
-    consumer_rollouts = []
-    for c in params.consumers:
-        ns, name = c.split("/", 1)
-        r = new_pod_rollout(lives, ns, name, started)
-        if r is not None:
-            consumer_rollouts.append(r)
+    change, how, switch = _provider_change(lives, params, started, steps)
+    pods = [p for ns, name in (c.split("/", 1) for c in params.consumers)
+            if (p := newest_pod(lives, ns, name, started)) is not None]
+    rollouts = tuple(p.start_to_ready for p in pods if p.start_to_ready is not None)
+    prepared = switch is not None and any(p.created is not None and p.created < switch
+                                          for p in pods)
+    starts = tuple(p.started - p.created for p in pods
+                   if p.started is not None and p.created is not None)
+    readies = [p.ready for p in pods if p.ready is not None]
+    catch_up = (max(0.0, max(readies) - switch)
+                if prepared and switch is not None and readies else None)
     by_name = {t.name: t for t in targets}
     first = next((by_name[c.split("/", 1)[1]] for c in params.consumers
                   if c.split("/", 1)[1] in by_name), None)
     return CriticalPath(
-        eso_reaction=eso.seconds if eso else None,
-        provider_rollout=new_pod_rollout(lives, pns, pname, started),
-        consumer_rollouts=tuple(consumer_rollouts), max_parallel=params.max_parallel,
-        readyz=readyz_rtt(first) if first else None)
+        eso_reaction=eso.seconds if eso else None, provider_change=change,
+        consumer_rollouts=rollouts, max_parallel=params.max_parallel,
+        readyz=readyz_rtt(first) if first else None, provider_how=how, prepared=prepared,
+        consumer_starts=starts, catch_up=catch_up)
+
+
+#: the journaled kinds of a live provider change (no pod rolls)
+LIVE_KINDS = ("provider.apply", "provider.verify")
+
+
+def _provider_change(lives: Sequence[PodLife], params: ChainParams, started: float,
+                     steps: Sequence[Step]) -> tuple[float | None, str, float | None]:
+    """(how long the provider's change took, how it changed, when it switched): its new pod
+    created → Ready when it rolled, else the first live apply + verify of the journal."""
+    pns, pname = params.provider.split("/", 1)
+    pod = newest_pod(lives, pns, pname, started)
+    if pod is not None and pod.start_to_ready is not None:
+        return pod.start_to_ready, "rollout", pod.ready
+    live = [next((s for s in steps if s.kind == k), None) for k in LIVE_KINDS]
+    done = [s for s in live if s is not None]
+    if not done:
+        return None, "unseen", None
+    return sum(s.end - s.start for s in done), "live", max(s.end for s in done)
 
 
 def _epoch(stamp: str) -> float:

@@ -34,6 +34,8 @@ class PodLife:
     created: float | None
     ready: float | None
     gone: float | None
+    #: first sight of every container ``started`` (startup probe passed, or running)
+    started: float | None = None
 
     @property
     def start_to_ready(self) -> float | None:
@@ -56,6 +58,11 @@ def _is_ready(pod: dict[str, Any]) -> bool:
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conds)
 
 
+def _is_started(pod: dict[str, Any]) -> bool:
+    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    return bool(statuses) and all(c.get("started") for c in statuses)
+
+
 def pod_lives(events: Iterable[WatchEvent], watch_started: float) -> list[PodLife]:
     """One :class:`PodLife` per pod seen, in order of first sight."""
     seen: dict[tuple[str, str], dict[str, Any]] = {}
@@ -67,27 +74,27 @@ def pod_lives(events: Iterable[WatchEvent], watch_started: float) -> list[PodLif
             born = _epoch(md.get("creationTimestamp"))
             old = born is not None and born < watch_started - 1.0
             rec = seen[key] = {"app": str((md.get("labels") or {}).get("app", key[1])),
-                               "created": None if old else ev.at, "ready": None, "gone": None}
+                               "created": None if old else ev.at, "ready": None, "gone": None,
+                               "started": None}
             if old and _is_ready(ev.obj):
                 rec["ready"] = None  # ready before the run: drawn from the left edge
                 rec["was_ready"] = True
+        if rec["started"] is None and rec["created"] is not None and _is_started(ev.obj):
+            rec["started"] = ev.at
         if rec["ready"] is None and not rec.get("was_ready") and _is_ready(ev.obj):
             rec["ready"] = ev.at
         if rec["gone"] is None and (md.get("deletionTimestamp") or ev.type == "DELETED"):
             rec["gone"] = ev.at
-    return [PodLife(ns, name, r["app"], r["created"], r["ready"], r["gone"])
+    return [PodLife(ns, name, r["app"], r["created"], r["ready"], r["gone"], r["started"])
             for (ns, name), r in seen.items()]
 
 
-def new_pod_rollout(lives: Sequence[PodLife], namespace: str, app: str,
-                    after: float) -> float | None:
-    """Creation → Ready of the newest pod of ``app`` created at or after ``after``."""
+def newest_pod(lives: Sequence[PodLife], namespace: str, app: str,
+               after: float) -> PodLife | None:
+    """The newest pod of ``app`` created at or after ``after``."""
     mine = [p for p in lives if p.namespace == namespace and p.app == app
-            and p.created is not None and p.created >= after and p.ready is not None]
-    if not mine:
-        return None
-    newest = max(mine, key=lambda p: p.created or 0.0)
-    return newest.start_to_ready
+            and p.created is not None and p.created >= after]
+    return max(mine, key=lambda p: p.created or 0.0) if mine else None
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,10 @@
 """rotate's own cost at scale (issue 8 item 4): its overhead and its API requests.
 
 - *Waiting on the world* is the union of the journaled steps that only wait for another
-  system to act: ``sync.wait`` (ESO), ``provider.wait`` / ``consumer.wait`` (rollouts) and
-  ``readyz.check``.  *Overhead* is the wall time minus that union: start-up and plan, the
+  system to act: ``sync.wait`` (ESO), ``provider.wait`` / ``consumer.wait`` (rollouts),
+  ``readyz.check``, and ``consumer.restart``, which under the restart strategy waits for the
+  new pods to start before the provider switches (its patch is one request).  *Overhead*
+  is the wall time minus that union: start-up and plan, the
   requests rotate makes itself (writes, patches, mints, revokes), and its exit.  Start-up
   (the command's start to its first journal record) is shown on its own.
 - *API requests* are counted by the lab's API server (``GET /lab/api-requests``, by
@@ -21,7 +23,8 @@ from bench.analysis import busy_time
 from bench.measure import Segment
 from bench.world import BenchError, Lab
 
-WAIT_KINDS = frozenset({"sync.wait", "provider.wait", "consumer.wait", "readyz.check"})
+WAIT_KINDS = frozenset({"sync.wait", "provider.wait", "consumer.restart", "consumer.wait",
+                        "readyz.check"})
 CLIENT = "rotate"
 COUNTS_PATH = "/lab/api-requests"
 

@@ -9,6 +9,7 @@ the value itself is never shown, only the problems (service, path, reason).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from rotate.chain.model import (
@@ -26,6 +27,7 @@ from rotate.core.secret import Secret
 from rotate.core.strategy import Strategy
 from rotate.core.urls import display_url
 from rotate.engine.access import check_permissions, check_vault_capabilities, permissions_needed
+from rotate.engine.fanout import fan_out
 from rotate.engine.model import Adapters, Check, PreflightResult, Trap
 from rotate.engine.targets import workload_ref
 from rotate.stages import (
@@ -174,12 +176,12 @@ def preflight(
             sightings[True] = reloader_presence.find_reloader(kube)
         return sightings[True]
 
-    def workload(ref: ObjectRef, role: str) -> Callable[[], str]:
+    def workload(ref: ObjectRef, role: str, sink: list[Trap]) -> Callable[[], str]:
         def check() -> str:
             obj = kube.get(ref.kind, ref.namespace, ref.name)
             vso = rollout.vso_watches(vso_objects(ref.namespace), ref.kind, ref.name)
-            found_traps.extend(traps.workload_traps(obj, ref, role=role, secret_name=sec.name,
-                                                    grace=grace, rolled_by=vso))
+            sink.extend(traps.workload_traps(obj, ref, role=role, secret_name=sec.name,
+                                             grace=grace, rolled_by=vso))
             other = rollout.reloader_watches(obj, sec.name) or vso
             if other and role == "provider":
                 reloader[str(ref)] = reloader_presence.wait_phrase(
@@ -196,50 +198,47 @@ def preflight(
         return check
 
     for ref in credential.providers:
-        col.run(f"provider.healthy {ref}", workload(ref, "provider"))
+        col.run(f"provider.healthy {ref}", workload(ref, "provider", found_traps))
     consumers = consumers_of(chain, credential.name)
-    for name in consumers:
-        col.run(f"consumer.healthy {name}", workload(workload_ref(chain.services[name]),
-                                                     "consumer"))
+    refs = {name: workload_ref(chain.services[name]) for name in consumers}
+    for name in consumers:  # sequential: a namespace's VSO objects are listed once
+        vso_objects(refs[name].namespace)
+
+    def consumer_health(name: str) -> Fanned:
+        local, sink = _Collector(), list[Trap]()
+        local.run(f"consumer.healthy {name}", workload(refs[name], "consumer", sink))
+        return Fanned(local.checks, sink)
+
+    _merge(col, found_traps, fan_out(consumers, consumer_health))
+    order = [str(r) for r in credential.providers] + [str(refs[n]) for n in consumers]
+    ondelete.sort(key=lambda r: order.index(r) if r in order else len(order))
 
     # Config Center, documents, tokens
     config_versions: dict[str, int | None] = {}
     token_ids: dict[str, tuple[str, ...]] = {}
     if consumers and col.run("configcenter.reachable", lambda: _healthy(cc.health, cc.url)):
-        for name in consumers:
-            svc = chain.services[name]
+        found = fan_out(consumers, lambda name: _config_center_checks(
+            cc, name, chain.services[name].config_key))
+        _merge(col, found_traps, found)
+        for name, fanned in zip(consumers, found, strict=True):
+            config_versions[name], token_ids[name] = fanned.facts
+            if fanned.facts[1] is None:
+                del token_ids[name]
 
-            def key_exists(svc_name: str = name, key: str = svc.config_key) -> str:
-                v = cc.get_version_number(svc_name, key)
-                config_versions[svc_name] = v
-                if v is None:
-                    raise NotFoundError("config center", f"{svc_name}/{key}", "key does not exist")
-                return f"{svc_name}/{key} at v{v}"
-
-            col.run(f"configcenter.key {name}", key_exists)
-
-            def writable(svc_name: str = name, key: str = svc.config_key) -> str:
-                cc.probe_write(svc_name, key)  # If-Match "0": 412, nothing written (issue 10)
-                return f"{svc_name}/{key} writable (If-Match probe answered 412)"
-
-            col.run(f"configcenter.writable {name}", writable)
-
-            def live_tokens(svc_name: str = name) -> str:
-                ids = tokens.current_ids(cc, svc_name)
-                token_ids[svc_name] = tuple(ids)
-                return f"{len(ids)} live token(s)"
-
-            col.run(f"configcenter.tokens {name}", live_tokens)
-    for name in consumers:
+    def documents(name: str) -> Fanned:
+        local = _Collector()
         svc = chain.services[name]
         doc = harvest.harvest(kube, svc, {credential.secret: candidate})
         if doc.ok:
-            col.add(f"document.valid {name}", True, "validates with the candidate value")
+            local.add(f"document.valid {name}", True, "validates with the candidate value")
         else:
-            col.add(f"document.valid {name}", False, "; ".join(str(p) for p in doc.problems))
+            local.add(f"document.valid {name}", False, "; ".join(str(p) for p in doc.problems))
         if svc.readyz.url is None and svc.readyz.service:
-            col.run(f"readyz.service {name}", _exists_fn(
+            local.run(f"readyz.service {name}", _exists_fn(
                 kube, ObjectRef("Service", svc.namespace, svc.readyz.service or svc.name)))
+        return Fanned(local.checks, [])
+
+    _merge(col, found_traps, fan_out(consumers, documents))
 
     return PreflightResult(
         checks=tuple(col.checks), traps=tuple(found_traps), current_version=version[0],
@@ -247,6 +246,49 @@ def preflight(
         reloader=reloader, ondelete=tuple(ondelete), no_surge=no_surge,
         thinned={ref: note for ref, note in thinned.items() if note},
     )
+
+
+@dataclass(frozen=True)
+class Fanned:
+    """What one consumer's checks found, merged in chain order (see :func:`fan_out`)."""
+
+    checks: list[Check]
+    traps: list[Trap]
+    facts: tuple[Any, Any] = (None, None)
+
+
+def _merge(col: _Collector, found_traps: list[Trap], results: Iterable[Fanned]) -> None:
+    for fanned in results:
+        col.checks.extend(fanned.checks)
+        found_traps.extend(fanned.traps)
+
+
+def _config_center_checks(cc: ConfigCenter, name: str, key: str) -> Fanned:
+    """The consumer's document exists, is writable, and which tokens it holds now; facts =
+    (the document's version or None, the live token ids or None when unreadable)."""
+    local = _Collector()
+    version: list[int | None] = [None]
+    ids: list[tuple[str, ...] | None] = [None]
+
+    def key_exists() -> str:
+        version[0] = cc.get_version_number(name, key)
+        if version[0] is None:
+            raise NotFoundError("config center", f"{name}/{key}", "key does not exist")
+        return f"{name}/{key} at v{version[0]}"
+
+    def writable() -> str:
+        cc.probe_write(name, key)  # If-Match "0": 412, nothing written (issue 10)
+        return f"{name}/{key} writable (If-Match probe answered 412)"
+
+    def live_tokens() -> str:
+        found = tuple(tokens.current_ids(cc, name))
+        ids[0] = found
+        return f"{len(found)} live token(s)"
+
+    local.run(f"configcenter.key {name}", key_exists)
+    local.run(f"configcenter.writable {name}", writable)
+    local.run(f"configcenter.tokens {name}", live_tokens)
+    return Fanned(local.checks, [], (version[0], ids[0]))
 
 
 def live_provider_checks(

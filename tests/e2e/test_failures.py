@@ -205,6 +205,18 @@ def _ready(pod: dict[str, Any]) -> bool:
                for c in (pod.get("status") or {}).get("conditions") or [])
 
 
+def _rolled_out(lab: Lab, app: str) -> bool:
+    """The Deployment's status says what preflight checks: every replica updated and
+    available for the current generation (pods Ready is not enough: the controller writes
+    the status a moment later)."""
+    d = lab.kjson("get", "deployment", "-n", "shop", app)
+    spec, st = d.get("spec") or {}, d.get("status") or {}
+    want = spec.get("replicas", 1)
+    return (st.get("observedGeneration") == d["metadata"].get("generation")
+            and st.get("updatedReplicas") == want and st.get("availableReplicas") == want
+            and st.get("replicas") == want)
+
+
 def _new_pods(lab: Lab, old: dict[str, set[str]]) -> dict[str, list[dict[str, Any]]]:
     """Per consumer, the pods that are not in ``old``."""
     return {svc: [p for p in _pods(lab, svc) if p["metadata"]["name"] not in old[svc]]
@@ -250,7 +262,8 @@ def test_provider_failure_undoes_the_prepared_consumers_then_resume_prepares_fir
     no failed request; its resume starts the new consumer pods — running, unready, the old
     pods serving — *before* the provider switches, then completes once the provider does."""
     eventually(lambda: all(len(_pods(lab, svc)) == 1 and all(map(_ready, _pods(lab, svc)))
-                           for svc in CONSUMERS), 60, "the previous test's rollouts settled")
+                           and _rolled_out(lab, svc) for svc in CONSUMERS), 60,
+               "the previous test's rollouts settled")
     chain = _rollout_dragonfly_chain(lab)
     old_password = lab.bao_password()
     old_pods = {svc: {p["metadata"]["name"] for p in _pods(lab, svc)} for svc in CONSUMERS}

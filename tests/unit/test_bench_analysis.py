@@ -95,8 +95,9 @@ def test_pod_lives_and_the_new_pods_rollout_from_watch_events() -> None:
     lives = {p.name: p for p in observed.pod_lives(events, start)}
     assert lives["cart-a"].created is None and lives["cart-a"].gone == start + 9.6
     assert lives["cart-b"].start_to_ready == pytest.approx(4.5)
-    assert observed.new_pod_rollout(list(lives.values()), "shop", "cart", start + 1) == 4.5
-    assert observed.new_pod_rollout(list(lives.values()), "shop", "user", start) is None
+    newest = observed.newest_pod(list(lives.values()), "shop", "cart", start + 1)
+    assert newest is not None and newest.start_to_ready == 4.5
+    assert observed.newest_pod(list(lives.values()), "shop", "user", start) is None
 
 
 def es(force: str, refresh: str) -> dict[str, Any]:
@@ -160,7 +161,40 @@ def test_journal_steps_start_with_the_cli_start_up(tmp_path: Path) -> None:
 
 def test_critical_path_line_names_its_parts() -> None:
     line = analysis.render_critical_path([_result("rotate", 0, 18.0, 3)])
-    assert line.startswith("critical path (median of 1 runs): 9.00 s = ESO reaction 1.00")
+    assert line.startswith("critical path, in order (median of 1 runs): 9.00 s = ESO reaction "
+                           "1.00 + provider change (rollout) 3.00")
+
+
+def test_prepared_critical_path_counts_pod_starts_then_the_catch_up() -> None:
+    """rotate's restart order: the consumers' pods start before the switch (packed onto the
+    slots), then only the catch-up after the provider's change is on the path."""
+    cp = analysis.CriticalPath(1.0, 0.4, (6.0, 6.0, 6.0, 6.0), 2, 0.01, provider_how="live",
+                               prepared=True, consumer_starts=(2.0, 3.0, 2.0, 1.0),
+                               catch_up=0.9)
+    assert cp.consumers == pytest.approx(4.0 + 0.9)  # slots: 2+2, 3+1
+    assert cp.total == pytest.approx(1.0 + 4.9 + 0.4 + 0.01)
+    assert analysis.CriticalPath(1.0, 0.4, (), 2, 0.01, prepared=True).total is None
+    result = analysis.RunResult("rotate", 0, 7.0, 0, cp, {})
+    line = analysis.render_critical_path([result])
+    assert "critical path, prepared" in line and "provider change (live) 0.40" in line
+    assert "catch-up 0.90" in line
+
+
+def test_pod_lives_record_when_every_container_started() -> None:
+    start = 1767225700.0
+    fresh = "2026-01-01T00:01:45Z"
+
+    def with_started(flag: bool) -> dict[str, Any]:
+        p = pod("cart-b", "cart", fresh, False)
+        p["status"]["containerStatuses"] = [{"name": "a", "started": True},
+                                            {"name": "b", "started": flag}]
+        return p
+
+    events = [Ev(start + 5.0, "ADDED", with_started(False)),
+              Ev(start + 6.0, "MODIFIED", with_started(True)),
+              Ev(start + 9.0, "MODIFIED", pod("cart-b", "cart", fresh, True))]
+    (life,) = observed.pod_lives(events, start)
+    assert life.started == start + 6.0 and life.ready == start + 9.0
 
 
 def test_busy_time_counts_parallel_steps_once_and_sequential_ones_summed() -> None:

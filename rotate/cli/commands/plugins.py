@@ -9,7 +9,6 @@ lab installed, ``rotate lab …`` is a usage error (exit 2) that says how to get
 
 from __future__ import annotations
 
-from importlib.metadata import entry_points
 from typing import Any
 
 import typer
@@ -26,6 +25,10 @@ LAB_INSTALL_HINT = ("from a checkout of rotate: make install (or: pip install -e
 
 def load_plugin(name: str) -> Any | None:
     """The click command behind entry point ``rotate.plugins:NAME``, or None if absent."""
+    # Imported here: importlib.metadata costs ~40 ms of start-up every other command
+    # would pay (bench/startup.py).
+    from importlib.metadata import entry_points
+
     found = entry_points(group=PLUGIN_GROUP, name=name)
     if not found:
         return None

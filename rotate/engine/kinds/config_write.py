@@ -32,6 +32,7 @@ class ConfigRestore(StepKind[ConfigWritten]):
     phase: ClassVar[Phase] = "restore"
     stage: ClassVar[int] = 4
     exit_code: ClassVar[int] = 13
+    parallel: ClassVar[bool] = True  # one consumer each: independent requests
     result: ClassVar[type[StepData]] = ConfigWritten
     undo: ClassVar[tuple[type[StepKind[Any]], ...]] = ()
 
@@ -88,6 +89,7 @@ class ConfigWrite(StepKind[ConfigWritten]):
     name: ClassVar[str] = "config.write"
     stage: ClassVar[int] = 4
     exit_code: ClassVar[int] = 13
+    parallel: ClassVar[bool] = True  # one consumer each: independent requests
     prepares: ClassVar[bool] = True  # pods read it only at start: safe before the switch
     result: ClassVar[type[StepData]] = ConfigWritten
     undo: ClassVar[tuple[type[StepKind[Any]], ...]] = (ConfigRestore,)

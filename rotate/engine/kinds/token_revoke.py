@@ -21,6 +21,7 @@ class TokenRevoke(StepKind[TokensRevoked]):
     name: ClassVar[str] = "token.revoke"
     stage: ClassVar[int] = 4
     exit_code: ClassVar[int] = 14
+    parallel: ClassVar[bool] = True  # one consumer each: independent requests
     result: ClassVar[type[StepData]] = TokensRevoked
     #: a rollback mints fresh tokens, then revokes every other one the consumer held —
     #: those the rolled-back run minted included (a revoked token stays revoked)
