@@ -53,12 +53,13 @@ def chain_with(tmp: Path, provider: str) -> Path:
 
 
 @contextmanager
-def load_on(lab: Lab, services: tuple[str, ...]) -> Iterator[dict[str, Load]]:
-    """Steady GET /work on each service until the block ends."""
+def load_on(lab: Lab, services: tuple[str, ...], limit: float = 30.0
+            ) -> Iterator[dict[str, Load]]:
+    """Steady GET /work on each service until the block ends (or ``limit`` seconds)."""
     with ExitStack() as stack:
         loads: dict[str, Load] = {}
         for svc in services:
-            load = Load(lab)
+            load = Load(lab, limit)
             load.PATH = f"/api/v1/namespaces/shop/services/{svc}:http/proxy/work"
             loads[svc] = stack.enter_context(load)
         yield loads
@@ -211,11 +212,17 @@ def test_rollout_postgres_stops_at_verify_then_rolls_back(lab: Lab, tmp_path: Pa
     docs = {svc: lab.bootstrap(svc)["value"] for svc in PG_CONSUMERS}
     templates = {svc: _template(lab, svc) for svc in PG_CONSUMERS}
 
-    # No load here: apply: rollout restarts PostgreSQL, and queries fail while it is down
-    # (inherent to the method).  The step deadline bounds provider.verify's retries.
-    res = lab.rotate("postgres", "--confirm", "--chain", str(chain), "-o", "json",
-                     "--timeout", "30s")
+    # Under load through the whole run (provider.verify retries until its 30 s deadline, so
+    # the load outlives the default 30 s): PostgreSQL restarts (StatefulSet: the old pod
+    # goes before the new one starts, the Service has no endpoint meanwhile), the prepared
+    # consumers' new pods never get Ready and consumer.undo removes them.  The consumers
+    # ride out the restart: /work retries a refused/dropped connection within its 5 s
+    # deadline and /readyz stays ready for 5 s after the last login (sample_postgres).
+    with load_on(lab, PG_CONSUMERS, limit=120) as loads:
+        res = lab.rotate("postgres", "--confirm", "--chain", str(chain), "-o", "json",
+                         "--timeout", "30s")
     assert res.code == 12, res.output
+    assert_no_failure(loads)
     report = json.loads(res.stdout)
     failed = [s for s in report["steps"] if s["status"] == "failed"]
     assert [s["kind"] for s in failed] == ["provider.verify"]
