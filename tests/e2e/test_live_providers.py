@@ -4,8 +4,11 @@ On one lab: bad input first (nothing changes), then ``rotate postgres --confirm`
 (alternating users) and its rollback, ``rotate dragonfly --confirm --strategy overlap``
 (redis-acl, user ``default``), and a chain whose postgres provider says ``apply: rollout``
 (the restart changes nothing inside PostgreSQL: ``provider.verify`` stops the run) and its
-rollback.  Every live rotation runs under steady ``/work`` load on the services that use the
-provider (the Load loop of test_overlap.py, one per service).  Evidence comes from psql
+rollback, and last a ``rotate postgres --confirm`` killed (SIGKILL) once provider.apply has
+acted, then resumed.  Every rotation except the killed one runs under steady ``/work`` load
+on the services that use the provider (the Load loop of test_overlap.py, one per service),
+and no request may fail — the rollout trap included, where PostgreSQL restarts: the sample
+service rides that out as a production client does (lab.md).  Evidence comes from psql
 (PGPASSWORD), raw Redis AUTH, OpenBao's HTTP API, kubectl, the Config Center API and the
 pids the lab's kubelet records.
 """
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -24,8 +28,10 @@ import redis
 from rotate_lab import postgres
 
 from tests.e2e.labtools import SHOP, Lab
+from tests.e2e.test_failures import newest_run
 from tests.e2e.test_overlap import Load, acl_auth
 from tests.paths import EXAMPLE_CHAIN
+from tests.polling import eventually
 
 pytestmark = pytest.mark.lab
 
@@ -239,4 +245,48 @@ def test_rollout_postgres_stops_at_verify_then_rolls_back(lab: Lab, tmp_path: Pa
     restored, restored_version = bao_data(lab, postgres.BAO_PATH)
     assert restored == old and restored_version == version + 2
     assert lab.secret_value("db", "postgres-password-secret", "password") == old["password"]
+    assert all_ready(lab) == {}
+
+
+# --------------------------------------------------------------------------- resume
+
+
+def _provider_apply_reached(lab: Lab, run_id: str) -> bool:
+    """provider.apply recorded what it observed (mid-step) or is done: the moment to kill."""
+    return any(e.get("kind") == "provider.apply"
+               and e.get("event") in ("step.progress", "step.done")
+               for e in lab.journal_events(run_id))
+
+
+def test_postgres_killed_at_provider_apply_then_resume_completes(lab: Lab) -> None:
+    old, version = bao_data(lab, postgres.BAO_PATH)
+    pid = pid_of(lab, "db/postgres-")
+    known = set(lab.run_ids())
+    proc = lab.spawn_rotate("postgres", "--confirm")
+    try:
+        run_id = eventually(lambda: newest_run(lab, known), 30, "the run's journal")
+        eventually(lambda: _provider_apply_reached(lab, run_id) or None, 60,
+                   "the run to reach provider.apply")
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+    finally:
+        proc.kill()
+        proc.communicate(timeout=10)
+    events = lab.journal_events(run_id)
+    assert not any(e.get("event") == "run.end" for e in events), "killed before its end"
+    assert not any(e.get("kind") == "provider.retire" and e.get("event") == "step.done"
+                   for e in events)
+    assert bao_data(lab, postgres.BAO_PATH)[1] == version + 1
+
+    res = lab.rotate("resume", run_id, "--confirm", "-o", "json")
+    assert res.code == 0, res.output
+    new, new_version = bao_data(lab, postgres.BAO_PATH)
+    assert new_version == version + 1, "resume must never write a second value"
+    assert new["username"] != old["username"] and new["password"] != old["password"]
+    for svc in PG_CONSUMERS:
+        section = lab.bootstrap(svc)["value"]["postgres"]
+        assert (section["user"], section["password"]) == (new["username"], new["password"])
+    assert psql_ok(lab, new["username"], new["password"])
+    assert not psql_ok(lab, old["username"], old["password"])
+    assert pid_of(lab, "db/postgres-") == pid
     assert all_ready(lab) == {}
