@@ -1,10 +1,14 @@
-"""A live provider (``apply: redis-acl``) through the real Engine on the fakes: the kinds
+"""Live providers (``apply: redis-acl``, ``apply: postgres``) through the real Engine on the
+fakes: the kinds
 provider.apply / provider.verify / provider.retire act, observe and undo on the provider's
 own (fake) ACL — never a provider rollout — and resume repeats none of them twice.
 
 ``LiveWorld`` is the fake shop whose Dragonfly takes its passwords over the admin connection
 (FakeConnector's Redis server, user ``default``, the credential itself as admin); a consumer
 is ready only while that server accepts the password of the document it started with.
+``PgLiveWorld`` is the same with FakeConnector's PostgreSQL (one login role, SCRAM verifiers).
+The alternating-users scheme is covered at stage level (tests/providers/test_stages.py) and
+end to end (tests/e2e/test_live_providers.py).
 """
 
 from __future__ import annotations
@@ -144,3 +148,59 @@ def test_rollback_of_a_live_run_restores_the_old_password(world: LiveWorld,
     assert world.passwords() == [OLD]
     assert new not in world.passwords()
     assert all(world.running[c] == OLD for c in CONSUMERS)
+
+
+# --------------------------------------------------------------------------- postgres
+
+
+class PgLiveWorld(LiveWorld):
+    """The same shop with a provider changed by ``apply: postgres`` (one login role ``app``,
+    the credential itself as admin: a role may set its own password)."""
+
+    def setup(self, password: str = OLD) -> None:
+        World.setup(self, password)
+        self.kube.raw("Service", "dragonfly", "dragonfly")["spec"]["clusterIP"] = "10.0.0.7"
+        self.connector.postgres.add_role("app", password)
+
+    def _readyz(self, target: ReadyzTarget) -> int:
+        doc_password = self.running.get(target.service)
+        if doc_password is not None and not self.connector.postgres.accepts(
+                "app", Secret(doc_password)):
+            return 503
+        return 200
+
+
+@pytest.fixture
+def pg_world(tmp_path: Path) -> PgLiveWorld:
+    chain = make_chain(tmp_path)
+    cred = dataclasses.replace(chain.credentials["dragonfly"], applies=(ProviderApply(
+        DRAGONFLY, "postgres",
+        ProviderConnection("postgres", ServicePortRef("dragonfly", "dragonfly", 6379)),
+        user="app", admin=AdminAuth("app")),))
+    w = PgLiveWorld(dataclasses.replace(chain, credentials={"dragonfly": cred}))
+    w.setup()
+    return w
+
+
+def test_postgres_cut_sends_a_verifier_then_resume_and_rollback(pg_world: PgLiveWorld,
+                                                                tmp_path: Path) -> None:
+    server = pg_world.connector.postgres
+    cancel, observer = CancelToken(), RecordingObserver()
+    observer.on_start["provider.verify"] = lambda _step: cancel.cancel()  # apply is done
+    first = _run(pg_world, tmp_path, Strategy.restart, cancel, observer)
+    assert first.exit_code == 130, first.message
+    new = _new(pg_world)
+    assert server.accepts("app", Secret(new)) and not server.accepts("app", Secret(OLD))
+    assert len(server.statements) == 1  # one ALTER ROLE ... PASSWORD 'SCRAM-SHA-256$...'
+    assert "SCRAM-SHA-256$" in server.statements[0] and new not in server.statements[0]
+
+    done = resume(pg_world, tmp_path, first.run_id)
+    assert done.exit_code == 0, done.message
+    assert len(server.statements) == 1  # observed as applied: not sent again
+    assert "provider.restart" not in [s.kind for s in done.steps]
+    assert all(pg_world.running[c] == new for c in CONSUMERS)
+
+    back = rollback(pg_world, tmp_path, first.run_id)
+    assert back.exit_code == 0, back.message
+    assert server.accepts("app", Secret(OLD)) and not server.accepts("app", Secret(new))
+    assert all(pg_world.running[c] == OLD for c in CONSUMERS)
