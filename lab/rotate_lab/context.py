@@ -166,7 +166,9 @@ class Resolver:
     """In-lab DNS: ``NAME.NS.svc.cluster.local`` (and ``NAME.NS``, ``NAME.NS.svc``) → ClusterIP.
 
     The service controller keeps it; every change is written to ``DIR/hosts`` (hosts-file
-    format) so that pod processes, which are separate programs, resolve the same names.
+    format) so that pod processes, which are separate programs, resolve the same names.  A
+    ``set`` that changes nothing writes nothing: the controller calls it on every reconcile,
+    and a rewrite costs the controller a file write and every pod a re-read.
     """
 
     def __init__(self, hosts_file: Path) -> None:
@@ -177,6 +179,8 @@ class Resolver:
     def set(self, namespace: str, name: str, ip: str | None) -> None:
         fqdn = f"{name}.{namespace}.{CLUSTER_DOMAIN}"
         with self._lock:
+            if self._table.get(fqdn) == ip and self.hosts_file.exists():
+                return
             if ip is None:
                 self._table.pop(fqdn, None)
             else:

@@ -4,8 +4,11 @@ On one lab: bad input first (nothing changes), then ``rotate postgres --confirm`
 (alternating users) and its rollback, ``rotate dragonfly --confirm --strategy overlap``
 (redis-acl, user ``default``), and a chain whose postgres provider says ``apply: rollout``
 (the restart changes nothing inside PostgreSQL: ``provider.verify`` stops the run) and its
-rollback.  Every live rotation runs under steady ``/work`` load on the services that use the
-provider (the Load loop of test_overlap.py, one per service).  Evidence comes from psql
+rollback, and last a ``rotate postgres --confirm`` killed (SIGKILL) once provider.apply has
+acted, then resumed.  Every rotation except the killed one runs under steady ``/work`` load
+on the services that use the provider (the Load loop of test_overlap.py, one per service),
+and no request may fail — the rollout trap included, where PostgreSQL restarts: the sample
+service rides that out as a production client does (lab.md).  Evidence comes from psql
 (PGPASSWORD), raw Redis AUTH, OpenBao's HTTP API, kubectl, the Config Center API and the
 pids the lab's kubelet records.
 """
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -24,8 +28,10 @@ import redis
 from rotate_lab import postgres
 
 from tests.e2e.labtools import SHOP, Lab
+from tests.e2e.test_failures import newest_run
 from tests.e2e.test_overlap import Load, acl_auth
 from tests.paths import EXAMPLE_CHAIN
+from tests.polling import eventually
 
 pytestmark = pytest.mark.lab
 
@@ -53,12 +59,13 @@ def chain_with(tmp: Path, provider: str) -> Path:
 
 
 @contextmanager
-def load_on(lab: Lab, services: tuple[str, ...]) -> Iterator[dict[str, Load]]:
-    """Steady GET /work on each service until the block ends."""
+def load_on(lab: Lab, services: tuple[str, ...], limit: float = 30.0
+            ) -> Iterator[dict[str, Load]]:
+    """Steady GET /work on each service until the block ends (or ``limit`` seconds)."""
     with ExitStack() as stack:
         loads: dict[str, Load] = {}
         for svc in services:
-            load = Load(lab)
+            load = Load(lab, limit)
             load.PATH = f"/api/v1/namespaces/shop/services/{svc}:http/proxy/work"
             loads[svc] = stack.enter_context(load)
         yield loads
@@ -211,11 +218,17 @@ def test_rollout_postgres_stops_at_verify_then_rolls_back(lab: Lab, tmp_path: Pa
     docs = {svc: lab.bootstrap(svc)["value"] for svc in PG_CONSUMERS}
     templates = {svc: _template(lab, svc) for svc in PG_CONSUMERS}
 
-    # No load here: apply: rollout restarts PostgreSQL, and queries fail while it is down
-    # (inherent to the method).  The step deadline bounds provider.verify's retries.
-    res = lab.rotate("postgres", "--confirm", "--chain", str(chain), "-o", "json",
-                     "--timeout", "30s")
+    # Under load through the whole run (provider.verify retries until its 30 s deadline, so
+    # the load outlives the default 30 s): PostgreSQL restarts (StatefulSet: the old pod
+    # goes before the new one starts, the Service has no endpoint meanwhile), the prepared
+    # consumers' new pods never get Ready and consumer.undo removes them.  The consumers
+    # ride out the restart: /work retries a refused/dropped connection within its 5 s
+    # deadline and /readyz stays ready for 5 s after the last login (sample_postgres).
+    with load_on(lab, PG_CONSUMERS, limit=120) as loads:
+        res = lab.rotate("postgres", "--confirm", "--chain", str(chain), "-o", "json",
+                         "--timeout", "30s")
     assert res.code == 12, res.output
+    assert_no_failure(loads)
     report = json.loads(res.stdout)
     failed = [s for s in report["steps"] if s["status"] == "failed"]
     assert [s["kind"] for s in failed] == ["provider.verify"]
@@ -232,4 +245,48 @@ def test_rollout_postgres_stops_at_verify_then_rolls_back(lab: Lab, tmp_path: Pa
     restored, restored_version = bao_data(lab, postgres.BAO_PATH)
     assert restored == old and restored_version == version + 2
     assert lab.secret_value("db", "postgres-password-secret", "password") == old["password"]
+    assert all_ready(lab) == {}
+
+
+# --------------------------------------------------------------------------- resume
+
+
+def _provider_apply_reached(lab: Lab, run_id: str) -> bool:
+    """provider.apply recorded what it observed (mid-step) or is done: the moment to kill."""
+    return any(e.get("kind") == "provider.apply"
+               and e.get("event") in ("step.progress", "step.done")
+               for e in lab.journal_events(run_id))
+
+
+def test_postgres_killed_at_provider_apply_then_resume_completes(lab: Lab) -> None:
+    old, version = bao_data(lab, postgres.BAO_PATH)
+    pid = pid_of(lab, "db/postgres-")
+    known = set(lab.run_ids())
+    proc = lab.spawn_rotate("postgres", "--confirm")
+    try:
+        run_id = eventually(lambda: newest_run(lab, known), 30, "the run's journal")
+        eventually(lambda: _provider_apply_reached(lab, run_id) or None, 60,
+                   "the run to reach provider.apply")
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+    finally:
+        proc.kill()
+        proc.communicate(timeout=10)
+    events = lab.journal_events(run_id)
+    assert not any(e.get("event") == "run.end" for e in events), "killed before its end"
+    assert not any(e.get("kind") == "provider.retire" and e.get("event") == "step.done"
+                   for e in events)
+    assert bao_data(lab, postgres.BAO_PATH)[1] == version + 1
+
+    res = lab.rotate("resume", run_id, "--confirm", "-o", "json")
+    assert res.code == 0, res.output
+    new, new_version = bao_data(lab, postgres.BAO_PATH)
+    assert new_version == version + 1, "resume must never write a second value"
+    assert new["username"] != old["username"] and new["password"] != old["password"]
+    for svc in PG_CONSUMERS:
+        section = lab.bootstrap(svc)["value"]["postgres"]
+        assert (section["user"], section["password"]) == (new["username"], new["password"])
+    assert psql_ok(lab, new["username"], new["password"])
+    assert not psql_ok(lab, old["username"], old["password"])
+    assert pid_of(lab, "db/postgres-") == pid
     assert all_ready(lab) == {}

@@ -58,7 +58,8 @@ class Load:
 
     PATH = "/api/v1/namespaces/shop/services/search:http/proxy/work"
 
-    def __init__(self, lab: Lab) -> None:
+    def __init__(self, lab: Lab, limit: float = LOAD_LIMIT) -> None:
+        self.limit = limit
         self.client = api_client(lab)
         self.stop = threading.Event()
         self.ok = 0
@@ -66,7 +67,7 @@ class Load:
         self.thread = threading.Thread(target=self._loop, daemon=True, name="load")
 
     def _loop(self) -> None:
-        deadline = time.monotonic() + LOAD_LIMIT
+        deadline = time.monotonic() + self.limit
         while not self.stop.is_set() and time.monotonic() < deadline:
             try:
                 r = self.client.get(self.PATH)

@@ -14,13 +14,17 @@ from __future__ import annotations
 
 import base64
 import os
+import socket
 import subprocess
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+import psycopg
 import pytest
 from rotate_lab import postgres
+from rotate_lab.services.sample_postgres import Postgres, is_transient
 
 from tests.lab.conftest import LabHandle
 from tests.polling import eventually
@@ -146,11 +150,31 @@ def test_restart_keeps_the_data_and_a_new_secret_changes_nothing(
                 f"force-sync={time.time_ns()}", "--overwrite")
     eventually(lambda: secret(lab, "postgres-password-secret", "password") == new or None, 10,
                "the Secret to follow OpenBao")
-    # ... and the pod restarts (deleted; the StatefulSet recreates postgres-0).
+    # ... and the pod restarts (deleted; the StatefulSet recreates postgres-0).  Meanwhile
+    # the sample service's client (as in a shop pod) keeps answering /work: it rides out
+    # the restart within its 5 s request deadline.
+    client = Postgres({"host": host, "port": 5432, "user": postgres.APP_USER,
+                       "password": old, "database": "shop"}, str)
+    outcomes: list[str | None] = []
+    stop = threading.Event()
+
+    def work_loop() -> None:
+        while not stop.is_set():
+            outcomes.append(client.work(len(outcomes)))
+
+    worker = threading.Thread(target=work_loop, daemon=True)
     before_pid, before_uid = postgres_pid(lab), pod_ready(lab)
-    lab.kubectl("delete", "pod", "-n", "db", "postgres-0")
-    eventually(lambda: pod_ready(lab) not in (None, before_uid) or None, 30,
-               "postgres-0 to be recreated and Ready")
+    worker.start()
+    try:
+        lab.kubectl("delete", "pod", "-n", "db", "postgres-0")
+        eventually(lambda: pod_ready(lab) not in (None, before_uid) or None, 30,
+                   "postgres-0 to be recreated and Ready")
+        count = len(outcomes)
+        eventually(lambda: len(outcomes) > count or None, 10, "a /work after the restart")
+    finally:
+        stop.set()
+        worker.join(timeout=15)
+    assert outcomes and set(outcomes) == {None}, [o for o in outcomes if o]
     assert postgres_pid(lab) != before_pid
     kept = psql(host, postgres.APP_USER, old, "SELECT name FROM products WHERE id = 99")
     assert kept.returncode == 0, kept.stderr
@@ -160,3 +184,45 @@ def test_restart_keeps_the_data_and_a_new_secret_changes_nothing(
     log = pod_log(lab)
     assert log.count("initdb: a new cluster") == 1
     assert "skipping initialization (POSTGRES_PASSWORD is not read)" in log
+
+
+def test_only_a_lost_connection_is_retried_never_a_refused_login(lab: LabHandle) -> None:
+    """The sample service's client: an authentication failure fails at once, unretried."""
+    section = {"host": service_ip(lab), "port": 5432, "user": postgres.APP_USER,
+               "password": "not-the-password-at-all", "database": "shop"}
+    wrong = Postgres(section, str)
+    started = time.monotonic()
+    assert wrong.work(1) == "postgres: OperationalError"
+    assert time.monotonic() - started < 2  # far below the 5 s retry window
+    assert wrong.check() == "postgres: OperationalError"
+    try:
+        psycopg.connect(host=service_ip(lab), user=postgres.APP_USER, dbname="shop",
+                        password="not-the-password-at-all", connect_timeout=3)
+    except psycopg.OperationalError as exc:
+        assert not is_transient(exc)
+    for text in ('connection to server at "10.0.0.1", port 5432 failed: Connection refused',
+                 "server closed the connection unexpectedly",
+                 "FATAL:  the database system is starting up"):
+        assert is_transient(psycopg.OperationalError(text)), text
+    assert is_transient(psycopg.errors.AdminShutdown("terminating connection"))
+    assert not is_transient(psycopg.OperationalError(
+        'FATAL:  role "app_b" is not permitted to log in'))
+    assert not is_transient(psycopg.errors.UndefinedTable("no products"))
+
+
+def test_readyz_grace_only_after_a_recent_login(lab: LabHandle,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """A refused connection leaves a pod that logged in < 5 s ago ready, never a new one."""
+    section = {"host": service_ip(lab), "port": 5432, "user": postgres.APP_USER,
+               "password": secret(lab, "postgres-password-secret", "password"),
+               "database": "shop"}
+    with socket.socket() as closed:  # bound, never listening: connections are refused
+        closed.bind(("127.0.0.1", 0))
+        logged_in, never = Postgres(section, str), Postgres(section, str)
+        assert logged_in.check() is None
+        logged_in.port = never.port = closed.getsockname()[1]
+        assert logged_in.check() is None  # the server "restarts": still ready
+        assert never.check() == "postgres: OperationalError"
+        monkeypatch.setattr("rotate_lab.services.sample_postgres.RETRY_WINDOW", 0.0)
+        assert logged_in.check() == "postgres: OperationalError"  # the grace is bounded
+        assert never.work(1) == "postgres: OperationalError"  # the retry too

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import shutil
 from collections.abc import Callable
 
@@ -20,6 +21,7 @@ from tests.lab.workload_fixtures import (
     resp,
     restart_patch,
     rollout_complete,
+    service,
 )
 from tests.polling import eventually
 
@@ -132,6 +134,52 @@ def test_rolling_update_respects_max_unavailable_zero(cluster: MiniCluster) -> N
                         "strategic")
     cluster.wait_rollout("dragonfly", "dragonfly")
     assert lowest_available and min(lowest_available) >= 2
+
+
+def ready_ips(endpoints: Obj) -> list[str]:
+    return sorted(str(a["ip"]) for s in endpoints.get("subsets") or []
+                  for a in s.get("addresses") or [])
+
+
+def test_a_rolling_update_never_publishes_an_empty_endpoint_set(cluster: MiniCluster) -> None:
+    """One replica, maxSurge 1 / maxUnavailable 0: every version of the Endpoints written
+    during the rollout has a Ready address (the old pod until the new one is Ready), so the
+    Service proxy never answers "no endpoints available"."""
+    cluster.apply(*dragonfly_objects(replicas=1, strategy={
+        "type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}))
+    cluster.wait_rollout("dragonfly", "dragonfly")
+    eventually(lambda: ready_ips(cluster.get("Endpoints", "dragonfly", "dragonfly")) or None,
+               10, "the first pod to be an endpoint")
+    published: list[list[str]] = []
+
+    def watch(event: str, kind: str, obj: Obj) -> None:
+        if kind == "Endpoints" and obj["metadata"]["name"] == "dragonfly":
+            published.append(ready_ips(obj))
+
+    cluster.store.subscribe(watch)
+    cluster.store.patch("Deployment", "dragonfly", "dragonfly", restart_patch("x"),
+                        "strategic")
+    cluster.wait_rollout("dragonfly", "dragonfly")
+    [pod] = cluster.pods("dragonfly", "app=dragonfly")
+    new_ip = pod["status"]["podIP"]
+    eventually(lambda: ready_ips(cluster.get("Endpoints", "dragonfly", "dragonfly"))
+               == [new_ip] or None, 10, "the new pod to be the endpoint")
+    assert published and all(published), published
+
+
+def test_a_pod_change_reconciles_only_the_services_selecting_it(cluster: MiniCluster) -> None:
+    """As the endpoints controller's pod→service memberships: a pod event queues the Services
+    it is (or was) an endpoint of, not every Service of its namespace."""
+    cluster.apply(*dragonfly_objects(), service(
+        "dragonfly", "other", [{"name": "x", "port": 7000}], {"app": "other"}))
+    cluster.wait_rollout("dragonfly", "dragonfly")
+    [pod] = cluster.pods("dragonfly", "app=dragonfly")
+    mine, other = ("Service", "dragonfly", "dragonfly"), ("Service", "dragonfly", "other")
+    assert cluster.services.keys_for("MODIFIED", "Pod", pod) == [mine]
+    moved = copy.deepcopy(pod)
+    moved["metadata"]["labels"] = {"app": "other"}
+    assert cluster.services.keys_for("MODIFIED", "Pod", moved) == [mine, other]  # leaves mine
+    assert cluster.services.keys_for("DELETED", "Pod", moved) == [other]
 
 
 def test_revision_history_limit_prunes_the_oldest_idle_replicasets(cluster: MiniCluster

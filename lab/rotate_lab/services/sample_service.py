@@ -28,7 +28,9 @@ or a response body.  SIGTERM stops it promptly with exit status 0, after a short
 (:data:`DRAIN_SECONDS`) during which it keeps serving: the endpoints controller and the
 kubelet react to a pod's deletion concurrently, and a request routed to the pod just before
 its endpoint was withdrawn must still be answered — what a ``preStop`` sleep does for real
-services, and what lets a rollout serve every request.
+services, and what lets a rollout serve every request.  Then it stops accepting and lets the
+requests still in flight finish (at most :data:`IN_FLIGHT_GRACE` seconds, within the
+kubelet's grace period) before it exits: a graceful shutdown, never a cut response.
 """
 
 from __future__ import annotations
@@ -50,6 +52,28 @@ CHECK_TTL = 0.5
 BOOTSTRAP_DEADLINE = float(os.environ.get("LAB_BOOTSTRAP_DEADLINE", "15"))
 IO_TIMEOUT = 2.0
 DRAIN_SECONDS = float(os.environ.get("LAB_DRAIN_SECONDS", "0.5"))
+IN_FLIGHT_GRACE = 1.0
+
+
+class InFlight:
+    """Counts the requests being handled, so that a shutdown can wait for them to finish."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._n = 0
+
+    def __enter__(self) -> None:
+        with self._cond:
+            self._n += 1
+
+    def __exit__(self, *_: Any) -> None:
+        with self._cond:
+            self._n -= 1
+            self._cond.notify_all()
+
+    def wait_idle(self, timeout: float) -> bool:
+        with self._cond:
+            return self._cond.wait_for(lambda: self._n == 0, timeout)
 
 
 def log(message: str) -> None:
@@ -363,7 +387,7 @@ class Service:
         return self.postgres.work(n) if self.postgres is not None else None
 
 
-def make_handler(service: Service) -> type[BaseHTTPRequestHandler]:
+def make_handler(service: Service, in_flight: InFlight) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         server_version = "lab-sample-service"
 
@@ -379,6 +403,10 @@ def make_handler(service: Service) -> type[BaseHTTPRequestHandler]:
             self.wfile.write(raw)
 
         def do_GET(self) -> None:
+            with in_flight:
+                self._route()
+
+        def _route(self) -> None:
             path = self.path.split("?", 1)[0]
             if path == "/healthz":
                 self._send(200, {"status": "ok"})
@@ -453,7 +481,8 @@ def main() -> int:
     log(f"bootstrap loaded (keys: {', '.join(sorted(document))}); dragonfly: "
         f"{'yes' if service.dragonfly else 'no'}; cache: {'yes' if service.cache else 'no'}; "
         f"postgres: {'yes' if service.postgres else 'no'}")
-    server = ThreadingHTTPServer((host, port), make_handler(service))
+    in_flight = InFlight()
+    server = ThreadingHTTPServer((host, port), make_handler(service, in_flight))
     server.daemon_threads = True
 
     def drain_then_shutdown() -> None:
@@ -469,6 +498,7 @@ def main() -> int:
     log(f"listening on {host}:{port}")
     try:
         server.serve_forever(poll_interval=0.2)
+        in_flight.wait_idle(IN_FLIGHT_GRACE)  # answer what was accepted, then exit
     finally:
         server.server_close()
     log("stopped")

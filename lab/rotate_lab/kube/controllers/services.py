@@ -174,6 +174,8 @@ class ServiceController(Controller):
         self._managed: set[tuple[str, str]] = set()  # Endpoints this controller writes
         self._bind_failed: set[tuple[str, int]] = set()
         self.forwarders: dict[tuple[str, str], dict[tuple[str, int], Forwarder]] = {}
+        self._members: dict[str, set[Key]] = {}  # pod uid → Services it was an endpoint of
+        self._members_lock = threading.Lock()  # keys_for runs on the store's notifier threads
         self._rr = itertools.count()
         self._rr_lock = threading.Lock()
 
@@ -183,8 +185,25 @@ class ServiceController(Controller):
         ns = str(obj["metadata"].get("namespace") or "")
         if kind == "Endpoints":
             return [("Service", ns, str(obj["metadata"]["name"]))]
+        return self._pod_services(event_type, obj)
+
+    def _pod_services(self, event_type: str, pod: Obj) -> list[Key]:
+        """The Services a pod change concerns: those whose selector matches it now, plus those
+        it matched before (a relabelled or deleted pod leaves their endpoints) — as the
+        endpoints controller's pod→service memberships.  Reconciling only these keeps the
+        endpoint update of a rollout from queueing behind every other Service."""
+        md = pod["metadata"]
+        ns, uid = str(md.get("namespace") or ""), str(md.get("uid") or "")
+        labels = md.get("labels") or {}
         services, _ = self.ctx.store.list("Service", ns)
-        return [key_of("Service", s) for s in services if (s.get("spec") or {}).get("selector")]
+        now = {key_of("Service", s) for s in services
+               if (sel := (s.get("spec") or {}).get("selector"))
+               and selector_from_spec({"matchLabels": sel}).matches(labels)}
+        with self._members_lock:
+            before = self._members.pop(uid, set())
+            if event_type != "DELETED":
+                self._members[uid] = now
+        return sorted(now | before)
 
     def resync_keys(self) -> list[Key]:
         items, _ = self.ctx.store.list("Service")

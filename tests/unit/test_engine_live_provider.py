@@ -1,0 +1,206 @@
+"""Live providers (``apply: redis-acl``, ``apply: postgres``) through the real Engine on the
+fakes: the kinds
+provider.apply / provider.verify / provider.retire act, observe and undo on the provider's
+own (fake) ACL — never a provider rollout — and resume repeats none of them twice.
+
+``LiveWorld`` is the fake shop whose Dragonfly takes its passwords over the admin connection
+(FakeConnector's Redis server, user ``default``, the credential itself as admin); a consumer
+is ready only while that server accepts the password of the document it started with.
+``PgLiveWorld`` is the same with FakeConnector's PostgreSQL (one login role, SCRAM verifiers).
+The alternating-users scheme is covered at stage level (tests/providers/test_stages.py) and
+end to end (tests/e2e/test_live_providers.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from rotate.chain.model import (
+    AdminAuth,
+    ProviderApply,
+    ProviderConnection,
+    ServicePortRef,
+    Strategy,
+)
+from rotate.clients.seams import ReadyzTarget
+from rotate.core.refs import ObjectRef
+from rotate.core.secret import Secret
+from rotate.core.waiting import CancelToken
+from rotate.engine.model import RunReport
+from tests.fakes import CONSUMERS, World, make_chain
+from tests.fakes_providers import FakeAclUser
+from tests.unit.engine_support import RecordingObserver, options, resume, rollback
+
+OLD = "old-password-0123456789abcdefghijklmn"
+DRAGONFLY = ObjectRef("Deployment", "dragonfly", "dragonfly")
+
+
+class LiveWorld(World):
+    def setup(self, password: str = OLD) -> None:
+        super().setup(password)
+        self.kube.raw("Service", "dragonfly", "dragonfly")["spec"]["clusterIP"] = "10.0.0.7"
+        self.connector.redis.users["default"] = FakeAclUser([password])
+
+    def _readyz(self, target: ReadyzTarget) -> int:
+        name = target.service
+        doc_password = self.running.get(name)
+        if doc_password is not None and not self.connector.redis.accepts(
+                "default", Secret(doc_password)):
+            return 503
+        token = self.running.get(f"{name}#token")
+        if token is not None and not self.cc.valid_token(name, token):
+            return 503
+        return 200
+
+    def passwords(self) -> list[str]:
+        return list(self.connector.redis.users["default"].passwords)
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> LiveWorld:
+    chain = make_chain(tmp_path)
+    cred = dataclasses.replace(chain.credentials["dragonfly"], applies=(ProviderApply(
+        DRAGONFLY, "redis-acl",
+        ProviderConnection("redis", ServicePortRef("dragonfly", "dragonfly", 6379)),
+        user="default", admin=AdminAuth("default")),))
+    w = LiveWorld(dataclasses.replace(chain, credentials={"dragonfly": cred}))
+    w.setup()
+    return w
+
+
+def _run(world: LiveWorld, tmp_path: Path, strategy: Strategy,
+         cancel: CancelToken | None = None,
+         observer: RecordingObserver | None = None, timeout: float | None = None
+         ) -> RunReport:
+    return world.engine().run(options(tmp_path, strategy=strategy, timeout=timeout), "dragonfly",
+                              observer or RecordingObserver(), cancel or CancelToken())
+
+
+def _new(world: LiveWorld) -> str:
+    return world.vault.current("infra/dragonfly", "password")
+
+
+def test_overlap_adds_then_retires_and_never_rolls_the_provider(world: LiveWorld,
+                                                                tmp_path: Path) -> None:
+    report = _run(world, tmp_path, Strategy.overlap)
+    assert report.exit_code == 0, report.message
+    kinds = [s.kind for s in report.steps]
+    assert kinds.index("provider.apply") < kinds.index("provider.verify") \
+        < kinds.index("config.write") < kinds.index("provider.retire")
+    assert "provider.restart" not in kinds
+    assert "dragonfly/dragonfly" not in world.rollouts
+    assert world.passwords() == [_new(world)]  # old removed at the end
+    assert all(world.running[c] == _new(world) for c in CONSUMERS)
+
+
+def test_restart_on_redis_acl_swaps_at_once(world: LiveWorld, tmp_path: Path) -> None:
+    report = _run(world, tmp_path, Strategy.restart)
+    assert report.exit_code == 0, report.message
+    kinds = [s.kind for s in report.steps]
+    assert "provider.retire" not in kinds and "provider.restart" not in kinds
+    assert world.passwords() == [_new(world)]
+
+
+def test_verify_fails_with_12_when_the_provider_does_not_take_the_value(
+        world: LiveWorld, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An ACL that silently drops the new password: provider.verify refuses, exit 12, and no
+    consumer document was written (they still work on the old value)."""
+    from tests.fakes_providers import FakeRedisAcl
+
+    monkeypatch.setattr(FakeRedisAcl, "add_password", lambda self, user, pw: None)
+    monkeypatch.setattr(FakeRedisAcl, "set_only_password", lambda self, user, pw: None)
+    report = _run(world, tmp_path, Strategy.overlap, timeout=1.0)  # verify retries till then
+    assert report.exit_code == 12, report.message
+    failed = [s.kind for s in report.steps if s.status == "failed"]
+    assert failed == ["provider.verify"]
+    assert world.passwords() == [OLD]
+    assert all(world.running[c] == OLD for c in CONSUMERS)
+    assert all(world.cc.docs[(c, "bootstrap")][-1]["dragonfly"]["password"] == OLD
+               for c in CONSUMERS)
+
+
+def test_resume_after_an_interrupt_at_provider_apply_repeats_nothing(
+        world: LiveWorld, tmp_path: Path) -> None:
+    cancel, observer = CancelToken(), RecordingObserver()
+    observer.on_start["provider.verify"] = lambda _step: cancel.cancel()  # apply is done
+    first = _run(world, tmp_path, Strategy.overlap, cancel, observer)
+    assert first.exit_code == 130, first.message
+    assert world.passwords() == [OLD, _new(world)]  # applied: both valid, nothing retired
+    versions = len(world.vault.versions["infra/dragonfly"])
+
+    done = resume(world, tmp_path, first.run_id)
+    assert done.exit_code == 0, done.message
+    assert len(world.vault.versions["infra/dragonfly"]) == versions  # no second value
+    assert world.passwords() == [_new(world)]
+    assert all(world.running[c] == _new(world) for c in CONSUMERS)
+
+
+def test_rollback_of_a_live_run_restores_the_old_password(world: LiveWorld,
+                                                          tmp_path: Path) -> None:
+    report = _run(world, tmp_path, Strategy.overlap)
+    assert report.exit_code == 0, report.message
+    new = _new(world)
+    back = rollback(world, tmp_path, report.run_id)
+    assert back.exit_code == 0, back.message
+    assert world.passwords() == [OLD]
+    assert new not in world.passwords()
+    assert all(world.running[c] == OLD for c in CONSUMERS)
+
+
+# --------------------------------------------------------------------------- postgres
+
+
+class PgLiveWorld(LiveWorld):
+    """The same shop with a provider changed by ``apply: postgres`` (one login role ``app``,
+    the credential itself as admin: a role may set its own password)."""
+
+    def setup(self, password: str = OLD) -> None:
+        World.setup(self, password)
+        self.kube.raw("Service", "dragonfly", "dragonfly")["spec"]["clusterIP"] = "10.0.0.7"
+        self.connector.postgres.add_role("app", password)
+
+    def _readyz(self, target: ReadyzTarget) -> int:
+        doc_password = self.running.get(target.service)
+        if doc_password is not None and not self.connector.postgres.accepts(
+                "app", Secret(doc_password)):
+            return 503
+        return 200
+
+
+@pytest.fixture
+def pg_world(tmp_path: Path) -> PgLiveWorld:
+    chain = make_chain(tmp_path)
+    cred = dataclasses.replace(chain.credentials["dragonfly"], applies=(ProviderApply(
+        DRAGONFLY, "postgres",
+        ProviderConnection("postgres", ServicePortRef("dragonfly", "dragonfly", 6379)),
+        user="app", admin=AdminAuth("app")),))
+    w = PgLiveWorld(dataclasses.replace(chain, credentials={"dragonfly": cred}))
+    w.setup()
+    return w
+
+
+def test_postgres_cut_sends_a_verifier_then_resume_and_rollback(pg_world: PgLiveWorld,
+                                                                tmp_path: Path) -> None:
+    server = pg_world.connector.postgres
+    cancel, observer = CancelToken(), RecordingObserver()
+    observer.on_start["provider.verify"] = lambda _step: cancel.cancel()  # apply is done
+    first = _run(pg_world, tmp_path, Strategy.restart, cancel, observer)
+    assert first.exit_code == 130, first.message
+    new = _new(pg_world)
+    assert server.accepts("app", Secret(new)) and not server.accepts("app", Secret(OLD))
+    assert len(server.statements) == 1  # one ALTER ROLE ... PASSWORD 'SCRAM-SHA-256$...'
+    assert "SCRAM-SHA-256$" in server.statements[0] and new not in server.statements[0]
+
+    done = resume(pg_world, tmp_path, first.run_id)
+    assert done.exit_code == 0, done.message
+    assert len(server.statements) == 1  # observed as applied: not sent again
+    assert "provider.restart" not in [s.kind for s in done.steps]
+    assert all(pg_world.running[c] == new for c in CONSUMERS)
+
+    back = rollback(pg_world, tmp_path, first.run_id)
+    assert back.exit_code == 0, back.message
+    assert server.accepts("app", Secret(OLD)) and not server.accepts("app", Secret(new))
+    assert all(pg_world.running[c] == OLD for c in CONSUMERS)
