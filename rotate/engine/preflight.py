@@ -34,6 +34,7 @@ from rotate.stages import (
     provider_access,
     reloader_presence,
     rollout,
+    staged,
     surge,
     sync,
     tokens,
@@ -143,6 +144,7 @@ def preflight(
     ondelete: list[str] = []
     no_surge: dict[str, str] = {}
     thinned: dict[str, str] = {}
+    unprobed: list[str] = []
     grace = chain.defaults.reloader_grace
 
     vso_seen: dict[str, list[dict[str, Any]]] = {}
@@ -189,6 +191,8 @@ def preflight(
             if role == "consumer":
                 surged = surge.verdict(obj)
                 (thinned if surged.early else no_surge)[str(ref)] = surged.note
+                if surged.early and staged.no_startup_probe(obj):
+                    unprobed.append(str(ref))
             done, message = rollout.rollout_status(obj)
             if not done:
                 raise NotFoundError("kubernetes", str(ref), f"not healthy now: {message}")
@@ -246,6 +250,7 @@ def preflight(
         consumers=consumers, config_versions=config_versions, token_ids=token_ids,
         reloader=reloader, ondelete=tuple(ondelete), no_surge=no_surge,
         thinned={ref: note for ref, note in thinned.items() if note},
+        unprobed=tuple(unprobed),
     )
 
 
