@@ -289,9 +289,10 @@ class RunStart:
     value_fingerprint: Mapping[str, str] | None = None
 
     def prepared(self, step: PlannedStep) -> bool:
-        """``step`` runs ahead of the provider switch (rotate.engine.plan): a rotation with
-        the restart strategy whose plan has a stage-③ step of the same phase after it."""
-        if self.operation != "rotate" or self.strategy != Strategy.restart:
+        """``step`` runs ahead of the provider switch (rotate.engine.plan): a stage-④ step of
+        a rotation with the restart strategy whose plan has a stage-③ step of the same phase
+        after it."""
+        if self.operation != "rotate" or self.strategy != Strategy.restart or step.stage <= 3:
             return False
         return any(s.index > step.index and s.stage == 3 and s.phase == step.phase
                    for s in self.steps)
