@@ -196,6 +196,11 @@ def test_the_switch_waits_for_the_prepared_pods_and_one_that_never_starts_fails_
     assert_prepared_undone(world, report.run_id)
     assert "no consumer uses the new value" in report.message
 
+    world.unstarted.discard("order")  # the template is fixed: resume prepares again
+    resumed = resume(world, tmp_path, report.run_id)
+    assert resumed.status == "succeeded", resumed.message
+    assert_rotated(world, tmp_path, report.run_id)
+
 
 def test_the_plan_says_what_started_means_without_a_startup_probe(world: World,
                                                                   tmp_path: Path) -> None:
