@@ -82,6 +82,10 @@ class ContainerRuntime:
         live = spec.get("livenessProbe")
         self.liveness = (Probe(live, max(pod.period_cap, LIVENESS_PERIOD_FLOOR))
                          if isinstance(live, dict) else None)
+        boot = spec.get("startupProbe")
+        self.startup = Probe(boot, pod.period_cap) if isinstance(boot, dict) else None
+        #: the startup probe succeeded since the container (re)started
+        self.startup_passed = False
         self.kill_at: float | None = None  # liveness failed: SIGKILL if still alive then
         #: exited for good (restartPolicy Never, or OnFailure with exit 0): never restarted
         self.terminated: Obj | None = None
@@ -92,8 +96,13 @@ class ContainerRuntime:
         return base if self.pod.containers[0] is self else f"{base}/{self.name}"
 
     @property
+    def started(self) -> bool:
+        """containerStatuses[].started: running, and its startup probe (if any) passed."""
+        return self.proc is not None and (self.startup is None or self.startup_passed)
+
+    @property
     def ready(self) -> bool:
-        if self.proc is None:
+        if not self.started:
             return False
         return True if self.probe is None else self.probe.ready
 
@@ -113,6 +122,9 @@ class ContainerRuntime:
             if now >= self.kill_at:
                 self.kill(signal.SIGKILL)
             return
+        if not self.started:
+            self._check_startup(now)
+            return
         if self.probe is not None and now >= self.probe.next_at:
             was_ready = self.probe.ready
             self.probe.record(self._probe(self.probe), time.monotonic())
@@ -131,6 +143,31 @@ class ContainerRuntime:
                                "will be restarted")
                 self.kill(signal.SIGTERM)
                 self.kill_at = now + GRACE
+
+    def _check_startup(self, now: float) -> None:
+        """As the kubelet: readiness and liveness wait for the startup probe; it failing
+        ``failureThreshold`` times in a row restarts the container.  The lab caps the probe's
+        period (the profile), so the failure count is scaled to keep the spec's time budget
+        (``periodSeconds`` x ``failureThreshold``) — a slow start is not killed sooner."""
+        boot = self.startup
+        if boot is None or now < boot.next_at:
+            return
+        boot.record(self._probe(boot), time.monotonic())
+        if boot.ready:
+            self.startup_passed = True
+            return
+        spec_period = float(boot.spec.get("periodSeconds") or 10)
+        budget = boot.failure_threshold * max(1, round(spec_period / boot.period))
+        if boot.failures >= budget:
+            with self.pod.open_log() as log:
+                log.write(f"--- lab kubelet: container {self.name} failed startup probe, "
+                          "will be restarted\n".encode())
+            self.pod.event("Unhealthy", f"Startup probe of container {self.name} failed",
+                           "Warning")
+            self.pod.event("Killing", f"Container {self.name} failed startup probe, will be "
+                           "restarted")
+            self.kill(signal.SIGTERM)
+            self.kill_at = now + GRACE
 
     def _start(self, now: float) -> None:
         pod = self.pod
@@ -186,7 +223,8 @@ class ContainerRuntime:
         self.started_at = pod.kubelet.now()
         self.run_since = now
         self.kill_at = None
-        for probe in (self.probe, self.liveness):
+        self.startup_passed = False
+        for probe in (self.probe, self.liveness, self.startup):
             if probe is not None:
                 probe.reset(time.monotonic())
         pod.kubelet.record_pid(self.pid_key, proc.pid)
@@ -259,7 +297,7 @@ class ContainerRuntime:
             reason, message = self.waiting
             state = {"waiting": {"reason": reason, **({"message": message} if message else {})}}
         out: Obj = {"name": self.name, "image": self.image, "imageID": "",
-                    "ready": self.ready, "started": self.proc is not None,
+                    "ready": self.ready, "started": self.started,
                     "restartCount": self.restart_count, "state": state,
                     "lastState": self.last_state}
         if self.proc is not None:

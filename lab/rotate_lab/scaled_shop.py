@@ -59,6 +59,9 @@ def _deployment(name: str) -> dict[str, Any]:
                     "name": f"{name}-config-token", "key": "token"}}}],
         # lighter than cart's (1 s, 1 failure): 100 pods probed by one kubelet process on
         # 2 cores time out under load and flap; a rollout still sees Ready at the first probe
+        # "started" (what a prepared rollout waits for) means listening, not just running
+        "startupProbe": {"httpGet": {"path": "/healthz", "port": "http"},
+                         "periodSeconds": 1, "failureThreshold": 30, "timeoutSeconds": 5},
         "readinessProbe": {"httpGet": {"path": "/readyz", "port": "http"},
                            "periodSeconds": 2, "failureThreshold": 3, "timeoutSeconds": 5},
     }

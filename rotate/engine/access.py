@@ -8,7 +8,8 @@ the generated RBAC and policy grant exactly these.  So a permission added here i
 and granted at once.  A request the engine makes that is missing here fails the lab proof
 (tests/e2e/test_least_privilege.py: a ServiceAccount with exactly these grants rotates
 ``dragonfly`` and ``dragonfly-acl`` — Deployment provider and consumers, restart and overlap
-strategies); the StatefulSet and DaemonSet pod permissions are listed from the code, not
+strategies, the restart strategy waiting for the consumers' new pods to start by listing
+and watching Pods); the StatefulSet and DaemonSet pod permissions are listed from the code, not
 proven there.
 
 Events (rotate.engine.events): ``create events`` in every namespace of an object the run
@@ -95,6 +96,8 @@ def permissions_needed(chain: Chain, credential: Credential) -> list[Permission]
     for svc_name in consumers_of(chain, credential.name):
         svc = chain.services[svc_name]
         workloads.append(ObjectRef(svc.workload.kind, svc.namespace, svc.workload.name))
+        if svc.workload.kind == "Deployment":  # a prepared rollout: its new pods, started
+            perms += [Permission(v, "Pod", svc.namespace) for v in ("list", "watch")]
         tok = svc.token
         perms += [Permission(v, "Secret", tok.namespace, name=tok.name) for v in ("get", "patch")]
         perms.append(Permission("create", "Secret", tok.namespace))

@@ -235,6 +235,8 @@ class PreflightResult:
     no_surge: dict[str, str] = field(default_factory=dict)
     #: consumer workload ref → what preparing its rollout early costs (capacity)
     thinned: dict[str, str] = field(default_factory=dict)
+    #: consumer workload refs prepared early whose pod template has no startupProbe
+    unprobed: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -285,6 +287,15 @@ class RunStart:
     #: a run given --value-stdin: the value's salted fingerprint (core.fingerprint), never
     #: the value; its resume must be given the same value again
     value_fingerprint: Mapping[str, str] | None = None
+
+    def prepared(self, step: PlannedStep) -> bool:
+        """``step`` runs ahead of the provider switch (rotate.engine.plan): a stage-④ step of
+        a rotation with the restart strategy whose plan has a stage-③ step of the same phase
+        after it."""
+        if self.operation != "rotate" or self.strategy != Strategy.restart or step.stage <= 3:
+            return False
+        return any(s.index > step.index and s.stage == 3 and s.phase == step.phase
+                   for s in self.steps)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {

@@ -59,7 +59,8 @@ def build_plan(
                     current_version=observed.current_version,
                     config_versions=observed.config_versions, token_ids=observed.token_ids,
                     reloader=observed.reloader, ondelete=observed.ondelete,
-                    no_surge=observed.no_surge, thinned=observed.thinned)
+                    no_surge=observed.no_surge, thinned=observed.thinned,
+                    unprobed=observed.unprobed)
     return Plan(
         credential=credential.name,
         strategy=strategy,

@@ -36,6 +36,7 @@ from rotate.stages import (
     provider_access,
     reloader_presence,
     rollout,
+    staged,
     surge,
     sync,
     tokens,
@@ -145,6 +146,7 @@ def preflight(
     ondelete: list[str] = []
     no_surge: dict[str, str] = {}
     thinned: dict[str, str] = {}
+    unprobed: list[str] = []
     grace = chain.defaults.reloader_grace
 
     vso_seen: dict[str, list[dict[str, Any]]] = {}
@@ -191,6 +193,8 @@ def preflight(
             if role == "consumer":
                 surged = surge.verdict(obj)
                 (thinned if surged.early else no_surge)[str(ref)] = surged.note
+                if surged.early and staged.no_startup_probe(obj):
+                    unprobed.append(str(ref))
             done, message = rollout.rollout_status(obj)
             if not done:
                 raise NotFoundError("kubernetes", str(ref), f"not healthy now: {message}")
@@ -245,6 +249,7 @@ def preflight(
         consumers=consumers, config_versions=config_versions, token_ids=token_ids,
         reloader=reloader, ondelete=tuple(ondelete), no_surge=no_surge,
         thinned={ref: note for ref, note in thinned.items() if note},
+        unprobed=tuple(unprobed),
     )
 
 

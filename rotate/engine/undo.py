@@ -43,13 +43,34 @@ class UndoPlan:
                 "seeds": {str(k): v for k, v in self.seeds.items()}}
 
 
+def _undoable(state: RunState, st: StepState) -> bool:
+    """Not undone yet, not an undo step, and its kind knows how to undo it."""
+    return (st.step.index not in state.undone and st.step.index not in state.undo_of
+            and kind_of(st.step).compensate is not None)
+
+
+def _changed(st: StepState) -> bool:
+    """Done, or failed after journaling what its undo needs (it may have changed the world
+    before failing: a consumer.restart whose new pods never started)."""
+    needs = kind_of(st.step).compensate_failed
+    return st.status == "done" or (st.status == "failed" and needs is not None
+                                   and needs in st.data)
+
+
 def prepared_ahead(state: RunState, failed: PlannedStep) -> list[StepState]:
-    """Done steps planned ahead of ``failed``'s stage that a kind knows how to undo."""
+    """Steps planned ahead of ``failed``'s stage that a kind knows how to undo.
+
+    When ``failed`` is itself a prepared step (RunStart.prepared: its rollout's pods never
+    started, say), the provider has not switched: every prepared step that changed something
+    is undone — its siblings of a parallel group, planned after it too, and itself."""
+    start = state.start
+    if start.prepared(failed):
+        return [st for st in state.steps
+                if start.prepared(st.step) and _changed(st) and _undoable(state, st)]
     return [st for st in state.steps
             if st.status == "done" and st.step.index < failed.index
             and st.step.stage > failed.stage and st.step.phase == failed.phase
-            and st.step.index not in state.undone and st.step.index not in state.undo_of
-            and kind_of(st.step).compensate is not None]
+            and _undoable(state, st)]
 
 
 def plan_undo(state: RunState, failed: PlannedStep) -> UndoPlan:

@@ -1,7 +1,9 @@
 """Failure paths on the lab: a failing readyz (exit 16) resumed then rolled back; a second
 concurrent run (exit 4); a kill -9 in the middle of a run followed by resume; a provider
 that crash-loops (exit 12, the prepared consumers undone) and the resume that prepares the
-consumers before the provider switches, under steady load.
+consumers before the provider switches, under steady load; a prepared consumer whose new pod
+never starts (exit 15 before the switch, undone) and its resume, which switches only once
+every new consumer pod has started.
 
 One lab for the module; tests run in file order and each leaves the chain healthy.
 """
@@ -19,6 +21,7 @@ import pytest
 
 from bench.load import Load
 from bench.world import Target, parse_hosts
+from rotate.core.timestamps import parse_rfc3339
 from tests.e2e.labtools import CONSUMERS, SHOP, Lab
 from tests.polling import eventually, holds
 
@@ -315,6 +318,60 @@ def test_provider_failure_undoes_the_prepared_consumers_then_resume_prepares_fir
     # only the catch-up after the switch can fail: a readiness period, never a pod start
     # (cart/order/user at 20 req/s: the old order failed ~100 per consumer in the bench)
     assert len(failed) < len(CONSUMERS) * 60, len(failed)
+
+
+def _step_times(lab: Lab, run_id: str, event: str, kind: str) -> list[str]:
+    return [e["ts"] for e in lab.journal_events(run_id)
+            if e.get("event") == event and e.get("kind") == kind]
+
+
+def test_a_prepared_pod_that_never_starts_fails_before_the_switch_then_resume(
+        lab: Lab) -> None:
+    """The switch waits until the prepared consumers' new pods have started (chain.md
+    "Order"): ``crashloop order`` makes order's new pod never start, so consumer.restart
+    fails (exit 15) before provider.apply, Dragonfly still takes the old password, and the
+    run puts documents and rollouts back.  Resumed once order is fixed, provider.apply
+    starts only after every consumer's new pod reported started."""
+    eventually(lambda: all(len(_pods(lab, svc)) == 1 and all(map(_ready, _pods(lab, svc)))
+                           for svc in CONSUMERS), 60, "the previous test's rollouts settled")
+    old_password = lab.bao_password()
+    old_pods = {svc: {p["metadata"]["name"] for p in _pods(lab, svc)} for svc in CONSUMERS}
+    lab.fault("crashloop", "order")
+    try:
+        res = lab.rotate("dragonfly", "--confirm", "--timeout", "8s", "-o", "json")
+    finally:
+        lab.fault("crashloop", "order", clear=True)
+    assert res.code == 15, res.output
+    report = json.loads(res.stdout)
+    run_id = report["run_id"]
+    assert "consumer.restart on deployment/shop/order failed" in report["message"]
+    assert "new pods of deployment/shop/order to start" in report["message"]
+    assert not {k for k in started_steps(lab, run_id) if k.startswith("provider.")}
+    assert lab.dragonfly_auth(old_password)  # nothing switched
+    undo = [s["kind"] for s in report["steps"] if s["kind"].endswith(".undo")]
+    assert undo == ["config.undo"] * 3 + ["consumer.undo"] * 3
+    for svc in CONSUMERS:
+        assert lab.bootstrap(svc)["value"]["dragonfly"]["password"] == old_password
+        assert {p["metadata"]["name"] for p in _pods(lab, svc)} == old_pods[svc]
+
+    resumed = lab.rotate("resume", run_id, "--confirm")
+    assert resumed.code == 0, resumed.output
+    assert lab.dragonfly_auth(lab.bao_password()) and not lab.dragonfly_auth(old_password)
+    [switch] = _step_times(lab, run_id, "step.start", "provider.apply")
+    # the journal: every prepared restart was proven (its new pods started) before the switch
+    restarts = [e for e in lab.journal_events(run_id) if e.get("event") == "step.done"
+                and e.get("kind") == "consumer.restart"][-3:]  # the resume's
+    assert all(e["ts"] < switch for e in restarts)
+    assert all("new pod(s) started" in e["data"]["detail"] for e in restarts)
+    # the world agrees: each consumer's serving pod is a new one whose process ran before
+    # the switch (the kubelet's startedAt, to the second)
+    for svc in CONSUMERS:
+        [pod] = _pods(lab, svc)
+        assert pod["metadata"]["name"] not in old_pods[svc]
+        [state] = pod["status"]["containerStatuses"]
+        assert state["restartCount"] == 0
+        assert parse_rfc3339(state["state"]["running"]["startedAt"]) <= parse_rfc3339(switch)
+    assert {svc: lab.readyz(svc) for svc in SHOP} == {svc: 200 for svc in SHOP}
 
 
 def live_tokens(lab: Lab, svc: str) -> list[dict[str, object]]:

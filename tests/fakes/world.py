@@ -40,6 +40,7 @@ from rotate.core.refs import ObjectRef
 from rotate.core.secret import Secret
 from rotate.engine.api import Engine
 from rotate.engine.model import Adapters, Options
+from rotate.stages.rollout import RESTARTED_AT
 from tests.fakes.configcenter import FakeConfigCenter
 from tests.fakes.kube import FakeKube
 from tests.fakes.readyz import FakeReadyz
@@ -145,6 +146,10 @@ class World:
     cc: FakeConfigCenter = field(default_factory=FakeConfigCenter)
     eso_mode: str = "ok"  # ok | stall | error | ready-only | stale-time
     stuck: set[str] = field(default_factory=set)  # workload names whose rollout never completes
+    #: consumer workloads whose pods never start once the template carries a restartedAt
+    #: (a bad new template: image, crash loop); their rollout is stuck too.  A template put
+    #: back without it (consumer.undo) starts again.
+    unstarted: set[str] = field(default_factory=set)
     #: password each running workload started with (provider) / read from its document
     running: dict[str, str] = field(default_factory=dict)
     rollouts: list[str] = field(default_factory=list)
@@ -241,7 +246,11 @@ class World:
         replicas = obj["spec"].get("replicas", 1)
         if status.get("observedGeneration") == gen and status.get("updatedReplicas") == replicas:
             return
-        if name in self.stuck:
+        bad = name in self.unstarted and RESTARTED_AT in (
+            obj["spec"]["template"]["metadata"].get("annotations") or {})
+        if kind == "Deployment" and name in self.chain.services:
+            self._new_pod(kube, obj, started=not bad)
+        if name in self.stuck or bad:
             kube.set_status(kind, ns, name, {**status, "observedGeneration": gen,
                                              "updatedReplicas": 0})
             return
@@ -261,6 +270,23 @@ class World:
             "observedGeneration": gen, "replicas": replicas, "updatedReplicas": replicas,
             "availableReplicas": replicas, "readyReplicas": replicas,
         })
+
+    @staticmethod
+    def _new_pod(kube: FakeKube, obj: dict[str, Any], *, started: bool) -> None:
+        """The consumer rollout's new pod (one per generation), with the template's
+        annotations as the ReplicaSet controller copies them, started or never."""
+        meta = obj["metadata"]
+        pod_name = f"{meta['name']}-g{meta['generation']}"
+        if ("Pod", meta["namespace"], pod_name) in kube.objects:
+            return
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        kube.put({"apiVersion": "v1", "kind": "Pod", "metadata": {
+            "name": pod_name, "namespace": meta["namespace"], "labels": {"app": meta["name"]},
+            "annotations": dict(obj["spec"]["template"]["metadata"].get("annotations") or {})},
+            "spec": copy.deepcopy(obj["spec"]["template"]["spec"]),
+            "status": {"phase": "Running", "startTime": now, "containerStatuses": [
+                {"name": c["name"], "started": started, "ready": False}
+                for c in obj["spec"]["template"]["spec"]["containers"]]}})
 
     def reloader_runs(self) -> None:
         """A stakater Reloader Deployment, available (what rotate looks for before waiting)."""

@@ -26,7 +26,7 @@ from tests.lab.workload_fixtures import (
     restart_patch,
     secret,
 )
-from tests.polling import eventually
+from tests.polling import eventually, holds
 
 __all__ = ["cluster"]  # the fixture, imported for pytest
 
@@ -216,3 +216,41 @@ def test_failing_liveness_probe_restarts_the_container(cluster: MiniCluster) -> 
                8, "restart after liveness failures")
     log = (cluster.ctx.dir / "logs" / "pods" / "dragonfly_kv.log").read_text()
     assert "failed liveness probe" in log
+
+
+def test_startup_probe_gates_started_and_readiness(cluster: MiniCluster) -> None:
+    """Kubernetes' startupProbe: the container runs but is not ``started`` (nor Ready, though
+    its readiness probe would pass) until the startup probe succeeds."""
+    container = {**dragonfly_container(), "startupProbe": {
+        "tcpSocket": {"port": 6390}, "periodSeconds": 1, "failureThreshold": 600}}
+    cluster.apply(*dragonfly_objects()[:2], bare_pod("kv", container))
+    eventually(lambda: "running" in container_status(cluster, "dragonfly", "kv")["state"]
+               or None, 5, "container running")
+
+    def running_not_started() -> bool:
+        cs = container_status(cluster, "dragonfly", "kv")
+        return "running" in cs["state"] and not cs["started"] and not cs["ready"]
+
+    holds(running_not_started, 1.5, "running, not started, not ready")
+    assert pod_ready(cluster, "dragonfly", "kv") is None
+
+
+def test_startup_probe_success_marks_started_then_readiness_runs(
+        cluster: MiniCluster) -> None:
+    container = {**dragonfly_container(), "startupProbe": {
+        "tcpSocket": {"port": "redis"}, "periodSeconds": 1, "failureThreshold": 30}}
+    cluster.apply(*dragonfly_objects()[:2], bare_pod("kv", container))
+    eventually(lambda: pod_ready(cluster, "dragonfly", "kv"), 8, "pod ready")
+    cs = container_status(cluster, "dragonfly", "kv")
+    assert cs["started"] and cs["ready"] and cs["restartCount"] == 0
+
+
+def test_failing_startup_probe_restarts_the_container(cluster: MiniCluster) -> None:
+    container = {**dragonfly_container(), "startupProbe": {
+        "tcpSocket": {"port": 6390}, "periodSeconds": 1, "failureThreshold": 2}}
+    cluster.apply(*dragonfly_objects()[:2], bare_pod("kv", container))
+    eventually(lambda: container_status(cluster, "dragonfly", "kv")["restartCount"] >= 1 or None,
+               10, "restart after startup probe failures")
+    assert not container_status(cluster, "dragonfly", "kv")["started"]
+    log = (cluster.ctx.dir / "logs" / "pods" / "dragonfly_kv.log").read_text()
+    assert "failed startup probe" in log

@@ -29,8 +29,13 @@ def test_named_where_rbac_can_restrict_and_only_there() -> None:
     assert Permission("get", "Namespace", None, name="rotate-system") in perms
     assert Permission("get", "Service", "shop", "proxy", name="cart:http") in perms
     assert not [p for p in perms if p.verb in ("create", "list") and p.name]
-    # named watches only: the kube adapter sends a metadata.name field selector for them
-    assert {p.kind for p in perms if p.verb == "watch"} == {"ExternalSecret", "Deployment"}
+    # named watches, the kube adapter sending a metadata.name field selector for them; and
+    # the consumers' Pods, listed and watched in their namespace (a prepared rollout's new
+    # pods, started before the provider switches), never named
+    assert {p.kind for p in perms if p.verb == "watch" and p.name} == {"ExternalSecret",
+                                                                       "Deployment"}
+    pods = {(p.verb, p.namespace, p.name) for p in perms if p.kind == "Pod"}
+    assert pods == {("list", "shop", None), ("watch", "shop", None)}
 
 
 class NamedKube(FakeKube):

@@ -172,3 +172,43 @@ def test_only_a_rollout_that_keeps_old_pods_serving_is_prepared(
     got = verdict({"kind": kind, "spec": spec})
     assert got.early is early
     assert says in got.note
+
+
+def test_the_switch_waits_for_the_prepared_pods_and_one_that_never_starts_fails_first(
+        world: World, tmp_path: Path) -> None:
+    """A prepared consumer.restart is proven only when its new pods have started: one that
+    never starts fails the step (exit 15) before any provider step, and the run undoes every
+    prepared consumer — the failed one too (its template was patched)."""
+    world.unstarted.add("order")
+    report = run(world, tmp_path, timeout=0.5)
+    assert (report.status, report.exit_code) == ("failed", 15), report.message
+    assert report.message.startswith(
+        "Step 12 consumer.restart on deployment/shop/order failed: wait: new pods of "
+        "deployment/shop/order to start: timed out")
+    order = next(s for s in report.steps if s.index == 12)
+    assert order.status == "pending" and order.detail.startswith("undone by step")
+    started = [r["kind"] for r in journal_lines(tmp_path, report.run_id)
+               if r["event"] == "step.start"]
+    assert not [k for k in started if k.startswith("provider.")]
+    assert "dragonfly/dragonfly" not in world.rollouts
+    undo = [(s.kind, s.status) for s in report.steps if s.kind.endswith(".undo")]
+    assert undo == [("config.undo", "done")] * 3 + [("consumer.undo", "done")] * 3
+    assert_prepared_undone(world, report.run_id)
+    assert "no consumer uses the new value" in report.message
+
+    world.unstarted.discard("order")  # the template is fixed: resume prepares again
+    resumed = resume(world, tmp_path, report.run_id)
+    assert resumed.status == "succeeded", resumed.message
+    assert_rotated(world, tmp_path, report.run_id)
+
+
+def test_the_plan_says_what_started_means_without_a_startup_probe(world: World,
+                                                                  tmp_path: Path) -> None:
+    template = world.kube.raw("Deployment", "shop", "cart")["spec"]["template"]["spec"]
+    template["containers"][0]["startupProbe"] = {"httpGet": {"path": "/healthz",
+                                                             "port": 8080}}
+    plan = world.engine().plan(options(tmp_path), "dragonfly")
+    detail = {s.subject: s.detail for s in plan.steps if s.kind == "consumer.restart"}
+    assert all("waits until the new pods have started" in d for d in detail.values())
+    assert "no startupProbe" not in detail["cart"]
+    assert "no startupProbe: \"started\" only means the container runs" in detail["order"]

@@ -142,6 +142,8 @@ class PlanInput:
     no_surge: Mapping[str, str] = field(default_factory=dict)
     #: consumer workload ref → what a prepared rollout costs (old pods taken down early)
     thinned: Mapping[str, str] = field(default_factory=dict)
+    #: consumer workload refs whose pod template has no startupProbe ("started" = running)
+    unprobed: tuple[str, ...] = ()
     restore: Restore | None = None  # a rollback's
 
     @property
@@ -244,6 +246,9 @@ class StepKind(ABC, Generic[D]):
     #: undoes a prepared step of this kind when the stage it ran ahead of fails (None: the
     #: step leaves nothing a consumer would read before the provider switches)
     compensate: ClassVar[type[StepKind[Any]] | None] = None
+    #: a *failed* prepared step of this kind is compensated too when its journal holds this
+    #: progress fact (None: only done steps are) — it may have changed the world first
+    compensate_failed: ClassVar[str | None] = None
     #: when a resume starts at a step of this kind, the steps of this kind run first again
     #: (a sync wait needs a trigger ESO has not answered yet)
     resume_after: ClassVar[str | None] = None

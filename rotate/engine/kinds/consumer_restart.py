@@ -6,6 +6,12 @@ unready, the old pods serving — and become Ready once it accepts it.  A worklo
 pods would go first (Recreate, OnDelete, maxUnavailable ≥ replicas) is planned ``late``,
 after the switch, as before.  The pod template's previous ``restartedAt`` is recorded before
 the patch: ``consumer.undo`` puts it back (``kubectl rollout undo``) if the provider fails.
+
+A prepared step is proven only once its rollout is *staged* (rotate.stages.staged): the new
+pods exist and have started, so the switch that follows costs the consumers a readiness
+period, not a pod start.  The proof runs on resume too (an earlier attempt restarted but
+may not have seen the pods start), and within the step's deadline: a new pod that never
+starts fails this step before the provider switched, and the run undoes what it prepared.
 """
 
 from __future__ import annotations
@@ -17,8 +23,12 @@ from rotate.core.refs import ObjectRef
 from rotate.engine.kinds.base import Draft, Outcome, PlanInput, Run, StepData, StepIO, StepKind
 from rotate.engine.kinds.rolling import Restarted, RestartKind
 from rotate.engine.targets import workload_ref
-from rotate.stages import rollout
+from rotate.stages import rollout, staged
 from rotate.stages.rollout import ONDELETE_ACTION
+
+#: the plan's words when a prepared rollout's pods have no startupProbe
+NO_STARTUP_PROBE = ("no startupProbe: \"started\" only means the container runs, not that "
+                    "it listens")
 
 
 def _detail(inp: PlanInput, ref: str, kind: str) -> tuple[str, bool]:
@@ -29,10 +39,12 @@ def _detail(inp: PlanInput, ref: str, kind: str) -> tuple[str, bool]:
         return "set restartedAt on the pod template", False
     if ref in inp.no_surge:
         return f"set restartedAt on the pod template; {inp.no_surge[ref]}", True
-    detail = ("set restartedAt before the provider switches: new pods wait unready, old pods "
-              "serve")
+    detail = ("set restartedAt before the provider switches, which waits until the new pods "
+              "have started; they wait unready, old pods serve")
     if inp.thinned.get(ref):
         detail += f" ({inp.thinned[ref]})"
+    if ref in inp.unprobed:
+        detail += f" ({NO_STARTUP_PROBE})"
     return detail, False
 
 
@@ -42,6 +54,8 @@ class ConsumerRestart(RestartKind):
     exit_code: ClassVar[int] = 15
     parallel: ClassVar[bool] = True
     prepares: ClassVar[bool] = True
+    #: the template was patched (or about to be) once the previous stamp was journaled
+    compensate_failed: ClassVar[str | None] = "previous_stamp"
     result: ClassVar[type[StepData]] = Restarted
     undo: ClassVar[tuple[type[StepKind[Any]], ...]] = ()
 
@@ -63,6 +77,25 @@ class ConsumerRestart(RestartKind):
             io.record(previous_stamp=rollout.template_annotations(obj).get(
                 rollout.RESTARTED_AT), annotated="annotations" in meta)
         return super().act(run, io)
+
+    def observe(self, run: Run, io: StepIO) -> Outcome[Restarted] | None:
+        ref = self.ref(run, io.step.subject)
+        already = rollout.observe_restart(run.adapters.kube, ref, self._marker(run))
+        if already is None:
+            return None
+        acted = Outcome(Restarted(already.generation, "already", already.stamp or None),
+                        f"already restarted by this run (generation {already.generation})")
+        return self.prove(run, io, acted)
+
+    def prove(self, run: Run, io: StepIO, acted: Outcome[Restarted]) -> Outcome[Restarted]:
+        """A prepared rollout: wait until its new pods have started (module doc)."""
+        stamp = acted.data.stamp
+        if not run.start.prepared(io.step) or not stamp:
+            return acted
+        ref = self.ref(run, io.step.subject)
+        seen = staged.wait_staged(run.adapters.kube, ref, stamp, deadline=run.deadline(),
+                                  cancel=run.cancel)
+        return Outcome(acted.data, f"{acted.detail}; {seen}")
 
 
 ConsumerRestart.undo = (ConsumerRestart,)
