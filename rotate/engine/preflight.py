@@ -214,8 +214,10 @@ def preflight(
         return Fanned(local.checks, sink)
 
     _merge(col, found_traps, fan_out(consumers, consumer_health))
+    # the consumer checks ran on threads: lists they appended to are put back in chain order
     order = [str(r) for r in credential.providers] + [str(refs[n]) for n in consumers]
     ondelete.sort(key=lambda r: order.index(r) if r in order else len(order))
+    unprobed.sort(key=lambda r: order.index(r) if r in order else len(order))
 
     # Config Center, documents, tokens
     config_versions: dict[str, int | None] = {}
