@@ -14,6 +14,7 @@ import socket
 import socketserver
 import subprocess
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -30,7 +31,8 @@ NS, SVC, PORT = "default", "kproxy-probe", 7000
 
 def _listening_inode(ip: str, port: int) -> str | None:
     """The socket inode listening on ip:port, from /proc/net/tcp (little-endian hex IP)."""
-    want = "%s:%04X" % ("".join(f"{int(b):02X}" for b in reversed(ip.split("."))), port)
+    hex_ip = "".join(f"{int(b):02X}" for b in reversed(ip.split(".")))
+    want = f"{hex_ip}:{port:04X}"
     for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
         fields = line.split()
         if fields[1] == want and fields[3] == "0A":  # 0A = LISTEN
@@ -173,6 +175,4 @@ def test_status_shows_a_dead_kube_proxy_and_a_restarted_one_serves_again(
 
 
 def _in(seconds: float) -> float:
-    import time
-
     return time.monotonic() + seconds
