@@ -1,9 +1,10 @@
 """``rotate lab up | down | status | fault`` — the lab's lifecycle, on loopback only.
 
-``up`` starts three detached processes (``bao server``, the Config Center, the cluster
-process), records their pids in ``DIR/pids.json`` and returns once every Deployment is
-rollout-complete and the ExternalSecret is Ready.  ``down`` stops exactly the recorded pids
-(and the pods the kubelet recorded), nothing found by name.
+``up`` starts four detached processes (``bao server``, the Config Center, the cluster
+process, the kube-proxy process that carries ClusterIP traffic), records their pids in
+``DIR/pids.json`` and returns once every Deployment is rollout-complete and the
+ExternalSecret is Ready.  ``down`` stops exactly the recorded pids (and the pods the kubelet
+recorded), nothing found by name.
 
 Invariants:
 
@@ -288,6 +289,9 @@ def status(dir: str | Path) -> dict[str, Any]:
                     api_requests = counted.json()
         except Exception:
             kube_ok = False
+    proxy_port = processes.read_json(d / "kube-proxy.port")
+    proxy_url = f"http://127.0.0.1:{proxy_port}/healthz" if isinstance(proxy_port, int) \
+        else None
     faults = processes.read_json(d / "faults.json")
     running = bool(pids) and all(pid_of(p) for p in PARTS)
     return {
@@ -305,6 +309,9 @@ def status(dir: str | Path) -> dict[str, Any]:
                             f"{bao_addr}/v1/sys/health" if bao_addr else None)},
             "kubernetes": {"server": meta.get("api_server"), "kubeconfig": str(d / "kubeconfig"),
                            "pid": pid_of("cluster"), "healthy": kube_ok},
+            # 200 while its list+watch of Services and Endpoints is open (kubeproxy)
+            "kube_proxy": {"url": proxy_url, "pid": pid_of("kube_proxy"),
+                           "healthy": bool(pid_of("kube_proxy")) and probe(proxy_url)},
             "config_center": {"url": cc_url, "pid": pid_of("config_center"),
                               "healthy": bool(pid_of("config_center")) and probe(
                                   f"{cc_url}/healthz" if cc_url else None)},

@@ -4,7 +4,8 @@ Layout (``DIR`` defaults to ``./.rotate-lab``)::
 
     DIR/env, DIR/kubeconfig        what a user sources / points kubectl at (0600: tokens)
     DIR/lab.json                   profile, net octet, addresses of the parts
-    DIR/pids.json                  {"cluster"|"config_center"|"openbao": pid}
+    DIR/pids.json                  {"cluster"|"kube_proxy"|"config_center"|"openbao": pid}
+    DIR/kube-proxy.port            kube-proxy's /healthz port (written once it listens)
     DIR/pods.json                  {"ns/pod": pid} — written by the kubelet
     DIR/faults.json                active faults (rotate_lab.context.Faults)
     DIR/cluster.json               the cluster process's configuration (0600: tokens)
@@ -23,7 +24,7 @@ from rotate_lab import processes
 from rotate_lab.processes import Recorded
 
 #: order matters for ``down``'s output: the cluster first (it stops its pods)
-PARTS = ("cluster", "config_center", "openbao")
+PARTS = ("cluster", "kube_proxy", "config_center", "openbao")
 
 
 @dataclass(frozen=True)

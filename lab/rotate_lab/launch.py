@@ -2,8 +2,9 @@
 
 Order and why: OpenBao and the Config Center run outside the "cluster" and must answer
 before the cluster process starts, because the cluster seeds Endpoints pointing at them and
-Secrets holding tokens they issued.  The cluster process comes last; ``control.up`` then
-waits on the API server until every workload is Ready.
+Secrets holding tokens they issued.  The cluster process comes next, then kube-proxy (it
+lists and watches the API server, so it needs the API server's address and the kubeconfig);
+``control.up`` then waits on the API server until every workload is Ready.
 
 Everything the cluster process needs that is secret (API tokens, the ESO token, the
 services' machine tokens) goes into ``DIR/cluster.json`` (mode 0600), never argv.
@@ -133,6 +134,8 @@ def start_all(d: LabDir, profile: str, reloader: bool, say: Say,
 
     kubeconfig.write(d / "kubeconfig", server, material.ca_pem, d.read_secret("admin-token"),
                      d.read_secret("restricted-token"))
+    say("starting kube-proxy (ClusterIP traffic)")
+    start_kube_proxy(d)
     write_env(d, server_env={
         "KUBECONFIG": str(d / "kubeconfig"),
         "BAO_ADDR": bao_addr, "BAO_TOKEN": root_token,
@@ -142,6 +145,21 @@ def start_all(d: LabDir, profile: str, reloader: bool, say: Say,
         "ROTATE_CHAIN": str(shopfiles.chain_file(d.root)),
         "ROTATE_STATE_DIR": str(d / "state"),
     })
+
+
+def start_kube_proxy(d: LabDir) -> int:
+    """Spawn ``python -m rotate_lab.kubeproxy`` and wait until its listeners are open.
+
+    After the kubeconfig exists (it is the proxy's only way to the API server) and before
+    ``up`` waits for workloads: pods and ESO reach Dragonfly, PostgreSQL and OpenBao through
+    ClusterIPs, so a late proxy would only make them retry."""
+    port_file = d / "kube-proxy.port"
+    port_file.unlink(missing_ok=True)
+    pid = processes.spawn([sys.executable, "-m", "rotate_lab.kubeproxy", "--dir", str(d.root)],
+                          log=d.log("kube_proxy"), cwd=d.root)
+    record_pid(d, "kube_proxy", pid)
+    wait_file(d, "kube_proxy", pid, port_file, timeout=30.0)
+    return pid
 
 
 def write_env(d: LabDir, server_env: dict[str, str]) -> None:

@@ -29,6 +29,7 @@ from rotate_lab.kube.controllers.services import ServiceController
 from rotate_lab.kube.controllers.statefulset import StatefulSetController
 from rotate_lab.kube.store import ApiError, Store
 from rotate_lab.kubelet import Kubelet
+from rotate_lab.kubeproxy.embedded import EmbeddedProxy
 
 from tests.polling import eventually
 
@@ -70,6 +71,7 @@ class MiniCluster:
     kubelet: Kubelet
     services: ServiceController
     controllers: list[Controller] = field(default_factory=list)
+    proxy: EmbeddedProxy | None = None
 
     @property
     def store(self) -> Store:
@@ -117,6 +119,8 @@ class MiniCluster:
         self.kubelet.stop()
         for c in self.controllers:
             c.stop()
+        if self.proxy is not None:
+            self.proxy.stop()
         self.ctx.stop.set()
 
 
@@ -134,7 +138,9 @@ def start_cluster(tmp: Path) -> MiniCluster:
     kubelet = Kubelet(ctx)
     for c in [*controllers, kubelet]:
         c.start()
-    return MiniCluster(ctx, kubelet, services, controllers)
+    # ClusterIP traffic: the kube-proxy's forwarder, fed from the store (no API server here).
+    proxy = EmbeddedProxy(ctx.store).start()
+    return MiniCluster(ctx, kubelet, services, controllers, proxy)
 
 
 @pytest.fixture

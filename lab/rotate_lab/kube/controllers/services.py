@@ -1,4 +1,4 @@
-"""Services: ClusterIPs, Endpoints, in-lab DNS and a TCP forwarder per Service port.
+"""Services: ClusterIPs, Endpoints and in-lab DNS.
 
 - A Service of type ClusterIP/NodePort/LoadBalancer without ``spec.clusterIP`` gets one from
   the lab's address plan (a loopback address of its own); ``clusterIP: None`` (headless) gets
@@ -9,10 +9,11 @@
   that name).  A Service *without* a selector keeps whatever Endpoints someone wrote — the
   lab points ``openbao/openbao`` and ``platform/config-center`` at processes outside the
   "cluster" that way, as one does for external services on a real cluster.
-- For each TCP port the controller listens on ``ClusterIP:port`` and passes every accepted
-  connection to a Ready endpoint, round-robin, reading the Endpoints at connection time (so
-  a rollout is visible to the next connection, never to an established one — like
-  kube-proxy's conntrack behaviour).
+- The controller does *not* carry ClusterIP traffic: the lab's kube-proxy, a process of its
+  own (:mod:`rotate_lab.kubeproxy`), watches Services and Endpoints through the API server
+  and listens on every ``ClusterIP:port``, as kube-proxy does on a real cluster.  Byte
+  pumps in this process would compete with the API server and the controllers for one GIL
+  (issue 8: under load every API request waited behind them).
 - :meth:`ServiceController.proxy_target` is the service proxy subresource's resolver
   (``/api/v1/namespaces/NS/services/NAME:PORT/proxy/...``): a Ready endpoint's IP and port, or
   a 503 ``ApiError`` with the API server's wording when there is none.
@@ -22,12 +23,12 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import socket
 import threading
 from typing import TYPE_CHECKING, Any
 
 from rotate_lab.kube.controllers.base import Controller, Key, key_of
 from rotate_lab.kube.controllers.replicaset import pod_is_active, pod_is_ready
+from rotate_lab.kube.endpoints import ready_addresses
 from rotate_lab.kube.selectors import selector_from_spec
 from rotate_lab.kube.store import ApiError
 
@@ -37,90 +38,10 @@ if TYPE_CHECKING:
 Obj = dict[str, Any]
 
 _CLUSTER_IP_TYPES = ("ClusterIP", "NodePort", "LoadBalancer")
-CONNECT_TIMEOUT = 2.0
 
 
 def _unavailable(message: str) -> ApiError:
     return ApiError(503, "ServiceUnavailable", message)
-
-
-class Forwarder:
-    """Listens on one ClusterIP:port and pipes each connection to a picked endpoint."""
-
-    def __init__(self, owner: ServiceController, ns: str, name: str, port: Obj, ip: str) -> None:
-        self.owner, self.ns, self.name = owner, ns, name
-        self.port_name = str(port.get("name") or "")
-        self.port = int(port["port"])
-        self.ip = ip
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind((ip, self.port))
-        self.sock.listen(128)
-        self.sock.settimeout(0.5)
-        self._closed = threading.Event()
-        self._conns: set[socket.socket] = set()
-        self._lock = threading.Lock()
-        self._thread = threading.Thread(target=self._accept_loop, daemon=True,
-                                        name=f"svc-{ns}-{name}-{self.port}")
-        self._thread.start()
-
-    def _accept_loop(self) -> None:
-        while not self._closed.is_set():
-            try:
-                client, _ = self.sock.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                break
-            threading.Thread(target=self._serve, args=(client,), daemon=True).start()
-
-    def _serve(self, client: socket.socket) -> None:
-        upstream = None
-        for ip, port in self.owner.pick(self.ns, self.name, self.port_name, self.port):
-            try:
-                upstream = socket.create_connection((ip, port), timeout=CONNECT_TIMEOUT)
-                break
-            except OSError:
-                continue
-        if upstream is None or self._closed.is_set():
-            client.close()
-            if upstream is not None:
-                upstream.close()
-            return
-        upstream.settimeout(None)
-        client.settimeout(None)
-        with self._lock:
-            self._conns.update((client, upstream))
-        other = threading.Thread(target=self._pump, args=(upstream, client), daemon=True)
-        other.start()
-        self._pump(client, upstream)
-        other.join()
-        with self._lock:
-            self._conns.difference_update((client, upstream))
-        client.close()
-        upstream.close()
-
-    @staticmethod
-    def _pump(src: socket.socket, dst: socket.socket) -> None:
-        try:
-            while data := src.recv(65536):
-                dst.sendall(data)
-        except OSError:
-            pass
-        with contextlib.suppress(OSError):
-            dst.shutdown(socket.SHUT_WR)
-
-    def close(self) -> None:
-        self._closed.set()
-        with contextlib.suppress(OSError):
-            self.sock.shutdown(socket.SHUT_RDWR)
-        self.sock.close()
-        with self._lock:
-            conns = list(self._conns)
-        for c in conns:
-            with contextlib.suppress(OSError):
-                c.shutdown(socket.SHUT_RDWR)
-        self._thread.join(timeout=2)
 
 
 def resolve_target_port(target: Any, pod: Obj) -> int | None:
@@ -172,8 +93,6 @@ class ServiceController(Controller):
     def __init__(self, ctx: LabContext) -> None:
         super().__init__(ctx)
         self._managed: set[tuple[str, str]] = set()  # Endpoints this controller writes
-        self._bind_failed: set[tuple[str, int]] = set()
-        self.forwarders: dict[tuple[str, str], dict[tuple[str, int], Forwarder]] = {}
         self._members: dict[str, set[Key]] = {}  # pod uid → Services it was an endpoint of
         self._members_lock = threading.Lock()  # keys_for runs on the store's notifier threads
         self._rr = itertools.count()
@@ -208,7 +127,7 @@ class ServiceController(Controller):
     def resync_keys(self) -> list[Key]:
         items, _ = self.ctx.store.list("Service")
         keys = {key_of("Service", o) for o in items}
-        keys.update(("Service", ns, name) for ns, name in self.forwarders)
+        keys.update(("Service", ns, name) for ns, name in self._managed)
         return sorted(keys)
 
     def reconcile(self, key: Key) -> float | None:
@@ -221,7 +140,6 @@ class ServiceController(Controller):
                 raise
             svc = None
         if svc is None:
-            self._close(ns, name)
             self.ctx.resolver.set(ns, name, None)
             if (ns, name) in self._managed:
                 self._managed.discard((ns, name))
@@ -243,7 +161,6 @@ class ServiceController(Controller):
         self.ctx.resolver.set(ns, name, ip if has_ip else None)
         if spec.get("selector"):
             self._sync_endpoints(svc)
-        self._sync_forwarders(svc, ip if has_ip else None)
         return None
 
     def _sync_endpoints(self, svc: Obj) -> None:
@@ -278,39 +195,6 @@ class ServiceController(Controller):
 
         self.ctx.store.mutate("Endpoints", ns, name, put)
 
-    def _sync_forwarders(self, svc: Obj, ip: str | None) -> None:
-        ns, name = svc["metadata"]["namespace"], svc["metadata"]["name"]
-        want: dict[tuple[str, int], Obj] = {}
-        if ip:
-            for p in svc["spec"].get("ports") or []:
-                if str(p.get("protocol") or "TCP") == "TCP" and "port" in p:
-                    want[(ip, int(p["port"]))] = p
-        have = self.forwarders.setdefault((ns, name), {})
-        for fkey in [k for k, f in have.items()
-                     if k not in want or f.port_name != str(want[k].get("name") or "")]:
-            have.pop(fkey).close()
-        for fkey, port in want.items():
-            if fkey in have:
-                continue
-            try:
-                have[fkey] = Forwarder(self, ns, name, port, fkey[0])
-                self._bind_failed.discard(fkey)
-            except OSError as exc:
-                if fkey not in self._bind_failed:  # retried on every event: say it once
-                    self._bind_failed.add(fkey)
-                    self.log.error("service %s/%s: cannot listen on %s:%s (%s)", ns, name,
-                                   fkey[0], fkey[1], exc.strerror)
-        if not have:
-            self.forwarders.pop((ns, name), None)
-
-    def _close(self, ns: str, name: str) -> None:
-        for f in self.forwarders.pop((ns, name), {}).values():
-            f.close()
-
-    def on_stop(self) -> None:
-        for ns, name in list(self.forwarders):
-            self._close(ns, name)
-
     # -- endpoint selection ---------------------------------------------------------------
 
     def ready_endpoints(self, ns: str, name: str, port_name: str, port: int
@@ -319,17 +203,7 @@ class ServiceController(Controller):
             ep = self.ctx.store.get("Endpoints", ns, name)
         except ApiError:
             return []
-        out: list[tuple[str, int]] = []
-        for subset in ep.get("subsets") or []:
-            ports = subset.get("ports") or []
-            match = next((p for p in ports if str(p.get("name") or "") == port_name), None)
-            if match is None and len(ports) == 1:
-                match = ports[0]
-            if match is None:
-                continue
-            out += [(str(a["ip"]), int(match["port"])) for a in subset.get("addresses") or []
-                    if a.get("ip")]
-        return out
+        return ready_addresses(ep, port_name)
 
     def pick(self, ns: str, name: str, port_name: str, port: int) -> list[tuple[str, int]]:
         """Ready endpoints in round-robin order (the first is the choice, the rest fallbacks)."""
