@@ -35,15 +35,15 @@ FAULTS: dict[str, tuple[str | None, str]] = {
     "readyz-fail": ("cart", "consumer.wait"),
     "provider-crashloop": (None, "provider.apply"),
 }
-#: human `kubectl rollout restart` → (credential, workload, at the start of kind)
+#: human `kubectl rollout restart` → (whose run: main/other, workload, at the start of kind)
 HUMAN: tuple[tuple[str, str, str], ...] = (
-    ("dragonfly", "dragonfly/dragonfly", "sync.wait"),
-    ("dragonfly", "dragonfly/dragonfly", "provider.apply"),
-    ("dragonfly", "dragonfly/dragonfly", "consumer.wait"),
-    ("dragonfly", "shop/cart", "consumer.restart"),
-    ("dragonfly", "shop/cart", "consumer.wait"),
-    ("dragonfly-acl", "dragonfly/dragonfly", "sync.wait"),
-    ("dragonfly-acl", "dragonfly/dragonfly", "provider.wait"),
+    ("main", "dragonfly/dragonfly", "sync.wait"),
+    ("main", "dragonfly/dragonfly", "provider.apply"),
+    ("main", "dragonfly/dragonfly", "consumer.wait"),
+    ("main", "shop/cart", "consumer.restart"),
+    ("main", "shop/cart", "consumer.wait"),
+    ("other", "dragonfly/dragonfly", "sync.wait"),
+    ("other", "dragonfly/dragonfly", "provider.wait"),
 )
 
 
@@ -65,10 +65,11 @@ class Spec:
     delay_ms: int = 0
     fault: str = ""
     target: str = ""
+    tagged: bool = False  # the name starts with [credential] (not the matrix's main one)
 
     @property
     def name(self) -> str:
-        cred = "" if self.credential == "dragonfly" else f"[{self.credential}] "
+        cred = f"[{self.credential}] " if self.tagged else ""
         at = f"{self.kind}{f'+{self.delay_ms}ms' if self.delay_ms else ''}"
         what = {
             "signal": f"{self.sig} at {at}",
@@ -146,16 +147,18 @@ def matrix(plans: dict[str, dict[str, Any]], main: str, other: str,
     specs = signal_specs(main, main_kinds, signals)
     specs += fault_specs(main, main_kinds)
     extra = [k for k in other_kinds if k not in main_kinds]
-    specs += [Spec("signal", other, how, kind=kind, sig=sig)
+    specs += [Spec("signal", other, how, kind=kind, sig=sig, tagged=True)
               for kind in extra for sig in signals for how in RECOVERIES]
     specs.append(Spec("shared", main, "resume"))
     if "provider.wait" in other_kinds:
-        specs.append(Spec("shared", other, "resume", kind="provider.wait"))
+        specs.append(Spec("shared", other, "resume", kind="provider.wait", tagged=True))
     if "provider.apply" in main_kinds:
         specs.append(Spec("shared", main, "resume", kind="provider.apply"))
-    for cred, target, kind in HUMAN:
+    for role, target, kind in HUMAN:
+        cred = main if role == "main" else other
         if kind in plan_kinds(plans[cred]):
-            specs.append(Spec("human", cred, "resume", kind=kind, target=target))
+            specs.append(Spec("human", cred, "resume", kind=kind, target=target,
+                              tagged=cred != main))
     return specs
 
 
