@@ -9,9 +9,10 @@ it (SIGSTOP) the moment its journal shows that step's ``step.start``, then killi
 switching a lab fault on / restarting a workload and letting it go on (SIGCONT).  After the
 recovery, without asking rotate (bench/fault_world.py):
 
-- OpenBao: a resumed rotation added exactly one version (two for overlap), and the value
-  changed; a rollback added exactly one more and the value is the one before the case; a
-  run stopped in preflight (exit 3/4) added none;
+- OpenBao: a resumed rotation added exactly one version (two for overlap: its retire), and
+  the value changed; a rollback added as many more (it is a rotation back: restore, and
+  under overlap its retire) and the value is the one before the case; a run stopped in
+  preflight (exit 3/4) added none;
 - the ExternalSecret's target Secret holds OpenBao's value; Dragonfly's own AUTH accepts it
   (as that credential's ACL user) and, for the restart strategy, refuses the value it
   replaced; every consumer's Config Center document holds it and every shop /readyz is 200;
@@ -169,10 +170,12 @@ class Case:
             if was == "rotated" and (added != cred.per_rotation or value == self.value0[name]):
                 p.append(f"{name}: OpenBao +{added} version(s), expected +{cred.per_rotation}"
                          f"{' and a new value' if value == self.value0[name] else ''}")
-            if was == "restored" and (version - v1[name] != 1 or value != self.value0[name]):
+            # a rollback is a rotation back: restore (+ its retire under overlap)
+            back = version - v1[name]
+            if was == "restored" and (back != cred.per_rotation or value != self.value0[name]):
                 lost = ", not the value before the run" if value != self.value0[name] else ""
-                p.append(f"{name}: rollback left OpenBao +{version - v1[name]} version(s)"
-                         f"{lost}")
+                p.append(f"{name}: rollback added +{back} version(s), expected "
+                         f"+{cred.per_rotation}{lost}")
             if was == "unchanged" and (added or value != self.value0[name]):
                 p.append(f"{name}: OpenBao changed (+{added}) by a run that should not")
             self.check_copies(cred, value, version)
