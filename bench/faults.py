@@ -201,6 +201,8 @@ class Case:
         began = time.monotonic()
         codes = self.disturb()
         self.out.exit_codes = list(codes.values())
+        if self.spec.sig == "term" and codes[self.spec.credential] not in (0, 130):
+            self.out.problems.append("SIGTERM: exit is not 130 (docs/cli.md)")
         v1 = {c: self.world.bao_version(cred) for c, cred in self.creds.items()}
         self.check(self.recover(codes), v1)
         self.out.seconds = time.monotonic() - began
