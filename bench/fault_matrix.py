@@ -171,6 +171,12 @@ def select(specs: Iterable[Spec], only: Sequence[str] | None, shard: tuple[int, 
     return chosen[i - 1::n]
 
 
+def outcomes_of(document: dict[str, Any]) -> list[Outcome]:
+    """The outcomes of a faults.json document (a shard's, or a whole matrix's)."""
+    return [Outcome(str(c["name"]), list(c["exit_codes"]), str(c.get("reached", "")),
+                    list(c["problems"]), float(c["seconds"])) for c in document["cases"]]
+
+
 def table(outcomes: Sequence[Outcome]) -> str:
     """The matrix as a Markdown table, then the totals line."""
     rows = [("case", "exit codes", "disturbed at", "consistent", "s", "problems")]

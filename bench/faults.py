@@ -41,7 +41,7 @@ from typing import Any
 
 import httpx
 
-from bench.fault_matrix import Outcome, Spec, matrix, select, table
+from bench.fault_matrix import Outcome, Spec, matrix, outcomes_of, select, table
 from bench.fault_world import CREDENTIALS, Credential, Journal, World, freeze, thaw, wait
 from bench.world import BENCH_DIR, BenchError, Lab
 
@@ -253,7 +253,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--shard", default="1/1", help="I/N: every N-th case from the I-th")
     ap.add_argument("--list", action="store_true", help="print the cases and exit")
     ap.add_argument("--out", type=Path, default=BENCH_DIR / "results")
+    ap.add_argument("--merge", type=Path, nargs="+", metavar="JSON",
+                    help="print one table of these faults*.json (shards) and exit")
     args = ap.parse_args(argv)
+    if args.merge:
+        merged = [o for f in args.merge for o in outcomes_of(json.loads(f.read_text()))]
+        print(table(merged))
+        return 0 if all(o.consistent for o in merged) else 1
     i, _, n = args.shard.partition("/")
     signal.signal(signal.SIGTERM, _stop)  # `timeout`/kill: still stop the lab we started
     lab = Lab(Path(tempfile.mkdtemp(prefix="rotate-faults-")))

@@ -2,9 +2,20 @@
 
 from __future__ import annotations
 
+import json
+from dataclasses import asdict
 from typing import Any
 
-from bench.fault_matrix import INTO_MS, Outcome, Spec, matrix, plan_kinds, select, table
+from bench.fault_matrix import (
+    INTO_MS,
+    Outcome,
+    Spec,
+    matrix,
+    outcomes_of,
+    plan_kinds,
+    select,
+    table,
+)
 
 
 def _plan(*kinds: str) -> dict[str, Any]:
@@ -80,3 +91,9 @@ def test_table_names_the_inconsistent_cases() -> None:
     text = table([good, bad])
     assert "| kill at k → resume | -9, 0 |" in text
     assert text.endswith("1/2 consistent; inconsistent: x")
+
+
+def test_a_written_outcome_reads_back_for_merging_shards() -> None:
+    bad = Outcome("x", [-9, 0], "step.start k#3", ["Secret differs from OpenBao"], 12.0)
+    doc = {"cases": [{**asdict(bad), "consistent": bad.consistent}]}
+    assert outcomes_of(json.loads(json.dumps(doc))) == [bad]
