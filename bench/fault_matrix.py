@@ -177,6 +177,15 @@ def outcomes_of(document: dict[str, Any]) -> list[Outcome]:
                     list(c["problems"]), float(c["seconds"])) for c in document["cases"]]
 
 
+def paired(outcomes: Sequence[Outcome]) -> list[Outcome]:
+    """Shards' outcomes in one list, a disturbance's resume and rollback next to each other
+    (in the order each disturbance first appears)."""
+    base = [o.name.rsplit(" → ", 1)[0] for o in outcomes]
+    first = {b: base.index(b) for b in base}
+    return [o for _, o in sorted(zip(base, outcomes, strict=True),
+                                 key=lambda bo: (first[bo[0]], bo[1].name))]
+
+
 def table(outcomes: Sequence[Outcome]) -> str:
     """The matrix as a Markdown table, then the totals line."""
     rows = [("case", "exit codes", "disturbed at", "consistent", "s", "problems")]

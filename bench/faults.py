@@ -41,7 +41,7 @@ from typing import Any
 
 import httpx
 
-from bench.fault_matrix import Outcome, Spec, matrix, outcomes_of, select, table
+from bench.fault_matrix import Outcome, Spec, matrix, outcomes_of, paired, select, table
 from bench.fault_world import CREDENTIALS, Credential, Journal, World, freeze, thaw, wait
 from bench.world import BENCH_DIR, BenchError, Lab
 
@@ -257,7 +257,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="print one table of these faults*.json (shards) and exit")
     args = ap.parse_args(argv)
     if args.merge:
-        merged = [o for f in args.merge for o in outcomes_of(json.loads(f.read_text()))]
+        merged = paired([o for f in args.merge
+                         for o in outcomes_of(json.loads(f.read_text()))])
         print(table(merged))
         return 0 if all(o.consistent for o in merged) else 1
     i, _, n = args.shard.partition("/")

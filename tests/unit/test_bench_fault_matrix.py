@@ -12,6 +12,7 @@ from bench.fault_matrix import (
     Spec,
     matrix,
     outcomes_of,
+    paired,
     plan_kinds,
     select,
     table,
@@ -97,3 +98,11 @@ def test_a_written_outcome_reads_back_for_merging_shards() -> None:
     bad = Outcome("x", [-9, 0], "step.start k#3", ["Secret differs from OpenBao"], 12.0)
     doc = {"cases": [{**asdict(bad), "consistent": bad.consistent}]}
     assert outcomes_of(json.loads(json.dumps(doc))) == [bad]
+
+
+def test_merged_shards_put_resume_and_rollback_of_a_disturbance_together() -> None:
+    names = ["kill at a → resume", "kill at b → resume", "kill at a → rollback",
+             "kill at b → rollback"]
+    assert [o.name for o in paired([Outcome(n) for n in names])] == [
+        "kill at a → resume", "kill at a → rollback", "kill at b → resume",
+        "kill at b → rollback"]
