@@ -162,6 +162,11 @@ class Case:
     # -- check
     def check(self, expect: dict[str, str], v1: dict[str, int]) -> None:
         w, p = self.world, self.out.problems
+        # a human restart / a roll may still be under way: judge the state it settles in
+        workloads = ["dragonfly/dragonfly", *(f"shop/{s}" for s in w.shop())]
+        if not wait(lambda: all(w.rolled_out(t) for t in workloads), 120, every=0.5):
+            p.append("rollout not finished: " + ", ".join(
+                t for t in workloads if not w.rolled_out(t)))
         if not wait(lambda: all(w.readyz(s) for s in w.shop()), 90, every=0.5):
             p.append("readyz: " + ", ".join(s for s in w.shop() if not w.readyz(s)))
         for name, cred in self.creds.items():
