@@ -1,0 +1,199 @@
+"""The fault matrix as data: which cases to run, derived from the plans `rotate` prints, and
+the table they are reported in.  No I/O here (bench/faults.py runs the cases).
+
+Invariants:
+
+- The kinds a case signals at come from the plan (``rotate CRED -o json``), never from a
+  list kept here: a kind added to or moved in the engine is in the next matrix by itself.
+- A kind is *state-changing* unless its name says it only reads (``READ_ONLY``): a new kind
+  is therefore signalled a few ms into its work too, the safe default.
+- Every disturbance is recovered twice, once by ``resume`` and once by ``rollback``
+  (two cases), except the shared-provider and human-restart cases, which an operator
+  recovers by resuming.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+#: kinds that only read or wait: signalled at their start only
+READ_ONLY = frozenset({"sync.wait", "provider.wait", "provider.verify", "config.harvest",
+                       "consumer.wait", "readyz.check"})
+#: how far into a state-changing step the second signal lands
+INTO_MS = 5
+SIGNALS = ("kill", "term")
+RECOVERIES = ("resume", "rollback")
+#: lab fault → (target, the kind at whose start it is switched on "during" a run)
+FAULTS: dict[str, tuple[str | None, str]] = {
+    "eso-stall": (None, "sync.trigger"),
+    "eso-error": (None, "sync.trigger"),
+    "bao-down": (None, "backend.write"),
+    "config-center-5xx": (None, "config.write"),
+    "crashloop": ("cart", "consumer.restart"),
+    "readyz-fail": ("cart", "consumer.wait"),
+    "provider-crashloop": (None, "provider.apply"),
+}
+#: human `kubectl rollout restart` → (whose run: main/other, workload, at the start of kind)
+HUMAN: tuple[tuple[str, str, str], ...] = (
+    ("main", "dragonfly/dragonfly", "sync.wait"),
+    ("main", "dragonfly/dragonfly", "provider.apply"),
+    ("main", "dragonfly/dragonfly", "consumer.wait"),
+    ("main", "shop/cart", "consumer.restart"),
+    ("main", "shop/cart", "consumer.wait"),
+    ("other", "dragonfly/dragonfly", "sync.wait"),
+    ("other", "dragonfly/dragonfly", "provider.wait"),
+)
+
+
+@dataclass(frozen=True)
+class Spec:
+    """One case: run ``credential``, disturb it, recover it.
+
+    ``disturbance`` is ``signal`` (``sig`` at ``kind`` + ``delay_ms``), ``fault-before``,
+    ``fault-during`` (``fault`` on ``target`` switched on at ``kind``), ``human``
+    (``kubectl rollout restart`` of ``target`` at ``kind``) or ``shared`` (both
+    credentials at once; ``kind``: the step of ``credential`` at which the other starts,
+    "" for the same instant)."""
+
+    disturbance: str
+    credential: str
+    recovery: str
+    kind: str = ""
+    sig: str = ""
+    delay_ms: int = 0
+    fault: str = ""
+    target: str = ""
+    tagged: bool = False  # the name starts with [credential] (not the matrix's main one)
+
+    @property
+    def name(self) -> str:
+        cred = f"[{self.credential}] " if self.tagged else ""
+        at = f"{self.kind}{f'+{self.delay_ms}ms' if self.delay_ms else ''}"
+        what = {
+            "signal": f"{self.sig} at {at}",
+            "fault-before": f"fault {self.fault}{' ' + self.target if self.target else ''}"
+                            " before",
+            "fault-during": f"fault {self.fault}{' ' + self.target if self.target else ''}"
+                            f" at {at}",
+            "human": f"human restart {self.target} at {at}",
+            "shared": f"both credentials at once{' (at ' + at + ')' if self.kind else ''}",
+        }[self.disturbance]
+        return f"{cred}{what} → {self.recovery}"
+
+
+@dataclass
+class Outcome:
+    """What a case saw: exit codes (disturbed run first, -N: killed by signal N), the last
+    journal event when it was disturbed, and every inconsistency seen from outside."""
+
+    name: str
+    exit_codes: list[int] = field(default_factory=list)
+    reached: str = ""
+    problems: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def consistent(self) -> bool:
+        return not self.problems
+
+
+def plan_kinds(plan: dict[str, Any]) -> list[str]:
+    """The distinct step kinds of a ``plan`` document, in the order the run reaches them."""
+    out: list[str] = []
+    for step in plan.get("steps", []):
+        kind = str(step["kind"])
+        if kind not in out:
+            out.append(kind)
+    return out
+
+
+def _alternate(i: int) -> tuple[str, str]:
+    return (RECOVERIES[i % 2], RECOVERIES[(i + 1) % 2])
+
+
+def signal_specs(credential: str, kinds: Sequence[str], signals: Sequence[str]) -> list[Spec]:
+    """Each signal at the start of each kind, and INTO_MS into each state-changing kind,
+    each recovered by resume and by rollback."""
+    out: list[Spec] = []
+    for kind in kinds:
+        delays = (0,) if kind in READ_ONLY else (0, INTO_MS)
+        for delay in delays:
+            for sig in signals:
+                out += [Spec("signal", credential, how, kind=kind, sig=sig, delay_ms=delay)
+                        for how in RECOVERIES]
+    return out
+
+
+def fault_specs(credential: str, kinds: Sequence[str]) -> list[Spec]:
+    """Every lab fault before the run and at the start of the kind it hits, each recovered
+    by resume and by rollback (a "during" fault whose kind the plan lacks is skipped)."""
+    out: list[Spec] = []
+    for fault, (target, kind) in FAULTS.items():
+        for how in RECOVERIES:
+            out.append(Spec("fault-before", credential, how, fault=fault, target=target or ""))
+            if kind in kinds:
+                out.append(Spec("fault-during", credential, how, kind=kind, fault=fault,
+                                target=target or ""))
+    return out
+
+
+def matrix(plans: dict[str, dict[str, Any]], main: str, other: str,
+           signals: Sequence[str] = SIGNALS) -> list[Spec]:
+    """The whole matrix: ``main`` at every kind of its plan with every signal and fault;
+    ``other`` (same provider) at the kinds ``main``'s plan lacks; both at once; humans."""
+    main_kinds, other_kinds = plan_kinds(plans[main]), plan_kinds(plans[other])
+    specs = signal_specs(main, main_kinds, signals)
+    specs += fault_specs(main, main_kinds)
+    extra = [k for k in other_kinds if k not in main_kinds]
+    specs += [Spec("signal", other, how, kind=kind, sig=sig, tagged=True)
+              for kind in extra for sig in signals for how in RECOVERIES]
+    specs.append(Spec("shared", main, "resume"))
+    if "provider.wait" in other_kinds:
+        specs.append(Spec("shared", other, "resume", kind="provider.wait", tagged=True))
+    if "provider.apply" in main_kinds:
+        specs.append(Spec("shared", main, "resume", kind="provider.apply"))
+    for role, target, kind in HUMAN:
+        cred = main if role == "main" else other
+        if kind in plan_kinds(plans[cred]):
+            specs.append(Spec("human", cred, "resume", kind=kind, target=target,
+                              tagged=cred != main))
+    return specs
+
+
+def select(specs: Iterable[Spec], only: Sequence[str] | None, shard: tuple[int, int]
+           ) -> list[Spec]:
+    """Cases whose name contains any of ``only`` (all when empty), then every n-th from i
+    (``shard`` = (i, n), 1-based) so n harnesses on n labs share the matrix."""
+    chosen = [s for s in specs if not only or any(o in s.name for o in only)]
+    i, n = shard
+    return chosen[i - 1::n]
+
+
+def outcomes_of(document: dict[str, Any]) -> list[Outcome]:
+    """The outcomes of a faults.json document (a shard's, or a whole matrix's)."""
+    return [Outcome(str(c["name"]), list(c["exit_codes"]), str(c.get("reached", "")),
+                    list(c["problems"]), float(c["seconds"])) for c in document["cases"]]
+
+
+def paired(outcomes: Sequence[Outcome]) -> list[Outcome]:
+    """Shards' outcomes in one list, a disturbance's resume and rollback next to each other
+    (in the order each disturbance first appears)."""
+    base = [o.name.rsplit(" → ", 1)[0] for o in outcomes]
+    first = {b: base.index(b) for b in base}
+    return [o for _, o in sorted(zip(base, outcomes, strict=True),
+                                 key=lambda bo: (first[bo[0]], bo[1].name))]
+
+
+def table(outcomes: Sequence[Outcome]) -> str:
+    """The matrix as a Markdown table, then the totals line."""
+    rows = [("case", "exit codes", "disturbed at", "consistent", "s", "problems")]
+    rows += [(o.name, ", ".join(map(str, o.exit_codes)), o.reached,
+              "yes" if o.consistent else "**NO**", f"{o.seconds:.0f}",
+              "; ".join(o.problems)) for o in outcomes]
+    lines = ["| " + " | ".join(r) + " |" for r in rows]
+    lines.insert(1, "|---|---|---|---|---|---|")
+    bad = [o.name for o in outcomes if not o.consistent]
+    total = f"{len(outcomes) - len(bad)}/{len(outcomes)} consistent"
+    return "\n".join([*lines, "", total + (f"; inconsistent: {', '.join(bad)}" if bad else "")])

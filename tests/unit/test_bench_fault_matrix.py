@@ -1,0 +1,108 @@
+"""The fault matrix's cases come from the plans, not from a list kept in the harness."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from typing import Any
+
+from bench.fault_matrix import (
+    INTO_MS,
+    Outcome,
+    Spec,
+    matrix,
+    outcomes_of,
+    paired,
+    plan_kinds,
+    select,
+    table,
+)
+
+
+def _plan(*kinds: str) -> dict[str, Any]:
+    return {"kind": "plan", "steps": [{"index": i, "kind": k} for i, k in enumerate(kinds, 1)]}
+
+
+LIVE = _plan("backend.write", "sync.trigger", "sync.wait", "config.harvest", "config.write",
+             "config.write", "token.mint", "consumer.restart", "provider.apply",
+             "provider.verify", "consumer.wait", "readyz.check", "token.revoke")
+ROLLED = _plan("backend.write", "sync.trigger", "sync.wait", "provider.restart",
+               "provider.wait", "config.harvest", "config.write", "token.mint",
+               "consumer.restart", "consumer.wait", "readyz.check", "backend.retire",
+               "sync.wait", "provider.restart", "provider.wait", "token.revoke")
+
+
+def test_plan_kinds_are_distinct_in_run_order() -> None:
+    assert plan_kinds(LIVE)[:5] == ["backend.write", "sync.trigger", "sync.wait",
+                                    "config.harvest", "config.write"]
+    assert plan_kinds(LIVE).count("config.write") == 1
+
+
+def test_every_plan_kind_is_signalled_with_both_recoveries() -> None:
+    specs = matrix({"a": LIVE, "b": ROLLED}, "a", "b")
+    for kind in plan_kinds(LIVE):
+        for sig in ("kill", "term"):
+            hows = {s.recovery for s in specs if s.disturbance == "signal"
+                    and s.credential == "a" and s.kind == kind and s.sig == sig
+                    and s.delay_ms == 0}
+            assert hows == {"resume", "rollback"}, (kind, sig)
+
+
+def test_only_state_changing_kinds_are_signalled_into_the_step() -> None:
+    specs = matrix({"a": LIVE, "b": ROLLED}, "a", "b")
+    into = {s.kind for s in specs if s.delay_ms == INTO_MS}
+    assert {"backend.write", "provider.apply", "token.revoke"} <= into
+    assert not into & {"sync.wait", "provider.verify", "consumer.wait", "readyz.check"}
+
+
+def test_a_new_kind_in_the_plan_is_in_the_matrix_without_a_harness_change() -> None:
+    specs = matrix({"a": _plan("backend.write", "brand.new"), "b": ROLLED}, "a", "b")
+    assert {s.delay_ms for s in specs if s.kind == "brand.new"} == {0, INTO_MS}
+
+
+def test_the_other_credential_covers_the_kinds_the_first_lacks() -> None:
+    specs = matrix({"a": LIVE, "b": ROLLED}, "a", "b")
+    other = {s.kind for s in specs if s.credential == "b" and s.disturbance == "signal"}
+    assert other == {"provider.restart", "provider.wait", "backend.retire"}
+
+
+def test_every_lab_fault_before_and_during_with_both_recoveries() -> None:
+    specs = matrix({"a": LIVE, "b": ROLLED}, "a", "b")
+    faults = {(s.fault, s.disturbance, s.recovery) for s in specs if s.fault}
+    assert len(faults) == 7 * 2 * 2
+    assert all(s.kind in plan_kinds(LIVE) for s in specs if s.disturbance == "fault-during")
+
+
+def test_shared_provider_and_human_restarts_are_in_the_matrix() -> None:
+    names = [s.name for s in matrix({"a": LIVE, "b": ROLLED}, "a", "b")]
+    assert any("both credentials at once" in n for n in names)
+    assert any("human restart shop/cart" in n for n in names)
+
+
+def test_shards_partition_the_selection() -> None:
+    specs = matrix({"a": LIVE, "b": ROLLED}, "a", "b")
+    one, two = select(specs, None, (1, 2)), select(specs, None, (2, 2))
+    assert sorted(map(str, one + two)) == sorted(map(str, specs))
+    assert all("kill" in s.name for s in select(specs, ["kill"], (1, 1)))
+
+
+def test_table_names_the_inconsistent_cases() -> None:
+    good = Outcome(Spec("signal", "a", "resume", kind="k", sig="kill").name, [-9, 0])
+    bad = Outcome("x", [1], problems=["Secret differs from OpenBao"])
+    text = table([good, bad])
+    assert "| kill at k → resume | -9, 0 |" in text
+    assert text.endswith("1/2 consistent; inconsistent: x")
+
+
+def test_a_written_outcome_reads_back_for_merging_shards() -> None:
+    bad = Outcome("x", [-9, 0], "step.start k#3", ["Secret differs from OpenBao"], 12.0)
+    doc = {"cases": [{**asdict(bad), "consistent": bad.consistent}]}
+    assert outcomes_of(json.loads(json.dumps(doc))) == [bad]
+
+
+def test_merged_shards_put_resume_and_rollback_of_a_disturbance_together() -> None:
+    names = ["kill at a → resume", "kill at b → resume", "kill at a → rollback",
+             "kill at b → rollback"]
+    assert [o.name for o in paired([Outcome(n) for n in names])] == [
+        "kill at a → resume", "kill at a → rollback", "kill at b → resume",
+        "kill at b → rollback"]
