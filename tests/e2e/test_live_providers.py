@@ -106,6 +106,20 @@ def all_ready(lab: Lab) -> dict[str, int]:
 # --------------------------------------------------------------------------- bad input
 
 
+
+def assert_moved_to_new_pair(lab: Lab, old: dict[str, str], new: dict[str, str],
+                             pid: int) -> None:
+    """From outside: a new username and password, in every consumer's document; psql logs
+    in with the new pair and is refused the old one; the same postgres process; all ready."""
+    assert new["username"] != old["username"] and new["password"] != old["password"]
+    for svc in PG_CONSUMERS:
+        section = lab.bootstrap(svc)["value"]["postgres"]
+        assert (section["user"], section["password"]) == (new["username"], new["password"])
+    assert psql_ok(lab, new["username"], new["password"])
+    assert not psql_ok(lab, old["username"], old["password"])
+    assert pid_of(lab, "db/postgres-") == pid
+    assert all_ready(lab) == {}
+
 def test_overlap_on_a_single_role_is_refused_naming_the_credential(lab: Lab,
                                                                    tmp_path: Path) -> None:
     chain = chain_with(tmp_path, PG_PROVIDER_LIVE.replace(
@@ -151,15 +165,8 @@ def test_postgres_alternating_users_then_rollback(lab: Lab) -> None:
 
     new, new_version = bao_data(lab, postgres.BAO_PATH)
     assert new_version == version + 1
-    assert new["username"] != old["username"] and new["password"] != old["password"]
     assert lab.secret_value("db", "postgres-password-secret", "username") == new["username"]
-    for svc in PG_CONSUMERS:
-        section = lab.bootstrap(svc)["value"]["postgres"]
-        assert (section["user"], section["password"]) == (new["username"], new["password"])
-    assert psql_ok(lab, new["username"], new["password"])
-    assert not psql_ok(lab, old["username"], old["password"])
-    assert pid_of(lab, "db/postgres-") == pid
-    assert all_ready(lab) == {}
+    assert_moved_to_new_pair(lab, old, new, pid)
 
     # rollback of the live run: the old login works again end to end, the new one nowhere
     back = lab.rotate("rollback", run_id, "--confirm")
@@ -282,11 +289,4 @@ def test_postgres_killed_at_provider_apply_then_resume_completes(lab: Lab) -> No
     assert res.code == 0, res.output
     new, new_version = bao_data(lab, postgres.BAO_PATH)
     assert new_version == version + 1, "resume must never write a second value"
-    assert new["username"] != old["username"] and new["password"] != old["password"]
-    for svc in PG_CONSUMERS:
-        section = lab.bootstrap(svc)["value"]["postgres"]
-        assert (section["user"], section["password"]) == (new["username"], new["password"])
-    assert psql_ok(lab, new["username"], new["password"])
-    assert not psql_ok(lab, old["username"], old["password"])
-    assert pid_of(lab, "db/postgres-") == pid
-    assert all_ready(lab) == {}
+    assert_moved_to_new_pair(lab, old, new, pid)

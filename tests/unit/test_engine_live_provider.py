@@ -20,6 +20,7 @@ import pytest
 
 from rotate.chain.model import (
     AdminAuth,
+    Chain,
     ProviderApply,
     ProviderConnection,
     ServicePortRef,
@@ -59,14 +60,20 @@ class LiveWorld(World):
         return list(self.connector.redis.users["default"].passwords)
 
 
-@pytest.fixture
-def world(tmp_path: Path) -> LiveWorld:
+def _live_chain(tmp_path: Path, method: str, user: str) -> Chain:
+    """The fake world's chain with its ``dragonfly`` credential applied live by ``method``
+    as ``user`` (who is also the admin: rotate authenticates with the current value)."""
     chain = make_chain(tmp_path)
     cred = dataclasses.replace(chain.credentials["dragonfly"], applies=(ProviderApply(
-        DRAGONFLY, "redis-acl",
-        ProviderConnection("redis", ServicePortRef("dragonfly", "dragonfly", 6379)),
-        user="default", admin=AdminAuth("default")),))
-    w = LiveWorld(dataclasses.replace(chain, credentials={"dragonfly": cred}))
+        DRAGONFLY, method,
+        ProviderConnection(method.split("-")[0], ServicePortRef("dragonfly", "dragonfly", 6379)),
+        user=user, admin=AdminAuth(user)),))
+    return dataclasses.replace(chain, credentials={"dragonfly": cred})
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> LiveWorld:
+    w = LiveWorld(_live_chain(tmp_path, "redis-acl", "default"))
     w.setup()
     return w
 
@@ -172,12 +179,7 @@ class PgLiveWorld(LiveWorld):
 
 @pytest.fixture
 def pg_world(tmp_path: Path) -> PgLiveWorld:
-    chain = make_chain(tmp_path)
-    cred = dataclasses.replace(chain.credentials["dragonfly"], applies=(ProviderApply(
-        DRAGONFLY, "postgres",
-        ProviderConnection("postgres", ServicePortRef("dragonfly", "dragonfly", 6379)),
-        user="app", admin=AdminAuth("app")),))
-    w = PgLiveWorld(dataclasses.replace(chain, credentials={"dragonfly": cred}))
+    w = PgLiveWorld(_live_chain(tmp_path, "postgres", "app"))
     w.setup()
     return w
 
