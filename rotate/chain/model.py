@@ -88,7 +88,7 @@ class ConfigCenterConfig:
 @dataclass(frozen=True)
 class Defaults:
     timeout: float = 120.0  # seconds, per step
-    max_parallel: int = 3
+    max_parallel: int = 10
     reloader_grace: float = 5.0
     lease_duration: float = 30.0
 

@@ -87,7 +87,7 @@ def test_the_example_loads() -> None:
     assert chain.cluster.lock_namespace == "rotate-system"
     assert chain.config_center.url_env == "CONFIG_CENTER_URL"
     assert chain.config_center.resolve_url({"CONFIG_CENTER_URL": "http://cc"}) == "http://cc"
-    assert (chain.defaults.timeout, chain.defaults.max_parallel) == (120.0, 3)
+    assert (chain.defaults.timeout, chain.defaults.max_parallel) == (120.0, 10)
     assert chain.defaults.reloader_grace == 5.0
 
     cred = chain.credential("dragonfly")

@@ -37,7 +37,7 @@ def defective_chain(tmp_path: Path, old: str, new: str) -> Path:
      "/credentials/dragonfly/strategy: 'sideways' is not one of: restart, overlap"),
     ("    strategy: restart\n", "    strategy: restart\n    typo: 1\n",
      "/credentials/dragonfly/typo: unknown field 'typo'"),
-    ("  maxParallel: 3\n", "  maxParallel: 0\n", "/defaults/maxParallel: must be at least 1"),
+    ("  maxParallel: 10\n", "  maxParallel: 0\n", "/defaults/maxParallel: must be at least 1"),
     ("redis://:{/dragonfly/password}@", "redis://:{/dragonfly/password@",
      "/services/cart/values/~1dragonfly~1url/template: placeholder {/dragonfly/password@ "
      "is not closed before the next '{'"),
