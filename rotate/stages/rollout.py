@@ -47,12 +47,12 @@ class Restart:
     via: str  # "rotate" | "already" (resumed) | "reloader"
 
 
-def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+def metadata(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     return obj.get("metadata") or {}
 
 
 def meta_annotations(obj: Mapping[str, Any]) -> Mapping[str, str]:
-    return _meta(obj).get("annotations") or {}
+    return metadata(obj).get("annotations") or {}
 
 
 def template_annotations(obj: Mapping[str, Any]) -> Mapping[str, str]:
@@ -62,7 +62,7 @@ def template_annotations(obj: Mapping[str, Any]) -> Mapping[str, str]:
 
 
 def generation(obj: Mapping[str, Any]) -> int:
-    return int(_meta(obj).get("generation") or 0)
+    return int(metadata(obj).get("generation") or 0)
 
 
 def update_strategy(obj: Mapping[str, Any]) -> str:
@@ -78,7 +78,7 @@ def rollout_status(obj: Mapping[str, Any], min_generation: int = 0) -> tuple[boo
     status = obj.get("status") or {}
     gen = generation(obj)
     observed = int(status.get("observedGeneration") or 0)
-    name = f"{kind.lower()}/{_meta(obj).get('namespace')}/{_meta(obj).get('name')}"
+    name = f"{kind.lower()}/{metadata(obj).get('namespace')}/{metadata(obj).get('name')}"
     if observed < max(gen, min_generation):
         return False, f"waiting for {name} spec update to be observed (generation {gen})"
     replicas = int(spec.get("replicas", 1) if spec.get("replicas") is not None else 1)
@@ -212,15 +212,15 @@ def _roll_ondelete_daemonset(
         if int(status.get("observedGeneration") or 0) < max(generation(obj), min_generation):
             return None
         want = meta_annotations(obj).get(DS_TEMPLATE_GENERATION) or str(generation(obj))
-        return want, str(_meta(obj).get("uid") or "")
+        return want, str(metadata(obj).get("uid") or "")
 
     def owned(uid: str) -> list[dict[str, Any]]:
         return [p for p in kube.list("Pod", ref.namespace)
-                if any(o.get("uid") == uid for o in _meta(p).get("ownerReferences") or [])
-                and not _meta(p).get("deletionTimestamp")]
+                if any(o.get("uid") == uid for o in metadata(p).get("ownerReferences") or [])
+                and not metadata(p).get("deletionTimestamp")]
 
     def current(pod: Mapping[str, Any], want: str) -> bool:
-        return (_meta(pod).get("labels") or {}).get("pod-template-generation") == want
+        return (metadata(pod).get("labels") or {}).get("pod-template-generation") == want
 
     replaced = 0
     with WatchPause(kube, "Pod", ref.namespace) as pause:
@@ -230,14 +230,14 @@ def _roll_ondelete_daemonset(
             old = [p for p in owned(uid) if not current(p, want)]
             if not old:
                 break
-            name = str(_meta(old[0]).get("name"))
+            name = str(metadata(old[0]).get("name"))
             with contextlib.suppress(NotFoundError):
                 kube.delete("Pod", ref.namespace, name)
             replaced += 1
 
             def back(gone: str = name) -> bool | None:
                 pods = owned(uid)
-                if any(_meta(p).get("name") == gone for p in pods):
+                if any(metadata(p).get("name") == gone for p in pods):
                     return None
                 fresh = [p for p in pods if current(p, want)]
                 return True if fresh and all(_pod_ready(p) for p in fresh) else None
@@ -274,8 +274,8 @@ def _roll_ondelete_statefulset(
                     pod = kube.get("Pod", ref.namespace, name)
                 except NotFoundError:
                     return None
-                labels = _meta(pod).get("labels") or {}
-                if labels.get("controller-revision-hash") != rev or _meta(pod).get(
+                labels = metadata(pod).get("labels") or {}
+                if labels.get("controller-revision-hash") != rev or metadata(pod).get(
                     "deletionTimestamp"
                 ):
                     return False
@@ -369,28 +369,33 @@ def _reloader_rolled(obj: Mapping[str, Any], before: Baseline,
     return named == (None, None) or named == secret or named == (None, secret[1])
 
 
+def pod_selector(obj: Mapping[str, Any]) -> str | None:
+    """The workload's ``matchLabels`` as a label selector (None: it has none)."""
+    labels = ((obj.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
+    return ",".join(f"{k}={v}" for k, v in sorted(labels.items())) or None
+
+
 def pods_started_after(kube: Kube, obj: Mapping[str, Any], since: datetime) -> str | None:
     """None when every live pod of the workload started at or after ``since`` (second
     precision, as Kubernetes keeps it); else the reason.  A pod started before the Secret held
     the new value read the old one, whoever rolled it."""
-    meta = _meta(obj)
-    labels = ((obj.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
-    if not labels:
+    meta = metadata(obj)
+    selector = pod_selector(obj)
+    if selector is None:
         return "the workload has no matchLabels selector to find its pods"
-    selector = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
     try:
         pods = kube.list("Pod", str(meta.get("namespace")), label_selector=selector)
     except ClientError as exc:
         return f"cannot list its pods ({exc.reason})"
-    live = [p for p in pods if not _meta(p).get("deletionTimestamp")]
+    live = [p for p in pods if not metadata(p).get("deletionTimestamp")]
     if not live:
         return "no live pods"
     floor = since.replace(microsecond=0)
     for pod in live:
-        started = (pod.get("status") or {}).get("startTime") or _meta(pod).get(
+        started = (pod.get("status") or {}).get("startTime") or metadata(pod).get(
             "creationTimestamp")
         if not started or parse_rfc3339(str(started)) < floor:
-            return (f"pod {_meta(pod).get('name')} started {started or 'at an unknown time'}, "
+            return (f"pod {metadata(pod).get('name')} started {started or 'at an unknown time'}, "
                     f"before the Secret held the new value ({rfc3339(since, micro=False)})")
     return None
 

@@ -29,7 +29,7 @@ from rotate.clients.seams import Kube
 from rotate.core.refs import ObjectRef
 from rotate.core.waiting import CancelToken, Deadline, wait_for
 from rotate.stages.kubewatch import WatchPause
-from rotate.stages.rollout import RESTARTED_AT
+from rotate.stages.rollout import RESTARTED_AT, metadata, pod_selector
 from rotate.stages.surge import fenceposts
 
 
@@ -40,10 +40,6 @@ class Staged:
 
     done: bool
     note: str
-
-
-def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    return obj.get("metadata") or {}
 
 
 def expected_new_pods(obj: Mapping[str, Any]) -> int:
@@ -64,7 +60,7 @@ def pod_started(pod: Mapping[str, Any]) -> bool:
 
 
 def _ours(pod: Mapping[str, Any], stamp: str) -> bool:
-    meta = _meta(pod)
+    meta = metadata(pod)
     if meta.get("deletionTimestamp"):
         return False
     if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
@@ -78,7 +74,7 @@ def _waiting_reasons(pods: Iterable[Mapping[str, Any]]) -> list[str]:
         for cs in (pod.get("status") or {}).get("containerStatuses") or []:
             reason = ((cs.get("state") or {}).get("waiting") or {}).get("reason")
             if reason:
-                reasons.append(f"{_meta(pod).get('name')}: {reason}")
+                reasons.append(f"{metadata(pod).get('name')}: {reason}")
     return reasons
 
 
@@ -103,11 +99,6 @@ def no_startup_probe(obj: Mapping[str, Any]) -> bool:
     return any("startupProbe" not in c for c in spec.get("containers") or [])
 
 
-def _selector(obj: Mapping[str, Any]) -> str | None:
-    labels = ((obj.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
-    return ",".join(f"{k}={v}" for k, v in sorted(labels.items())) or None
-
-
 def wait_staged(
     kube: Kube, ref: ObjectRef, stamp: str, *, deadline: Deadline,
     cancel: CancelToken | None = None,
@@ -120,7 +111,7 @@ def wait_staged(
     def check() -> str | None:
         obj = kube.get(ref.kind, ref.namespace, ref.name)
         # no matchLabels: every pod of the namespace; the stamp still picks ours
-        pods = kube.list("Pod", ref.namespace, label_selector=_selector(obj))
+        pods = kube.list("Pod", ref.namespace, label_selector=pod_selector(obj))
         verdict = staged(obj, pods, stamp)
         last[0] = verdict.note
         return verdict.note if verdict.done else None

@@ -79,13 +79,8 @@ class ConsumerRestart(RestartKind):
         return super().act(run, io)
 
     def observe(self, run: Run, io: StepIO) -> Outcome[Restarted] | None:
-        ref = self.ref(run, io.step.subject)
-        already = rollout.observe_restart(run.adapters.kube, ref, self._marker(run))
-        if already is None:
-            return None
-        acted = Outcome(Restarted(already.generation, "already", already.stamp or None),
-                        f"already restarted by this run (generation {already.generation})")
-        return self.prove(run, io, acted)
+        already = super().observe(run, io)
+        return None if already is None else self.prove(run, io, already)
 
     def prove(self, run: Run, io: StepIO, acted: Outcome[Restarted]) -> Outcome[Restarted]:
         """A prepared rollout: wait until its new pods have started (module doc)."""

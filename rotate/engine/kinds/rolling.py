@@ -49,7 +49,7 @@ class RestartKind(StepKind[Restarted]):
                                           self._marker(run))
         if already is None:
             return None
-        return Outcome(Restarted(already.generation, "already"),
+        return Outcome(Restarted(already.generation, "already", already.stamp or None),
                        f"already restarted by this run (generation {already.generation})")
 
     def act(self, run: Run, io: StepIO) -> Outcome[Restarted]:
