@@ -31,7 +31,6 @@ from rotate.core.fingerprint import matches as fingerprint_matches
 from rotate.core.secret import Secret, generate
 from rotate.core.strategy import Strategy
 from rotate.core.timestamps import utcnow
-from rotate.core.waiting import CancelToken
 from rotate.engine import journal as journal_mod
 from rotate.engine.journal import Journal
 from rotate.engine.model import (
@@ -53,6 +52,7 @@ from rotate.engine.model import (
 from rotate.engine.targets import backend_target
 
 if TYPE_CHECKING:
+    from rotate.core.waiting import CancelToken
     from rotate.engine.executor import Executor
     from rotate.engine.kinds.base import Restore
     from rotate.engine.lock import Locks
