@@ -15,7 +15,6 @@ import json
 import os
 import re
 from collections.abc import Mapping
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +61,8 @@ MAX_DEPTH = 64
 def chain_schema() -> dict[str, Any]:
     """``rotate/chain/chain.schema.json``, package data of ``rotate``: read through
     importlib.resources so that a wheel install finds it as a checkout does."""
+    from importlib import resources  # here: a cached load never needs the schema
+
     text = (resources.files("rotate.chain") / SCHEMA_NAME).read_text(encoding="utf-8")
     data: dict[str, Any] = json.loads(text)
     return data
@@ -71,10 +72,17 @@ def load_chain(path: Path) -> Chain:
     """Parse, validate and build the chain file at ``path``; ChainFileError lists every problem.
 
     Every command validates fully, ``rotate list`` included: a file that ``rotate CRED``
-    refuses must not list.
+    refuses must not list. (:mod:`rotate.chain.cache` skips the parse and the validation
+    for bytes it has seen validate, with these same three steps.)
     """
+    return build_chain(validated_data(path, read_chain_bytes(path)), path)
+
+
+def validated_data(path: Path, raw: bytes) -> dict[str, Any]:
+    """The chain file's content ``raw`` (from :func:`read_chain_bytes`) as plain JSON data —
+    parsed, schema-checked and semantically checked; ChainFileError lists every problem."""
     file = str(path)
-    root = _parse_yaml(_read(path, file), file)
+    root = _parse_yaml(_decode(raw, file), file)
     data = _plain(root)
     if not isinstance(data, dict):
         raise ChainFileError([ChainFileProblem(file, 1, "", "the file must be a YAML mapping")])
@@ -84,30 +92,42 @@ def load_chain(path: Path) -> Chain:
     if problems:
         problems.sort(key=lambda p: (p.line or 0, p.path))
         raise ChainFileError(problems)
+    return data
+
+
+def build_chain(data: dict[str, Any], path: Path) -> Chain:
+    """The frozen :class:`Chain` of ``data`` that :func:`validated_data` accepted for the
+    file at ``path`` (Chain relies on every checked invariant: never build unchecked data)."""
     return _build(data, path.resolve())
 
 
 # --------------------------------------------------------------------------- YAML
 
 
-def _read(path: Path, file: str) -> str:
-    """The file's text; ChainFileError when unreadable, not UTF-8, or over MAX_BYTES."""
-    def refuse(reason: str) -> ChainFileError:
-        return ChainFileError([ChainFileProblem(file, None, "", reason)])
+def _refuse(file: str, reason: str) -> ChainFileError:
+    return ChainFileError([ChainFileProblem(file, None, "", reason)])
 
+
+def read_chain_bytes(path: Path) -> bytes:
+    """The file's bytes; ChainFileError when unreadable or over MAX_BYTES."""
+    file = str(path)
     try:
         with open(path, "rb") as fh:
             raw = fh.read(MAX_BYTES + 1)
             size = max(len(raw), os.fstat(fh.fileno()).st_size)
     except OSError as exc:
-        raise refuse(f"cannot read the file: {exc.strerror or 'not readable'}") from None
+        raise _refuse(file, f"cannot read the file: {exc.strerror or 'not readable'}") from None
     if size > MAX_BYTES:
-        raise refuse(f"the file is {size / (1 << 20):.1f} MiB; a chain file is at most "
-                     f"{MAX_BYTES >> 20} MiB")
+        raise _refuse(file, f"the file is {size / (1 << 20):.1f} MiB; a chain file is at most "
+                            f"{MAX_BYTES >> 20} MiB")
+    return raw
+
+
+def _decode(raw: bytes, file: str) -> str:
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError:
-        raise refuse("cannot read the file: not readable UTF-8") from None
+        raise _refuse(file, "cannot read the file: not readable UTF-8") from None
 
 
 @functools.lru_cache(maxsize=1)

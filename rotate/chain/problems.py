@@ -245,18 +245,26 @@ def semantic_problems(
 def _schema_file_problems(
     target: Path, file: str, root: Any, parts: list[str | int]
 ) -> list[ChainFileProblem]:
-    def problem(reason: str) -> list[ChainFileProblem]:
-        return [ChainFileProblem(file, line_of(root, parts), json_path(parts), reason)]
+    reason = schema_file_problem(target)
+    if reason is None:
+        return []
+    return [ChainFileProblem(file, line_of(root, parts), json_path(parts), reason)]
 
+
+def schema_file_problem(target: Path) -> str | None:
+    """What is wrong with a service's schema file (absent, unreadable, not JSON), or None.
+
+    The one check of a chain file that depends on other files: the validated-chain cache
+    repeats it on every hit (rotate.chain.cache)."""
     if not target.is_file():
-        return problem(f"schema file not found: {target.resolve()}")
+        return f"schema file not found: {target.resolve()}"
     try:
         json.loads(target.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError):
-        return problem(f"schema file cannot be read: {target.resolve()}")
+        return f"schema file cannot be read: {target.resolve()}"
     except json.JSONDecodeError as exc:
-        return problem(f"schema file is not valid JSON (its line {exc.lineno}): {target.resolve()}")
-    return []
+        return f"schema file is not valid JSON (its line {exc.lineno}): {target.resolve()}"
+    return None
 
 
 def _value_problems(values: dict[str, Any]) -> Iterator[tuple[list[str | int], str]]:

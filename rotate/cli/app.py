@@ -8,7 +8,8 @@ a command, so there is no ambiguity.
 Start-up cost matters (an operator runs ``rotate --help`` and ``rotate list`` often):
 this module imports typer and our own light modules only. Rich help formatting is off
 (plain click help: cheaper and stable for golden tests); rich itself, the engine and the
-lab are imported inside the command functions.
+lab are imported inside the command functions; every command is a
+:class:`~rotate.cli.coercion.LightCommand`, so its options convert without pydantic.
 
 The root group also carries ``--version`` (the installed distribution's version) and typer's
 ``--install-completion``/``--show-completion``; :meth:`RotateGroup.shell_complete` adds the
@@ -32,8 +33,9 @@ from typing import Annotated, Any
 
 import typer
 from typer._click.exceptions import UsageError as ClickUsageError
-from typer.core import TyperCommand, TyperGroup
+from typer.core import TyperGroup
 
+from rotate.cli.coercion import LightCommand, lighten
 from rotate.cli.commands import doctor, list_cmd, resume, rollback, rotate_cmd, runs, show
 from rotate.cli.commands.plugins import lab_app
 from rotate.cli.commands.rbac import rbac
@@ -54,7 +56,7 @@ class _CredentialContext(typer.Context):
         return self.parent.command_path if self.parent is not None else "rotate"
 
 
-class CredentialCommand(TyperCommand):
+class CredentialCommand(LightCommand):
     context_class = _CredentialContext
 
     def collect_usage_pieces(self, ctx: Any) -> list[str]:
@@ -79,6 +81,11 @@ class RotateGroup(TyperGroup):
 
     def collect_usage_pieces(self, ctx: Any) -> list[str]:
         return [self.subcommand_metavar]
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        lighten(self.get_params(ctx))
+        result: list[str] = super().parse_args(ctx, args)
+        return result
 
     def resolve_command(
         self, ctx: Any, args: list[str],
@@ -232,14 +239,14 @@ def _root(
 
 
 app.command(CREDENTIAL_COMMAND, hidden=True, cls=CredentialCommand)(rotate_cmd.rotate)
-app.command("list")(list_cmd.list_credentials)
-app.command("runs")(runs.runs)
-app.command("show")(show.show)
-app.command("resume")(resume.resume)
-app.command("rollback")(rollback.rollback)
-app.command("doctor")(doctor.doctor)
-app.command("rbac")(rbac)
-app.command("vault-policy")(vault_policy)
+app.command("list", cls=LightCommand)(list_cmd.list_credentials)
+app.command("runs", cls=LightCommand)(runs.runs)
+app.command("show", cls=LightCommand)(show.show)
+app.command("resume", cls=LightCommand)(resume.resume)
+app.command("rollback", cls=LightCommand)(rollback.rollback)
+app.command("doctor", cls=LightCommand)(doctor.doctor)
+app.command("rbac", cls=LightCommand)(rbac)
+app.command("vault-policy", cls=LightCommand)(vault_policy)
 app.add_typer(lab_app, name="lab")
 
 

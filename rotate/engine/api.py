@@ -3,6 +3,11 @@
 An :class:`Engine` is built with its adapter factory and its chain loader — the CLI hands it
 the real ones (rotate.engine.wiring), tests hand it fakes; nothing is patched.
 
+Start-up cost: the read-only views (``runs``, ``show``, ``list_credentials``) need only the
+chain and engine models and the journal, which is all this module imports; what plans, runs
+and rolls back (step kinds, stages, executor, preflight, locks) is imported by the method
+that needs it, so that ``rotate list`` does not pay for the whole engine (bench/startup.py).
+
 ``run``/``resume``/``rollback`` return a RunReport whose ``exit_code`` follows cli.md; they
 raise RotateError subclasses only *before* anything changed: UsageError, ChainFileError,
 PreflightFailed (with ``.plan`` attached for display), LockHeld.  The lock is always
@@ -12,14 +17,12 @@ released when they return, whatever happened.
 from __future__ import annotations
 
 import dataclasses
-import getpass
 import os
 import secrets as _secrets
-import socket
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from rotate.chain.model import Chain, Credential, consumers_of, strategy_problem
 from rotate.core.errors import ClientError, LockHeld, PreflightFailed, RotateError, UsageError
@@ -28,14 +31,8 @@ from rotate.core.fingerprint import matches as fingerprint_matches
 from rotate.core.secret import Secret, generate
 from rotate.core.strategy import Strategy
 from rotate.core.timestamps import utcnow
-from rotate.core.waiting import CancelToken
 from rotate.engine import journal as journal_mod
-from rotate.engine import undo as undo_mod
-from rotate.engine.executor import Executor, report_from
 from rotate.engine.journal import Journal
-from rotate.engine.kinds import kind_of
-from rotate.engine.kinds.base import Restore, Run
-from rotate.engine.lock import Lease, Locks, provider_lease_name
 from rotate.engine.model import (
     AdapterFactory,
     Adapters,
@@ -52,10 +49,13 @@ from rotate.engine.model import (
     RunSummary,
     StepRecord,
 )
-from rotate.engine.plan import build_plan
-from rotate.engine.preflight import describe_failures, doctor_checks, preflight
-from rotate.engine.rollback import backend_written, build_rollback, moved_since
 from rotate.engine.targets import backend_target
+
+if TYPE_CHECKING:
+    from rotate.core.waiting import CancelToken
+    from rotate.engine.executor import Executor
+    from rotate.engine.kinds.base import Restore
+    from rotate.engine.lock import Locks
 
 #: the kind of the journal's record of preflight (step 0: not a step kind, never resumed)
 T = TypeVar("T")
@@ -90,6 +90,9 @@ def new_run_id(credential: str) -> str:
 
 
 def _holder(run_id: str) -> str:
+    import getpass
+    import socket
+
     try:
         user = getpass.getuser()
     except (KeyError, OSError):
@@ -107,6 +110,8 @@ def _lease(chain: Chain, adapters: Adapters, credential: str, run_id: str,
            state_dir: Path) -> Locks:
     """The credential's Lease and one per provider it rolls (lock.py): a second credential
     on a shared provider exits 4 naming the holder instead of rolling it at the same time."""
+    from rotate.engine.lock import Lease, Locks, provider_lease_name
+
     holder = _holder(run_id)
 
     def one(name: str | None = None) -> Lease:
@@ -171,6 +176,9 @@ def _resume_steps(state: journal_mod.RunState, executor: Executor) -> None:
     """Run what is left of ``state``: an unfinished undo (rotate.engine.undo) is finished and
     the run ends failed again, as it would have; otherwise every step not done — and every
     prepared step that was undone — runs, undone ones from scratch (no earlier facts)."""
+    from rotate.engine import undo as undo_mod
+    from rotate.engine.kinds import kind_of
+
     undo_steps = [st for st in state.steps if st.step.index in state.undo_of]
     # the preflight record is not a step of the plan: it ran before the journal
     planned = [st for st in state.steps
@@ -226,6 +234,8 @@ def _guard_rollback(
 ) -> Restore:
     """Refuse (exit 3, nothing changed) when something the rollback would restore moved
     since the run; the restore with each document's If-Match the version the run wrote."""
+    from rotate.engine.rollback import moved_since
+
     try:
         moved, match = moved_since(chain, adapters.vault, adapters.config_center, cred, orig,
                                    written_from, options.state_dir)
@@ -286,6 +296,9 @@ class Engine:
 
     def plan(self, options: _Options, credential: str) -> Plan:
         """Preflight + the ordered steps. Changes nothing."""
+        from rotate.engine.plan import build_plan
+        from rotate.engine.preflight import preflight
+
         chain = self.load_chain(options)
         cred = chain.credential(credential)
         strategy = _strategy(options, cred)
@@ -298,6 +311,11 @@ class Engine:
         self, options: _Options, credential: str, observer: Observer, cancel: CancelToken,
         new_value: Secret | None = None,
     ) -> RunReport:
+        from rotate.engine.executor import Executor, report_from
+        from rotate.engine.kinds.base import Run
+        from rotate.engine.plan import build_plan
+        from rotate.engine.preflight import describe_failures, preflight
+
         chain = self.load_chain(options)
         cred = chain.credential(credential)
         strategy = _strategy(options, cred)
@@ -354,6 +372,9 @@ class Engine:
 
         A run started with ``--value-stdin`` that failed before its backend write needs the
         value again (``new_value``), checked against the journal's fingerprint (exit 2)."""
+        from rotate.engine.executor import Executor, report_from
+        from rotate.engine.kinds.base import Run
+
         state = journal_mod.load(options.state_dir, run_id)
         if state.status in ("succeeded", "rolled-back"):
             raise UsageError(f"run {run_id} is {state.status}; nothing to resume")
@@ -384,6 +405,10 @@ class Engine:
         self, options: _Options, run_id: str, observer: Observer, cancel: CancelToken,
     ) -> RunReport:
         """Restore what run ``run_id`` replaced, as a run of its own (operation rollback)."""
+        from rotate.engine.executor import Executor, report_from
+        from rotate.engine.kinds.base import Run
+        from rotate.engine.rollback import backend_written, build_rollback
+
         orig = journal_mod.load(options.state_dir, run_id)
         if orig.operation != "rotate":
             raise UsageError(
@@ -438,6 +463,8 @@ class Engine:
         return out
 
     def show(self, options: _Options, run_id: str) -> RunReport:
+        from rotate.engine.executor import report_from
+
         return report_from(journal_mod.load(options.state_dir, run_id))
 
     def list_credentials(self, options: _Options) -> list[CredentialSummary]:
@@ -455,6 +482,8 @@ class Engine:
     def doctor(self, options: _Options) -> list[Check]:
         """Connectivity and every permission any run needs, for every credential in the
         chain.  An adapter that cannot be built is one failed check; the others still run."""
+        from rotate.engine.preflight import doctor_checks
+
         chain = self.load_chain(options)
         f, env = self._factory, self.environ
         checks: list[Check] = []

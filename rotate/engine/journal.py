@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -134,6 +133,8 @@ class Journal:
             record.update(index=step.index, stage=step.stage, kind=step.kind, target=step.target)
         record["data"] = dict(data or {})
         if event in ("run.start", "run.resume"):
+            import socket  # here: `rotate list` reads journals and never writes one
+
             record["data"]["process"] = {"host": socket.gethostname(), "pid": os.getpid()}
         _refuse_secrets(record)
         line = json.dumps(record, default=_no_default, sort_keys=True)
@@ -286,6 +287,8 @@ def _track_undone(state: RunState, index: int, event: str) -> None:
 def _gone(process: Any) -> bool:
     """Whether the process that last ran the journal is known dead: it ran on this host and
     its pid no longer exists. Another host, or no record, cannot be told from here."""
+    import socket
+
     if not isinstance(process, Mapping) or process.get("host") != socket.gethostname():
         return False
     try:

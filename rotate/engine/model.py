@@ -16,12 +16,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from rotate.chain.model import Chain
-from rotate.clients.seams import ConfigCenter, Kube, ProviderConnector, Readyz, Vault
 from rotate.core.findings import Check, Trap
 from rotate.core.strategy import Strategy
+
+if TYPE_CHECKING:  # annotations only: the seams' Protocols cost start-up (bench/startup.py)
+    from rotate.clients.seams import ConfigCenter, Kube, ProviderConnector, Readyz, Vault
 
 __all__ = ["Check", "Strategy", "Trap"]  # re-exported: the CLI and tests import them from here
 

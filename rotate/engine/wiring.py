@@ -7,16 +7,20 @@ stay cheap and a broken optional dependency only hurts the command that needs it
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rotate.chain.model import Chain
-from rotate.clients.seams import ConfigCenter, Kube, ProviderConnector, Readyz, Vault
 from rotate.core.errors import UsageError
 from rotate.core.secret import Secret
 from rotate.core.urls import plain_remote_host
 from rotate.engine.model import Options
+
+if TYPE_CHECKING:  # annotations only (start-up: the seams are Protocols, slow to build)
+    from rotate.clients.seams import ConfigCenter, Kube, ProviderConnector, Readyz, Vault
 
 #: moves the in-cluster ServiceAccount directory (token, ca.crt) from the kubelet's fixed path
 SERVICEACCOUNT_DIR_ENV = "ROTATE_SERVICEACCOUNT_DIR"
@@ -88,10 +92,11 @@ class RealAdapters:
 
 
 def load_chain(path: Path) -> Chain:
-    """``rotate.chain.loader.load_chain``, imported when first called (jsonschema is slow)."""
-    from rotate.chain.loader import load_chain as load
+    """``rotate.chain.loader.load_chain`` through the validated-chain cache in the user's
+    XDG cache directory (rotate.chain.cache), imported when first called."""
+    from rotate.chain.cache import default_cache_dir, load_chain_cached
 
-    return load(path)
+    return load_chain_cached(path, default_cache_dir(os.environ))
 
 
 def _token(environ: Mapping[str, str], name: str, problems: list[str]) -> Secret | None:

@@ -57,3 +57,16 @@ def test_list_and_runs_from_the_example_chain(tmp_path: Path) -> None:
     assert runs.stdout == "No runs in the journal.\n"
     missing = _rotate("show", "20261202T000000Z-dragonfly-0000", "--state-dir", str(tmp_path))
     assert missing.exit_code == 2
+
+
+def test_list_prints_the_same_from_the_validated_chain_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    for output in ("text", "json"):
+        args = ("list", "--chain", str(CHAIN), "--state-dir", str(tmp_path), "-o", output)
+        cold, warm = _rotate(*args), _rotate(*args)
+        assert cold.exit_code == warm.exit_code == 0
+        assert warm.stdout == cold.stdout
+        assert warm.stderr == cold.stderr == ""
+    assert len(list((tmp_path / "xdg" / "rotate" / "chains").iterdir())) == 1
