@@ -77,3 +77,30 @@ def test_list_validates_like_a_rotation(tmp_path: Path) -> None:
     # JSON Schema validation (about 60 ms); the adapters stay out (above).
     modules = _list_modules(tmp_path)
     assert "jsonschema" in modules
+
+
+DRIVERS_CHILD = """
+import json, sys
+from rotate.clients.provider_connect import Connector
+from rotate.clients.seams import Endpoint
+before = {m.split(".")[0] for m in sys.modules}
+getattr(Connector(), sys.argv[1])(Endpoint("127.0.0.1", 1), **json.loads(sys.argv[2]))
+after = {m.split(".")[0] for m in sys.modules}
+print(json.dumps({"before": sorted(before), "after": sorted(after)}))
+"""
+
+
+@pytest.mark.parametrize(("probe", "kwargs", "used", "unused"), [
+    ("redis_probe", {"tls": False}, "redis", "psycopg"),
+    ("postgres_probe", {"database": "postgres", "sslmode": "disable"}, "psycopg", "redis"),
+])
+def test_a_provider_driver_is_imported_only_when_its_provider_is_used(
+    probe: str, kwargs: dict[str, str | bool], used: str, unused: str, tmp_path: Path,
+) -> None:
+    # A Dragonfly rotation must not pay psycopg's import at start-up, nor PostgreSQL redis-py's.
+    done = subprocess.run([sys.executable, "-c", DRIVERS_CHILD, probe, json.dumps(kwargs)],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=60, check=True)
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert used not in seen["before"] and unused not in seen["before"]
+    assert used in seen["after"]
+    assert unused not in seen["after"]
