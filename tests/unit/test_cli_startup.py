@@ -104,3 +104,44 @@ def test_a_provider_driver_is_imported_only_when_its_provider_is_used(
     assert used not in seen["before"] and unused not in seen["before"]
     assert used in seen["after"]
     assert unused not in seen["after"]
+
+
+ENTRY_POINTS = {
+    "console": [sys.executable, "-m", "rotate"],
+    "plain": [sys.executable, "-c", "import sys\nfrom rotate.cli.app import main\n"
+              "sys.exit(main())"],
+}
+
+
+@pytest.mark.parametrize("args", [
+    ["list", "--chain", str(EXAMPLE_CHAIN)],  # output to a pipe: block-buffered
+    ["list", "--chain", "no-such-file.yaml"],
+    ["no-such-command"],
+])
+def test_the_console_script_ends_at_once_with_all_its_output_and_code(
+        args: list[str], tmp_path: Path) -> None:
+    # console() skips the interpreter's teardown (os._exit): its output and exit code must
+    # be exactly those of a plain sys.exit(main()).
+    env = {"NO_COLOR": "1", "COLUMNS": "100", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    seen = {}
+    for name, argv in ENTRY_POINTS.items():
+        done = subprocess.run([*argv, *args, *(["--state-dir", str(tmp_path)]
+                                               if args[0] == "list" else [])],
+                              cwd=tmp_path, capture_output=True, text=True, timeout=60, env=env)
+        seen[name] = (done.returncode, done.stdout, done.stderr)
+    assert seen["console"] == seen["plain"]
+    assert seen["console"][1] or seen["console"][2]
+
+
+def test_rotate_registers_no_atexit_handler(tmp_path: Path) -> None:
+    # console() ends the process without running atexit handlers: rotate may need none.
+    # (logging registers its shutdown, which flushes handlers rotate never installs.)
+    done = subprocess.run(
+        [sys.executable, "-c", "import atexit, sys\nfrom rotate.cli.app import main\n"
+         "registered = []\natexit.register = lambda f, *a, **k: registered.append(f)\n"
+         "main(['list', '--chain', sys.argv[1], '--state-dir', sys.argv[2]])\n"
+         "print(sorted(f.__module__ + '.' + f.__qualname__ for f in registered\n"
+         "             if f.__module__ != 'logging'))",
+         str(EXAMPLE_CHAIN), str(tmp_path)],
+        cwd=tmp_path, capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.strip().splitlines()[-1] == "[]"
