@@ -24,6 +24,7 @@ that kills a background thread (``threading.excepthook``, set for the command's 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import threading
@@ -267,10 +268,9 @@ def console() -> NoReturn:
     callers (the tests); rotate registers no ``atexit`` handler (a test checks)."""
     code = main()
     for stream in (sys.stdout, sys.stderr):
-        try:
+        # a closed pipe or stream: nothing more can be said on it
+        with contextlib.suppress(OSError, ValueError):
             stream.flush()
-        except (OSError, ValueError):
-            pass  # a closed pipe or stream: nothing more can be said on it
     os._exit(code)
 
 
