@@ -265,12 +265,16 @@ def console() -> NoReturn:
     What is left is the interpreter tearing down ~1,000 modules — the kubernetes client's
     models are most of them — which takes 0.2–0.4 s on an idle machine, more on a busy
     one, and does nothing for the user.  ``main`` stays an ordinary function for in-process
-    callers (the tests); rotate registers no ``atexit`` handler (a test checks)."""
+    callers (the tests); rotate registers no ``atexit`` handler (a test checks).  Under a
+    profiler or tracer (``python -m cProfile``, coverage), whose results are written at exit,
+    the process ends the ordinary way."""
     code = main()
     for stream in (sys.stdout, sys.stderr):
         # a closed pipe or stream: nothing more can be said on it
         with contextlib.suppress(OSError, ValueError):
             stream.flush()
+    if sys.getprofile() is not None or sys.gettrace() is not None:
+        sys.exit(code)
     os._exit(code)
 
 

@@ -145,3 +145,13 @@ def test_rotate_registers_no_atexit_handler(tmp_path: Path) -> None:
          str(EXAMPLE_CHAIN), str(tmp_path)],
         cwd=tmp_path, capture_output=True, text=True, timeout=60, check=True)
     assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_under_a_profiler_the_console_script_exits_the_ordinary_way(tmp_path: Path) -> None:
+    # cProfile (and coverage) write their results at exit: console() must not skip it.
+    out = tmp_path / "list.prof"
+    done = subprocess.run([sys.executable, "-m", "cProfile", "-o", str(out), "-m", "rotate",
+                           "list", "--chain", str(EXAMPLE_CHAIN), "--state-dir", str(tmp_path)],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert out.stat().st_size > 0
