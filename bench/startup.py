@@ -43,7 +43,7 @@ def _rotate() -> list[str]:
     script = VENV_BIN / "rotate"
     if script.exists():
         return [str(script)]
-    return [_python(), "-c", "import sys; from rotate.cli.app import main; sys.exit(main())"]
+    return [_python(), "-m", "rotate"]
 
 
 def _time(argv: list[str], env: dict[str, str]) -> float:

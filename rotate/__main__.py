@@ -1,8 +1,6 @@
 """``python -m rotate``: the same CLI as the ``rotate`` console script."""
 
-import sys
-
-from rotate.cli.app import main
+from rotate.cli.app import console
 
 if __name__ == "__main__":
-    sys.exit(main())
+    console()

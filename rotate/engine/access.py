@@ -40,6 +40,7 @@ from rotate.chain.model import (
 from rotate.clients.seams import Kube, Vault
 from rotate.core.errors import ForbiddenError, NotFoundError
 from rotate.core.refs import ObjectRef
+from rotate.engine.fanout import fan_out
 from rotate.engine.lock import lease_name, provider_lease_name
 from rotate.stages.rollout import VSO_KINDS
 
@@ -159,27 +160,32 @@ def describe(perm: Permission, plural: str) -> str:
 
 def check_permissions(kube: Kube, perms: Iterable[Permission]) -> list[str]:
     """The permissions the caller lacks, as ``verb kind[/sub] in ns (names)`` strings, one
-    per verb and resource, naming the objects when the permission is for named ones."""
+    per verb and resource, naming the objects when the permission is for named ones.
+
+    One review per verb/resource/namespace first: allowed on every object, it covers every
+    named permission of that group (100 consumers: ~15 reviews, not ~800); refused, each named
+    permission is asked on its own (an identity scoped with resourceNames).  The reviews of
+    each round are independent and run on the preflight pool (rotate.engine.fanout)."""
     from rotate.clients.kube import kind_info
 
+    perms = list(perms)
+    groups = list(dict.fromkeys(_group(p) for p in perms if p.name is not None))
+    wide = dict(zip(groups, fan_out(groups, lambda g: kube.can_i(
+        g[0], g[1], g[2], subresource=g[3])), strict=True))
+    asked = [p for p in perms if p.name is None or not wide[_group(p)]]
+    allowed = fan_out(asked, lambda p: kube.can_i(
+        p.verb, p.kind, p.namespace, subresource=p.subresource, name=p.name))
     missing: dict[str, list[str]] = {}
-    # One review per verb/resource/namespace first: allowed on every object, it covers every
-    # named permission of that group (100 consumers: ~15 reviews, not ~800); refused, each
-    # named permission is asked on its own (an identity scoped with resourceNames).
-    wide: dict[tuple[str, str, str | None, str | None], bool] = {}
-    for perm in perms:
-        group = (perm.verb, perm.kind, perm.namespace, perm.subresource)
-        if perm.name is not None and group not in wide:
-            wide[group] = kube.can_i(perm.verb, perm.kind, perm.namespace,
-                                     subresource=perm.subresource)
-        if perm.name is not None and wide[group]:
-            continue
-        if not kube.can_i(perm.verb, perm.kind, perm.namespace, subresource=perm.subresource,
-                          name=perm.name):
+    for perm, ok in zip(asked, allowed, strict=True):
+        if not ok:
             names = missing.setdefault(describe(perm, kind_info(perm.kind).plural), [])
             if perm.name:
                 names.append(perm.name)
     return [what + (f" ({', '.join(names)})" if names else "") for what, names in missing.items()]
+
+
+def _group(perm: Permission) -> tuple[str, str, str | None, str | None]:
+    return (perm.verb, perm.kind, perm.namespace, perm.subresource)
 
 
 # --------------------------------------------------------------------------- OpenBao / Vault

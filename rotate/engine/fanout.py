@@ -1,10 +1,12 @@
-"""Independent reads for many consumers, on a bounded pool, results in input order.
+"""Independent reads for many consumers (or permissions), on a bounded pool, results in
+input order.
 
 Preflight makes about six requests per consumer (its Deployment, its document's version, the
 Config Center write probe, its tokens, the harvest's reads).  One after the other they made
 start-up grow by seconds at 100 consumers (issue 8).  The requests of different consumers are
 independent, and the adapters are safe to share between threads (the executor already runs
-steps in parallel on them), so they run on at most :data:`FAN_OUT` threads.
+steps in parallel on them), so they run on at most :data:`FAN_OUT` threads.  The permission
+check's access reviews (~30 for one credential) go the same way.
 
 Invariant: :func:`fan_out` returns one result per input, in input order, whatever order the
 threads finish in — output and journal stay deterministic.  An exception raised by ``fn``
@@ -17,13 +19,14 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
+A = TypeVar("A")
 T = TypeVar("T")
 
 #: Enough to hide request latency, few enough not to flood a small API server.
 FAN_OUT = 8
 
 
-def fan_out(items: Sequence[str], fn: Callable[[str], T]) -> list[T]:
+def fan_out(items: Sequence[A], fn: Callable[[A], T]) -> list[T]:
     """``[fn(x) for x in items]``, run on up to :data:`FAN_OUT` threads."""
     if len(items) <= 1:
         return [fn(x) for x in items]

@@ -61,7 +61,7 @@ def test_wheel_ships_the_chain_schema_and_no_lab(product_wheel: Path) -> None:
     assert lab_files == []
     (entry_points,) = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
     text = zipfile.ZipFile(product_wheel).read(entry_points).decode()
-    assert "rotate.cli.app:main" in text and "rotate.plugins" not in text
+    assert "rotate.cli.app:console" in text and "rotate.plugins" not in text
 
 
 def test_installed_product_without_the_lab_says_how_to_get_it(fresh_venv: Path) -> None:

@@ -4,10 +4,15 @@ which reasons, the run id in each, never a value — and never a reason for a ru
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 
+import pytest
+
+from rotate.clients.seams import KubeEvent
 from rotate.core.errors import ForbiddenError
 from rotate.core.refs import ObjectRef
+from rotate.engine import events as events_mod
 from rotate.engine.model import PlannedStep
 from tests.fakes import World
 from tests.unit.engine_support import (
@@ -84,3 +89,41 @@ def test_events_that_cannot_be_created_do_not_fail_the_run(
     assert report.extra["events"]["created"] == 0 and report.extra["events"]["failed"] > 10
     end = [r for r in journal_lines(tmp_path, report.run_id) if r["event"] == "run.end"]
     assert end[-1]["data"]["events"] == report.extra["events"]
+
+
+def test_a_slow_event_request_never_holds_up_a_step(
+        world: World, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Every event request blocks until config.write starts, which comes four steps after
+    # the first event.  Sent inline, the first one would time out its wait (and the run
+    # would crawl); queued to the sender thread, the steps go on and release them.
+    release = threading.Event()
+    timed_out: list[str] = []
+    create = world.kube.create_event
+
+    def slow_create(event: KubeEvent) -> None:
+        if not release.wait(timeout=5):
+            timed_out.append(event.reason)
+        create(event)
+
+    monkeypatch.setattr(world.kube, "create_event", slow_create)
+    obs = RecordingObserver()
+    obs.on_start["config.write"] = lambda _step: release.set()
+    report = run(world, tmp_path, obs)
+    assert report.status == "succeeded", report.message
+    assert timed_out == []
+    assert report.extra["events"] == {"created": len(world.kube.kube_events), "failed": 0}
+    # one sender thread: the steps' events keep their order on each object
+    assert _reasons(world, ES) == ["BackendWritten", "SyncRequested", "CredentialRotated"]
+
+
+def test_events_still_unsent_at_the_end_count_as_failed(
+        world: World, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    stuck = threading.Event()
+    monkeypatch.setattr(events_mod, "FLUSH_SECONDS", 0.3)
+    monkeypatch.setattr(world.kube, "create_event", lambda _event: stuck.wait(timeout=10))
+    try:
+        report = run(world, tmp_path)
+    finally:
+        stuck.set()
+    assert report.status == "succeeded", report.message
+    assert report.extra["events"]["created"] == 0 and report.extra["events"]["failed"] > 10

@@ -71,6 +71,10 @@ class HttpError(Exception):
 
 class ConfigCenterServer(ThreadingHTTPServer):
     daemon_threads = True
+    #: a real server's listen backlog (Go's net/http: somaxconn), not socketserver's 5: with
+    #: 5, a burst of parallel connections (rotate's config.write/token.mint groups) overflows
+    #: it and the dropped SYN is retried by the client's kernel a whole second later
+    request_queue_size = 128
 
     def __init__(self, addr: tuple[str, int], state: State, admin_token: str,
                  faults_file: Path | None) -> None:

@@ -387,6 +387,13 @@ class Service:
         return self.postgres.work(n) if self.postgres is not None else None
 
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    #: a real server's listen backlog, not socketserver's 5, which a burst of load requests
+    #: through kube-proxy overflows (a dropped SYN is retried a whole second later)
+    request_queue_size = 128
+
+
 def make_handler(service: Service, in_flight: InFlight) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         server_version = "lab-sample-service"
@@ -482,8 +489,7 @@ def main() -> int:
         f"{'yes' if service.dragonfly else 'no'}; cache: {'yes' if service.cache else 'no'}; "
         f"postgres: {'yes' if service.postgres else 'no'}")
     in_flight = InFlight()
-    server = ThreadingHTTPServer((host, port), make_handler(service, in_flight))
-    server.daemon_threads = True
+    server = _Server((host, port), make_handler(service, in_flight))
 
     def drain_then_shutdown() -> None:
         threading.Event().wait(DRAIN_SECONDS)  # keep serving while the endpoint goes away
