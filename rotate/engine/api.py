@@ -18,6 +18,7 @@ import secrets as _secrets
 import socket
 import time
 from collections.abc import Callable, Mapping
+from contextlib import closing
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -339,7 +340,8 @@ class Engine:
                     "traps": [t.name for t in the_plan.traps]})
                 run = Run(chain, cred, adapters, journal, cancel, timeout, parallel, start,
                           new_value=candidate, environ=self.environ)
-                Executor(run, observer, lease=lease).execute(the_plan.steps)
+                with closing(run):
+                    Executor(run, observer, lease=lease).execute(the_plan.steps)
             finally:
                 journal.close()
             return report_from(journal_mod.load(options.state_dir, run_id))
@@ -370,7 +372,8 @@ class Engine:
                 journal.append("run.resume", data={"holder": lease.holder})
                 run = Run(chain, cred, adapters, journal, cancel, timeout, parallel, state.start,
                           environ=self.environ, new_value=new_value)
-                _resume_steps(state, Executor(run, observer, lease=lease))
+                with closing(run):
+                    _resume_steps(state, Executor(run, observer, lease=lease))
             finally:
                 journal.close()
             final = journal_mod.load(options.state_dir, run_id)
@@ -416,7 +419,8 @@ class Engine:
                 else:
                     run = Run(chain, cred, adapters, journal, cancel, timeout, parallel, start,
                               environ=self.environ)
-                    Executor(run, observer, lease=lease).execute(steps)
+                    with closing(run):
+                        Executor(run, observer, lease=lease).execute(steps)
             finally:
                 journal.close()
             final = journal_mod.load(options.state_dir, rb_id)

@@ -369,10 +369,14 @@ def _reloader_rolled(obj: Mapping[str, Any], before: Baseline,
     return named == (None, None) or named == secret or named == (None, secret[1])
 
 
+def match_labels(obj: Mapping[str, Any]) -> Mapping[str, str]:
+    """The workload's ``matchLabels`` (empty: it has none)."""
+    return ((obj.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
+
+
 def pod_selector(obj: Mapping[str, Any]) -> str | None:
     """The workload's ``matchLabels`` as a label selector (None: it has none)."""
-    labels = ((obj.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
-    return ",".join(f"{k}={v}" for k, v in sorted(labels.items())) or None
+    return ",".join(f"{k}={v}" for k, v in sorted(match_labels(obj).items())) or None
 
 
 def pods_started_after(kube: Kube, obj: Mapping[str, Any], since: datetime) -> str | None:
