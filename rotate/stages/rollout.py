@@ -152,11 +152,15 @@ def wait_rollout(
     kube: Kube, ref: ObjectRef, min_generation: int, *, deadline: Deadline,
     cancel: CancelToken | None = None,
 ) -> str:
-    """Wait until the workload's rollout completes (see :func:`rollout_status`)."""
+    """Wait until the workload's rollout completes (see :func:`rollout_status`), judged on
+    the object its watch delivered, or a GET when no event came since the last check (a
+    state after the watch began either way; ``min_generation`` rules out one before ours)."""
     last = ["nothing observed yet"]
 
     def check() -> str | None:
-        obj = kube.get(ref.kind, ref.namespace, ref.name)
+        seen = pause.take()
+        obj = kube.get(ref.kind, ref.namespace, ref.name) if seen is None else {
+            **seen, "kind": ref.kind}
         done, message = rollout_status(obj, min_generation)
         last[0] = message
         return message if done else None
