@@ -16,13 +16,13 @@ Correctness rules (client-go's reflector, thinned to what the waits need):
 * A watch that ends normally (the server's timeout) is resumed from the last
   resourceVersion seen: no change is missed or applied twice.
 * A watch ERROR event (410 Expired: the version left the server's history) or a ClientError
-  from the list or the watch marks the copy *not synced*; it is re-listed after
-  :data:`_RELIST_PAUSE` (a server refusing costs one request a second, as
-  ``kubewatch._REWATCH_PAUSE``).  Every (re)list replaces the whole copy.
-* While the copy is not synced — before its first list, or after a failure until a re-list
-  succeeds — :meth:`ObjectCache.objects` raises: the list's own error when it failed (the same
-  error the waiter's own LIST raised before; wait_for treats a TemporaryError as "not yet" and
-  ends on a permanent one), else a TemporaryError saying the list is under way.
+  from the watch re-lists the copy after :data:`_RELIST_PAUSE` (a server refusing costs one
+  request a second, as ``kubewatch._REWATCH_PAUSE``); meanwhile readers keep the copy as it
+  was (late, not wrong).  Every (re)list replaces the whole copy.
+* A failed list marks the copy *not synced* until a re-list succeeds; so does the time
+  before the first list.  Then :meth:`ObjectCache.objects` raises: the list's own error (the
+  same error the waiter's own LIST raised before; wait_for treats a TemporaryError as "not
+  yet" and ends on a permanent one), or a TemporaryError saying the list is under way.
 * Every change of what readers may see (an event applied, a list, a failure) bumps the
   version and wakes every reader.
 * A reader sees a state the server had (a little late, at worst): so the cache can make a
@@ -150,7 +150,7 @@ class ObjectCache:
             self._changed()
         return rv
 
-    def _fail(self, exc: ClientError | None) -> None:
+    def _fail(self, exc: ClientError) -> None:
         with self._cond:
             self._synced, self._error = False, exc
             self._changed()
@@ -165,14 +165,14 @@ class ObjectCache:
                 if self._stop.is_set():
                     return None, quiet
                 if event.type == "ERROR":  # 410 Expired, or the server gave up: re-list
-                    self._fail(None)
-                    return None, quiet
+                    break
                 quiet = False
                 rv = self._apply(event) or rv
-        except ClientError as exc:
-            self._fail(exc)
-            return None, quiet
-        return rv, quiet
+            else:
+                return rv, quiet
+        except ClientError:
+            pass
+        return None, quiet  # the re-list bumps the version
 
     def _apply(self, event: WatchEvent) -> str:
         obj = event.object
