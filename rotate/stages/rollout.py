@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -148,19 +149,29 @@ def restart(kube: Kube, ref: ObjectRef, run_id: str) -> Restart:
     return Restart(generation(obj), stamp, "rotate")
 
 
+#: wait_rollout reads the workload again after this long without a watch event
+_REREAD = 2.0
+
+
 def wait_rollout(
     kube: Kube, ref: ObjectRef, min_generation: int, *, deadline: Deadline,
     cancel: CancelToken | None = None,
 ) -> str:
     """Wait until the workload's rollout completes (see :func:`rollout_status`), judged on
-    the object its watch delivered, or a GET when no event came since the last check (a
-    state after the watch began either way; ``min_generation`` rules out one before ours)."""
+    the newest object its watch delivered — a state after the watch began, and
+    ``min_generation`` rules out one before ours.  A GET reads it first, and again when no
+    event came for :data:`_REREAD` seconds (a watch that missed a change costs that much
+    time, never a wrong verdict)."""
     last = ["nothing observed yet"]
+    read_at = [float("-inf")]
 
     def check() -> str | None:
         seen = pause.take()
+        if seen is None and time.monotonic() - read_at[0] < _REREAD:
+            return None  # no event since the last read: nothing changed
         obj = kube.get(ref.kind, ref.namespace, ref.name) if seen is None else {
             **seen, "kind": ref.kind}
+        read_at[0] = time.monotonic()
         done, message = rollout_status(obj, min_generation)
         last[0] = message
         return message if done else None
