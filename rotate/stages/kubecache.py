@@ -27,6 +27,8 @@ Correctness rules (client-go's reflector, thinned to what the waits need):
   version and wakes every reader.
 * A reader sees a state the server had (a little late, at worst): so the cache can make a
   wait slower, never wrong.  The objects handed out are shared: read-only.
+* The thread only speeds waiting up: if it dies of a bug (reported by threading.excepthook),
+  readers list the server themselves at each read, and their pause is wait_for's back-off.
 * :meth:`ObjectCache.close` wakes every reader and stops the thread — at once when it is
   between watches, else at its next event or the watch's server timeout (daemon thread).
 
@@ -93,13 +95,18 @@ class ObjectCache:
     def objects(self, labels: Mapping[str, str] | None = None) -> list[Obj]:
         """The objects whose labels include ``labels`` (all when None); raises while the copy
         is not synced (module doc)."""
+        wanted = dict(labels or {}).items()
         with self._cond:
-            if not self._synced:
-                if self._error is not None:  # raised again at each read: a fresh traceback
-                    raise self._error.with_traceback(None)
-                raise TemporaryError("kubernetes", f"list {self.what}", "being listed")
-            wanted = dict(labels or {}).items()
-            return [o for o in self._objects.values() if wanted <= _labels(o).items()]
+            if self._thread.is_alive() or self._stop.is_set():
+                if not self._synced:
+                    if self._error is not None:  # raised again at each read: a fresh traceback
+                        raise self._error.with_traceback(None)
+                    raise TemporaryError("kubernetes", f"list {self.what}", "being listed")
+                return [o for o in self._objects.values() if wanted <= _labels(o).items()]
+        # the thread died of a bug (threading.excepthook reported it): the copy is no longer
+        # kept, so read the server, as a waiter did before the copy existed
+        items, _ = self._kube.list_versioned(self._kind, self._namespace)
+        return [o for o in items if wanted <= _labels(o).items()]
 
     def wait_newer(self, seen: int, seconds: float) -> None:
         """Return when the version passed ``seen``, the cache closed, or after ``seconds``."""

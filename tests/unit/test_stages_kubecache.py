@@ -202,3 +202,23 @@ def test_waiters_share_one_list_and_each_sees_its_own_pods(kube: ExpiringKube,
     assert done == {app: "1 new pod(s) started" for app in apps}
     assert kube.faults.calls["list"] == 1
     assert kube.faults.calls["get"] == len(apps)  # each Deployment read once
+
+
+def test_a_thread_dead_of_a_bug_leaves_readers_reading_the_server(
+        kube: ExpiringKube, monkeypatch: pytest.MonkeyPatch) -> None:
+    died: list[type[BaseException]] = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: died.append(args.exc_type))
+
+    def buggy_watch(*args: Any, **kwargs: Any) -> Iterator[WatchEvent]:
+        raise RuntimeError("a bug")
+
+    kube.watch = buggy_watch  # type: ignore[method-assign]
+    kube.put(pod("a"))
+    cache = ObjectCache(kube, "Pod", "shop", server_timeout=0.2)
+    try:
+        eventually(lambda: not cache.running, 5, "the thread dead of the bug")
+        assert died == [RuntimeError]
+        kube.create("Pod", "shop", pod("b"))
+        assert names(cache) == ["a", "b"]  # listed at the read, not from the dead copy
+    finally:
+        cache.close()
