@@ -11,6 +11,9 @@ waiter last read it (a version counter under one Condition).
 
 Correctness rules (client-go's reflector, thinned to what the waits need):
 
+* The watch starts at the list's own resourceVersion (``Kube.list_versioned``), not at the
+  newest object's: when every object is older than the server's watch history, a watch
+  from the newest one is refused (410) at every re-list.
 * Events are applied by one thread in the order the watch delivers them: ADDED and MODIFIED
   store the object as sent, DELETED removes it, BOOKMARK only moves the resourceVersion.
 * A watch that ends normally (the server's timeout) is resumed from the last
@@ -23,7 +26,7 @@ Correctness rules (client-go's reflector, thinned to what the waits need):
   before the first list.  Then :meth:`ObjectCache.objects` raises: the list's own error (the
   same error the waiter's own LIST raised before; wait_for treats a TemporaryError as "not
   yet" and ends on a permanent one), or a TemporaryError saying the list is under way.
-* Every change of what readers may see (an event applied, a list, a failure) bumps the
+* Every change of what readers may see (an event applied, a list, a failed list) bumps the
   version and wakes every reader.
 * A reader sees a state the server had (a little late, at worst): so the cache can make a
   wait slower, never wrong.  The objects handed out are shared: read-only.
@@ -34,7 +37,10 @@ Correctness rules (client-go's reflector, thinned to what the waits need):
 
 Lifetime: :class:`KubeCaches` makes a cache on first use per (kind, namespace) and is owned
 by the run (rotate.engine.kinds.base.Run), which closes it when the run ends.  Only kinds
-the run may list and watch in that namespace (rotate.engine.access) are cached: Pods.
+the run may list and watch in that namespace (rotate.engine.access) are cached: Pods.  Not
+Deployments: rotate's grants on workloads name each one (RBAC resourceNames), and a list or
+watch of them all would widen ``rotate rbac``; a workload wait watches its own object
+(rotate.stages.kubewatch) and reads it once.
 """
 
 from __future__ import annotations
