@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import builtins
 import json
 import secrets
 import ssl
@@ -318,17 +319,27 @@ class KubeClient:
     def list(
         self, kind: str, namespace: str | None, *, label_selector: str | None = None
     ) -> list[dict[str, Any]]:
+        return self._list(kind, namespace, label_selector)[0]
+
+    def list_versioned(
+        self, kind: str, namespace: str | None
+    ) -> tuple[builtins.list[dict[str, Any]], str]:
+        return self._list(kind, namespace, None)
+
+    def _list(
+        self, kind: str, namespace: str | None, label_selector: str | None
+    ) -> tuple[builtins.list[dict[str, Any]], str]:
         query = {"labelSelector": label_selector} if label_selector else None
         doc = self._request("GET", self._path(kind, namespace), self._op("list", kind, namespace),
-                            query=query)
+                            query=query) or {}
         info = self._info(kind)
         items = []
-        for item in (doc or {}).get("items") or []:
+        for item in doc.get("items") or []:
             # List items come without kind/apiVersion; callers treat each as a full object.
             item.setdefault("kind", kind)
             item.setdefault("apiVersion", info.api_version)
             items.append(_strip_secret(item) if kind == "Secret" else item)
-        return items
+        return items, str((doc.get("metadata") or {}).get("resourceVersion") or "")
 
     def create(self, kind: str, namespace: str | None, body: Mapping[str, Any]) -> dict[str, Any]:
         name = (body.get("metadata") or {}).get("name")

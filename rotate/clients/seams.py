@@ -18,6 +18,7 @@ only as :class:`rotate.core.secret.Secret`.
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -120,6 +121,14 @@ class Kube(Protocol):
     def list(
         self, kind: str, namespace: str | None, *, label_selector: str | None = None
     ) -> list[dict[str, Any]]: ...
+
+    def list_versioned(
+        self, kind: str, namespace: str | None
+    ) -> tuple[builtins.list[dict[str, Any]], str]:
+        """Every object of ``kind`` in ``namespace`` and the list's own resourceVersion: a
+        watch from it neither misses nor repeats a change (rotate.stages.kubecache).  The
+        objects' own versions cannot stand in for it: when all of them are older than the
+        server's watch history, a watch from the newest one is refused (410) every time."""
 
     def create(
         self, kind: str, namespace: str | None, body: Mapping[str, Any]

@@ -21,6 +21,7 @@ import os
 import secrets as _secrets
 import time
 from collections.abc import Callable, Mapping
+from contextlib import closing
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -357,7 +358,8 @@ class Engine:
                     "traps": [t.name for t in the_plan.traps]})
                 run = Run(chain, cred, adapters, journal, cancel, timeout, parallel, start,
                           new_value=candidate, environ=self.environ)
-                Executor(run, observer, lease=lease).execute(the_plan.steps)
+                with closing(run):
+                    Executor(run, observer, lease=lease).execute(the_plan.steps)
             finally:
                 journal.close()
             return report_from(journal_mod.load(options.state_dir, run_id))
@@ -391,7 +393,8 @@ class Engine:
                 journal.append("run.resume", data={"holder": lease.holder})
                 run = Run(chain, cred, adapters, journal, cancel, timeout, parallel, state.start,
                           environ=self.environ, new_value=new_value)
-                _resume_steps(state, Executor(run, observer, lease=lease))
+                with closing(run):
+                    _resume_steps(state, Executor(run, observer, lease=lease))
             finally:
                 journal.close()
             final = journal_mod.load(options.state_dir, run_id)
@@ -441,7 +444,8 @@ class Engine:
                 else:
                     run = Run(chain, cred, adapters, journal, cancel, timeout, parallel, start,
                               environ=self.environ)
-                    Executor(run, observer, lease=lease).execute(steps)
+                    with closing(run):
+                        Executor(run, observer, lease=lease).execute(steps)
             finally:
                 journal.close()
             final = journal_mod.load(options.state_dir, rb_id)

@@ -3,15 +3,20 @@
 Waiting for ESO or a rollout should react to the change, not to a polling period.  A daemon
 thread follows ``Kube.watch`` for one object (or one kind in a namespace) and sets an event
 on every change; :meth:`WatchPause.__call__` returns as soon as that event is set, or after
-the back-off interval wait_for asked for.  The condition itself is always re-read with a
-fresh GET, so a broken or chatty watch can make the wait slower or busier, never wrong; and
-the back-off bounds how often ``check`` runs.
+the back-off interval wait_for asked for.  The condition itself is re-read with a fresh GET,
+or — for a watch of one named object — judged on the newest object the watch delivered since
+the last check (:meth:`WatchPause.take`): a state the server had after the watch began, so a
+broken or chatty watch can make the wait slower or busier, never wrong; a pause that ended
+without an event falls back to the GET, and the back-off bounds how often ``check`` runs.
+(Waits on the Pods of a namespace read the run's shared copy instead: rotate.stages.kubecache.)
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from types import TracebackType
+from typing import Any
 
 from rotate.clients.seams import Kube
 from rotate.core.errors import ClientError
@@ -32,6 +37,8 @@ class WatchPause:
         self._name = name
         self._server_timeout = server_timeout
         self._changed = threading.Event()
+        self._latest: Mapping[str, Any] | None = None
+        self._latest_lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(
             target=self._follow, name=f"watch-{kind}-{name or namespace}", daemon=True
@@ -55,11 +62,21 @@ class WatchPause:
                     got_event = True
                     meta = event.object.get("metadata") or {}
                     rv = str(meta.get("resourceVersion") or rv or "") or None
+                    if event.type in ("ADDED", "MODIFIED"):
+                        with self._latest_lock:
+                            self._latest = event.object
                     self._changed.set()
             except ClientError:
                 rv = None
             if not got_event:
                 self._stop.wait(_REWATCH_PAUSE)
+
+    def take(self) -> Mapping[str, Any] | None:
+        """The newest object an ADDED/MODIFIED event delivered since the last take (None: no
+        such event — the caller GETs).  Meant for a watch of one named object."""
+        with self._latest_lock:
+            latest, self._latest = self._latest, None
+        return latest
 
     def __call__(self, seconds: float) -> None:
         self._changed.wait(max(0.0, seconds))

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -148,15 +149,29 @@ def restart(kube: Kube, ref: ObjectRef, run_id: str) -> Restart:
     return Restart(generation(obj), stamp, "rotate")
 
 
+#: wait_rollout reads the workload again after this long without a watch event
+_REREAD = 2.0
+
+
 def wait_rollout(
     kube: Kube, ref: ObjectRef, min_generation: int, *, deadline: Deadline,
     cancel: CancelToken | None = None,
 ) -> str:
-    """Wait until the workload's rollout completes (see :func:`rollout_status`)."""
+    """Wait until the workload's rollout completes (see :func:`rollout_status`), judged on
+    the newest object its watch delivered — a state after the watch began, and
+    ``min_generation`` rules out one before ours.  A GET reads it first, and again when no
+    event came for :data:`_REREAD` seconds (a watch that missed a change costs that much
+    time, never a wrong verdict)."""
     last = ["nothing observed yet"]
+    read_at = [float("-inf")]
 
     def check() -> str | None:
-        obj = kube.get(ref.kind, ref.namespace, ref.name)
+        seen = pause.take()
+        if seen is None and time.monotonic() - read_at[0] < _REREAD:
+            return None  # no event since the last read: nothing changed
+        obj = kube.get(ref.kind, ref.namespace, ref.name) if seen is None else {
+            **seen, "kind": ref.kind}
+        read_at[0] = time.monotonic()
         done, message = rollout_status(obj, min_generation)
         last[0] = message
         return message if done else None
@@ -369,10 +384,14 @@ def _reloader_rolled(obj: Mapping[str, Any], before: Baseline,
     return named == (None, None) or named == secret or named == (None, secret[1])
 
 
+def match_labels(obj: Mapping[str, Any]) -> Mapping[str, str]:
+    """The workload's ``matchLabels`` (empty: it has none)."""
+    return ((obj.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
+
+
 def pod_selector(obj: Mapping[str, Any]) -> str | None:
     """The workload's ``matchLabels`` as a label selector (None: it has none)."""
-    labels = ((obj.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
-    return ",".join(f"{k}={v}" for k, v in sorted(labels.items())) or None
+    return ",".join(f"{k}={v}" for k, v in sorted(match_labels(obj).items())) or None
 
 
 def pods_started_after(kube: Kube, obj: Mapping[str, Any], since: datetime) -> str | None:

@@ -28,8 +28,8 @@ from typing import Any
 from rotate.clients.seams import Kube
 from rotate.core.refs import ObjectRef
 from rotate.core.waiting import CancelToken, Deadline, wait_for
-from rotate.stages.kubewatch import WatchPause
-from rotate.stages.rollout import RESTARTED_AT, metadata, pod_selector
+from rotate.stages.kubecache import ObjectCache
+from rotate.stages.rollout import RESTARTED_AT, match_labels, metadata
 from rotate.stages.surge import fenceposts
 
 
@@ -101,21 +101,34 @@ def no_startup_probe(obj: Mapping[str, Any]) -> bool:
 
 def wait_staged(
     kube: Kube, ref: ObjectRef, stamp: str, *, deadline: Deadline,
-    cancel: CancelToken | None = None,
+    cancel: CancelToken | None = None, pods: ObjectCache | None = None,
 ) -> str:
-    """Wait, on a watch of the namespace's Pods, until :func:`staged` holds for ``ref``'s
-    rollout stamped ``stamp``.  Raises WaitTimeout at ``deadline`` (a new pod that never
-    starts: bad image, crash loop) — before the provider switched."""
+    """Wait until :func:`staged` holds for ``ref``'s rollout stamped ``stamp``.  Raises
+    WaitTimeout at ``deadline`` (a new pod that never starts: bad image, crash loop) — before
+    the provider switched.
+
+    The pods are read from ``pods``, the run's watched copy of the namespace's Pods shared by
+    every waiter (rotate.stages.kubecache), and the wait wakes when that copy changes; without
+    one, a private copy lives for this wait.  The workload is read once: its selector,
+    replicas and strategy do not change under a rollout."""
+    if pods is None:
+        private = ObjectCache(kube, "Pod", ref.namespace)
+        try:
+            return wait_staged(kube, ref, stamp, deadline=deadline, cancel=cancel, pods=private)
+        finally:
+            private.close()
     last = ["nothing observed yet"]
+    workload: list[Mapping[str, Any]] = []
+    reader = pods.reader()
 
     def check() -> str | None:
-        obj = kube.get(ref.kind, ref.namespace, ref.name)
+        if not workload:
+            workload.append(kube.get(ref.kind, ref.namespace, ref.name))
         # no matchLabels: every pod of the namespace; the stamp still picks ours
-        pods = kube.list("Pod", ref.namespace, label_selector=pod_selector(obj))
-        verdict = staged(obj, pods, stamp)
+        ours = reader.objects(match_labels(workload[0]))
+        verdict = staged(workload[0], ours, stamp)
         last[0] = verdict.note
         return verdict.note if verdict.done else None
 
-    with WatchPause(kube, "Pod", ref.namespace) as pause:
-        return wait_for(check, deadline=deadline, what=f"new pods of {ref} to start",
-                        describe=lambda: last[0], cancel=cancel, pause=pause)
+    return wait_for(check, deadline=deadline, what=f"new pods of {ref} to start",
+                    describe=lambda: last[0], cancel=cancel, pause=reader)

@@ -122,6 +122,18 @@ def test_a_watch_replays_changes_after_a_version_without_secret_data(kube: Kube)
     assert changes[0].object["metadata"]["name"] == "dragonfly-password-secret"
 
 
+def test_a_versioned_list_is_the_start_of_a_watch_that_misses_nothing(kube: Kube) -> None:
+    kube.create("Deployment", "shop", deployment("cart"))
+    items, rv = kube.list_versioned("Deployment", "shop")
+    assert [d["metadata"]["name"] for d in items] == ["cart"] and items[0]["kind"] == "Deployment"
+    kube.create("Deployment", "shop", deployment("order"))
+    kube.delete("Deployment", "shop", "cart")
+    events = [e for e in kube.watch("Deployment", "shop", resource_version=rv, timeout_seconds=1)
+              if e.type != "BOOKMARK"]
+    assert [(e.type, e.object["metadata"]["name"]) for e in events][:2] == [
+        ("ADDED", "order"), ("DELETED", "cart")]
+
+
 def test_an_event_is_listed_with_its_object_reason_and_run(kube: Kube) -> None:
     created = kube.create("Deployment", "shop", deployment("cart"))
     uid = created["metadata"]["uid"]

@@ -5,6 +5,7 @@ so an ESO sync or a rollout happens deterministically, without sleeps."""
 from __future__ import annotations
 
 import base64
+import builtins
 import copy
 import itertools
 import threading
@@ -115,6 +116,18 @@ class FakeKube:
 
     def list(self, kind: str, namespace: str | None, *, label_selector: str | None = None
              ) -> list[dict[str, Any]]:
+        self.faults.hit("list")
+        return self._list(kind, namespace, label_selector)
+
+    def list_versioned(self, kind: str, namespace: str | None
+                       ) -> tuple[builtins.list[dict[str, Any]], str]:
+        self.faults.hit("list")
+        with self._lock:
+            return (self._list(kind, namespace, None),
+                    str(self.events[-1][0]) if self.events else "0")
+
+    def _list(self, kind: str, namespace: str | None, label_selector: str | None
+              ) -> builtins.list[dict[str, Any]]:
         wanted = dict(part.split("=", 1) for part in label_selector.split(",")
                       ) if label_selector else {}
         with self._lock:
@@ -188,6 +201,7 @@ class FakeKube:
     def watch(self, kind: str, namespace: str | None, *, name: str | None = None,
               resource_version: str | None = None, timeout_seconds: float = 30
               ) -> Iterator[WatchEvent]:
+        self.faults.hit("watch")
         with self._lock:
             since = int(resource_version) if resource_version else (
                 self.events[-1][0] if self.events else 0)

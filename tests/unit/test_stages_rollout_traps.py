@@ -15,6 +15,7 @@ from rotate.core.refs import ObjectRef
 from rotate.core.waiting import Deadline
 from rotate.stages import reloader_presence, rollout, traps
 from tests.fakes import FakeKube, deployment
+from tests.polling import eventually
 
 REF = ObjectRef("Deployment", "ns", "app")
 
@@ -130,6 +131,31 @@ def test_ondelete_statefulset_pods_deleted_in_reverse_order(kube: FakeKube) -> N
     # idempotent: a second pass deletes nothing
     rollout.roll_ondelete(kube, ref, r.generation, deadline=Deadline.after(5))
     assert len(kube.deleted) == 3
+
+
+def test_wait_rollout_judges_watched_objects_not_a_get_per_event() -> None:
+    import threading
+
+    kube = FakeKube()
+    dep = _dep(availableReplicas=0)
+    dep["metadata"]["generation"] = 4
+    kube.put(dep)
+    result: list[str] = []
+    waiter = threading.Thread(target=lambda: result.append(rollout.wait_rollout(
+        kube, REF, 4, deadline=Deadline.after(10))), daemon=True)
+    waiter.start()
+    try:
+        eventually(lambda: kube.watches_started > 0 and kube.faults.calls.get("get"), 5,
+                   "the watch started and the first read")
+        for available in (0, 1, 1, 2, 2, 2, 3):
+            kube.set_status("Deployment", "ns", "app", {**dep["status"],
+                                                        "availableReplicas": available})
+        waiter.join(10)
+        assert result and "rolled out" in result[0]
+        # one GET, maybe one more if the machine stalled the events for _REREAD seconds
+        assert kube.faults.calls["get"] <= 2
+    finally:
+        kube.close()
 
 
 SECRET = ("ns", "s1")

@@ -114,6 +114,29 @@ def test_watch_pause_wakes_on_an_event_not_the_interval(kube: FakeKube) -> None:
         assert time.monotonic() - t0 < 5
 
 
+def test_watch_pause_hands_the_newest_watched_object_once(kube: FakeKube) -> None:
+    """wait_rollout judges the object its named watch delivered instead of a GET per event."""
+    from rotate.core.waiting import wait_for
+    from rotate.stages.kubewatch import WatchPause
+
+    with WatchPause(kube, "ExternalSecret", "ns", "es") as pause:
+        wait_for(lambda: kube.watches_started > 0 or None, deadline=Deadline.after(5),
+                 what="watch started")
+        assert pause.take() is None
+        for n in ("1", "2"):
+            kube.patch("ExternalSecret", "ns", "es", {"metadata": {"labels": {"x": n}}})
+        taken: list[str] = []
+
+        def newest() -> bool | None:
+            obj = pause.take()
+            if obj is not None:
+                taken.append(obj["metadata"]["labels"]["x"])
+            return (taken[-1:] == ["2"]) or None
+
+        wait_for(newest, deadline=Deadline.after(5), what="the newest object taken")
+        assert pause.take() is None
+
+
 def test_sync_error_condition_fails_at_once_with_eso_message(kube: FakeKube) -> None:
     kube.set_status("ExternalSecret", "ns", "es", {"conditions": [
         {"type": "Ready", "status": "False", "reason": "SecretSyncedError",

@@ -40,6 +40,7 @@ from rotate.core.waiting import CancelToken, Deadline
 from rotate.engine.journal import Journal
 from rotate.engine.model import Adapters, Phase, PlannedStep, RunStart
 from rotate.stages.harvest import Document
+from rotate.stages.kubecache import KubeCaches
 
 D = TypeVar("D", bound="StepData")
 
@@ -186,6 +187,15 @@ class Run:
     documents: dict[str, Document] = field(default_factory=dict)
     #: typed results of the steps done so far: (kind, phase, subject) → data
     results: dict[tuple[str, Phase, str], StepData] = field(default_factory=dict)
+    #: watched copies of objects every waiter of the run reads (made on first use);
+    #: :meth:`close` ends them when the run ends
+    caches: KubeCaches = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.caches = KubeCaches(self.adapters.kube)
+
+    def close(self) -> None:
+        self.caches.close()
 
     @property
     def run_id(self) -> str:

@@ -89,7 +89,7 @@ class ConsumerRestart(RestartKind):
             return acted
         ref = self.ref(run, io.step.subject)
         seen = staged.wait_staged(run.adapters.kube, ref, stamp, deadline=run.deadline(),
-                                  cancel=run.cancel)
+                                  cancel=run.cancel, pods=run.caches.of("Pod", ref.namespace))
         return Outcome(acted.data, f"{acted.detail}; {seen}")
 
 
