@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 import statistics
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -44,6 +46,10 @@ class Segment:
     pods: Sequence[PodLife]
     steps: Sequence[Step]
     critical_path: CriticalPath
+    #: CPU seconds (user + system) of the command and every process it waited for (the
+    #: runbook's bao/kubectl/curl): its own cost, unlike wall time, barely moved by how busy
+    #: the machine is
+    cpu: float = 0.0
 
     @property
     def wall(self) -> float:
@@ -97,12 +103,7 @@ def measure(kind: str, index: int, argv: Sequence[str], env: dict[str, str], lab
         time.sleep(LEAD)  # the baseline: load before anything changes
         started = time.time()
         with open(log, "w") as fh:
-            try:
-                done = subprocess.run(list(argv), env=env, stdout=fh, stderr=subprocess.STDOUT,
-                                      timeout=COMMAND_TIMEOUT, check=False)
-                code = done.returncode
-            except subprocess.TimeoutExpired:
-                code = -1
+            code, cpu = _run_command(argv, env, fh)
         ended = time.time()
         names = [t.name for t in targets]
         deadline = ended + TAIL_MAX
@@ -117,7 +118,27 @@ def measure(kind: str, index: int, argv: Sequence[str], env: dict[str, str], lab
     lives = pod_lives(pod_events, watch_started)
     steps: list[Step] = steps_of(started, ended)
     return Segment(kind, index, t0, started, ended, t1, code, samples, lives, steps,
-                   _critical_path(lives, es_events, params, targets, started, steps))
+                   _critical_path(lives, es_events, params, targets, started, steps), cpu)
+
+
+def _run_command(argv: Sequence[str], env: dict[str, str], log: object) -> tuple[int, float]:
+    """(exit code, CPU seconds of the command and the processes it waited for); -1 when it
+    was killed at COMMAND_TIMEOUT.  ``os.wait4`` reaps it, for its resource usage."""
+    proc = subprocess.Popen(list(argv), env=env, stdout=log, stderr=subprocess.STDOUT)
+    timed_out = threading.Event()
+
+    def kill() -> None:
+        timed_out.set()
+        proc.kill()
+
+    killer = threading.Timer(COMMAND_TIMEOUT, kill)
+    killer.start()
+    try:
+        _, status, usage = os.wait4(proc.pid, 0)
+    finally:
+        killer.cancel()
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return (-1 if timed_out.is_set() else proc.returncode), usage.ru_utime + usage.ru_stime
 
 
 def _critical_path(lives: Sequence[PodLife], es_events: Sequence[Event], params: ChainParams,

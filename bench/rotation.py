@@ -155,6 +155,18 @@ def time_split(segs: list[Segment]) -> str:
     return "\n".join(lines)
 
 
+def cpu_line(segs: list[Segment]) -> str:
+    """The commands' own CPU time (median per kind): what each costs the machine, which
+    wall time under a saturated 2-core lab hides."""
+    parts = []
+    for kind in KINDS:
+        cpus = [g.cpu for g in segs if g.kind == kind]
+        if cpus:
+            parts.append(f"{kind} {statistics.median(cpus):.2f} s ("
+                         + " / ".join(f"{c:.2f}" for c in cpus) + ")")
+    return "CPU time of the command and its children (median): " + ", ".join(parts)
+
+
 def write_outputs(out: Path, args: argparse.Namespace, segs: list[Segment],
                   results: list[analysis.RunResult], services: list[str], table: str,
                   params: chain_params.ChainParams,
@@ -170,7 +182,8 @@ def write_outputs(out: Path, args: argparse.Namespace, segs: list[Segment],
             overhead.overhead_of(g) for g in segs if g.kind == "rotate")],
         "rotate_api_requests": requests,
         "table": table,
-        "runs": [{"kind": r.kind, "index": r.index, "wall": r.wall, "exit_code": r.exit_code,
+        "runs": [{"kind": r.kind, "index": r.index, "wall": r.wall, "cpu": g.cpu,
+                  "exit_code": r.exit_code,
                   "critical_path": r.critical_path.as_dict(), "failed": r.failed,
                   "services": {s: {"requests": o.requests, "failed": o.failed,
                                    "window": o.window} for s, o in r.services.items()},
@@ -242,7 +255,7 @@ def run(args: argparse.Namespace) -> int:
         results = [to_result(s, services) for s in segs]
         table = (analysis.render_table(analysis.summarize(results, services), services)
                  + "\n\n" + analysis.render_critical_path(results))
-        split = time_split(segs) + "\n" + overhead.render(
+        split = time_split(segs) + "\n" + cpu_line(segs) + "\n" + overhead.render(
             [overhead.overhead_of(g) for g in segs if g.kind == "rotate"], requests,
             len(params.consumers))
         print(table + "\n" + split)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
@@ -10,7 +12,7 @@ from typing import Any
 import pytest
 
 from bench import analysis, chain_params, observed, timeline
-from bench.measure import journal_steps, runbook_steps
+from bench.measure import _run_command, journal_steps, runbook_steps
 
 
 def samples(service: str, spec: list[tuple[float, bool]]) -> list[analysis.Sample]:
@@ -201,3 +203,13 @@ def test_busy_time_counts_parallel_steps_once_and_sequential_ones_summed() -> No
     assert analysis.busy_time([(0.0, 5.0), (0.0, 4.0), (1.0, 6.0)]) == 6.0
     assert analysis.busy_time([(0.0, 1.0), (5.0, 6.5), (10.0, 10.5)]) == 3.0
     assert analysis.busy_time([]) == 0.0
+
+
+def test_a_commands_cpu_time_counts_the_children_it_waited_for(tmp_path: Path) -> None:
+    # the runbook is bash running bao/kubectl/curl: their CPU is the runbook's
+    burn = (f"{sys.executable} -c 'import time\nt = time.process_time()\n"
+            "while time.process_time() - t < 0.3: pass'")
+    with open(tmp_path / "log", "w") as log:
+        code, cpu = _run_command(["bash", "-c", f"{burn}; exit 3"], dict(os.environ), log)
+    assert code == 3
+    assert cpu >= 0.3
