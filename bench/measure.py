@@ -92,18 +92,19 @@ def readyz_rtt(target: Target, tries: int = 5) -> float | None:
 
 def measure(kind: str, index: int, argv: Sequence[str], env: dict[str, str], lab: Lab,
             targets: Sequence[Target], params: ChainParams, rps: float, log: Path,
-            steps_of: Callable[[float, float], list[Step]]) -> Segment:
+            steps_of: Callable[[float, float], list[Step]],
+            timeout: float = COMMAND_TIMEOUT) -> Segment:
     watch_started = time.time()
     pods_w, es_w = Watcher(lab, "pods"), Watcher(lab, "externalsecrets")
     load: Load | None = None
     try:
         _wait_until(lambda: pods_w.events and es_w.events, time.time() + 30, "the watches")
-        load = Load(targets, rps, LEAD + COMMAND_TIMEOUT + TAIL_MAX + 5).start()
+        load = Load(targets, rps, LEAD + timeout + TAIL_MAX + 5).start()
         t0 = time.time()
         time.sleep(LEAD)  # the baseline: load before anything changes
         started = time.time()
         with open(log, "w") as fh:
-            code, cpu = _run_command(argv, env, fh)
+            code, cpu = _run_command(argv, env, fh, timeout)
         ended = time.time()
         names = [t.name for t in targets]
         deadline = ended + TAIL_MAX
@@ -121,9 +122,10 @@ def measure(kind: str, index: int, argv: Sequence[str], env: dict[str, str], lab
                    _critical_path(lives, es_events, params, targets, started, steps), cpu)
 
 
-def _run_command(argv: Sequence[str], env: dict[str, str], log: object) -> tuple[int, float]:
+def _run_command(argv: Sequence[str], env: dict[str, str], log: object,
+                 timeout: float = COMMAND_TIMEOUT) -> tuple[int, float]:
     """(exit code, CPU seconds of the command and the processes it waited for); -1 when it
-    was killed at COMMAND_TIMEOUT.  ``os.wait4`` reaps it, for its resource usage."""
+    was killed at ``timeout``.  ``os.wait4`` reaps it, for its resource usage."""
     proc = subprocess.Popen(list(argv), env=env, stdout=log, stderr=subprocess.STDOUT)
     timed_out = threading.Event()
 
@@ -131,7 +133,7 @@ def _run_command(argv: Sequence[str], env: dict[str, str], log: object) -> tuple
         timed_out.set()
         proc.kill()
 
-    killer = threading.Timer(COMMAND_TIMEOUT, kill)
+    killer = threading.Timer(timeout, kill)
     killer.start()
     try:
         _, status, usage = os.wait4(proc.pid, 0)

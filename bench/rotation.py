@@ -24,7 +24,7 @@ from pathlib import Path
 from types import FrameType
 
 from bench import analysis, chain_params, overhead, timeline
-from bench.measure import Segment, journal_steps, measure, runbook_steps
+from bench.measure import COMMAND_TIMEOUT, Segment, journal_steps, measure, runbook_steps
 from bench.world import BENCH_DIR, BenchError, Lab, Target, load_targets, tool
 
 KINDS = ("rotate", "runbook")
@@ -67,6 +67,10 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--no-lab-up", action="store_true", help="use the lab already running "
                     "in --dir; do not start or stop it")
     ap.add_argument("--only", choices=KINDS, help="measure one kind only")
+    ap.add_argument("--command-timeout", type=_bounded(10, 3600, float), default=COMMAND_TIMEOUT,
+                    metavar="S",
+                    help=f"kill a command still running after S seconds (default "
+                         f"{COMMAND_TIMEOUT:g}; 100 consumers on a busy 2-core lab may need more)")
     return ap
 
 
@@ -112,13 +116,15 @@ def _one_run(kind: str, i: int, args: argparse.Namespace, lab: Lab, targets: lis
                 "--max-parallel", str(params.max_parallel), "--state-dir", str(state)]
         return measure(kind, i, argv, env, lab, targets, params, args.rps,
                        out / "logs" / f"rotate-{i}.log",
-                       lambda started, ended: journal_steps(state, started, ended))
+                       lambda started, ended: journal_steps(state, started, ended),
+                       args.command_timeout)
     marks = state / "steps.txt"
     env.update(params.runbook_env(), BAO=tool("bao"), RUNBOOK_STEPS=str(marks))
     argv = ["bash", str(BENCH_DIR / "runbook.sh")]
     return measure(kind, i, argv, env, lab, targets, params, args.rps,
                    out / "logs" / f"runbook-{i}.log",
-                   lambda started, ended: runbook_steps(marks, started, ended))
+                   lambda started, ended: runbook_steps(marks, started, ended),
+                   args.command_timeout)
 
 
 def to_result(seg: Segment, services: list[str]) -> analysis.RunResult:
