@@ -146,7 +146,7 @@ class RunEvents:
         self._touched: dict[ObjectRef, None] = {es: None}
         self.counts = EventCounts()
         self._queue: ThreadPoolExecutor | None = None  # one thread: the steps' order kept
-        self._queued: list[Future[None]] = []
+        self._queued: list[Future[bool]] = []
 
     @property
     def _suffix(self) -> str:
@@ -159,14 +159,14 @@ class RunEvents:
         for ref in self._touch(step):
             if reason:
                 self._enqueue(ref, "Normal", reason, step.kind,
-                           f"Step {step.index} {step.kind} {step.target}: {detail} "
-                           + self._suffix)
+                              f"Step {step.index} {step.kind} {step.target}: {detail} "
+                              + self._suffix)
 
     def step_failed(self, step: PlannedStep, message: str) -> None:
         for ref in self._touch(step):
             self._enqueue(ref, "Warning", "StepFailed", step.kind,
-                       f"Step {step.index} {step.kind} {step.target} failed: {message} "
-                       + self._suffix)
+                          f"Step {step.index} {step.kind} {step.target} failed: {message} "
+                          + self._suffix)
 
     def run_end(self, status: str, message: str = "") -> None:
         """One event per touched object; ``message`` is the run's (what failed, the state,
@@ -211,11 +211,15 @@ class RunEvents:
             self._settle(queued, deadline)
             queue.shutdown(wait=False, cancel_futures=True)
 
-    def _settle(self, futures: list[Future[None]], deadline: float) -> None:
-        """Wait for ``futures`` until ``deadline``; those not done count as failed."""
-        _, unsent = wait(futures, timeout=max(0.0, deadline - time.monotonic()))
+    def _settle(self, futures: list[Future[bool]], deadline: float) -> None:
+        """Wait for ``futures`` until ``deadline`` and count them: created when the request
+        succeeded, failed otherwise — a request still running at the deadline too (counted
+        once: if it completes later, the counts already journaled do not change)."""
+        done, _ = wait(futures, timeout=max(0.0, deadline - time.monotonic()))
+        created = sum(1 for f in done if f.exception() is None and f.result())
         with self._lock:
-            self.counts.failed += len(unsent)
+            self.counts.created += created
+            self.counts.failed += len(futures) - created
 
     # ------------------------------------------------------------------ internals
 
@@ -241,14 +245,12 @@ class RunEvents:
         return uid
 
     def _emit(self, ref: ObjectRef, etype: EventType, reason: str, action: str,
-              message: str) -> None:
+              message: str) -> bool:
+        """Send one event; whether it was created (counted by :meth:`_settle`)."""
         event = KubeEvent(involved=ref, uid=self._uid(ref), type=etype, reason=reason,
                           message=message, action=action, instance=self._run.run_id)
         try:
             self._kube.create_event(event)
         except Exception:  # best effort: counted, journaled with run.end, never raised
-            with self._lock:
-                self.counts.failed += 1
-            return
-        with self._lock:
-            self.counts.created += 1
+            return False
+        return True
