@@ -6,14 +6,16 @@ first command parameter processed imports pydantic (plus pydantic-core, annotate
 and, through pydantic's plugin loader, importlib.metadata): about 80 ms of the start-up of
 ``rotate list``, more than the command's own work (bench/startup.py, docs/performance.md).
 
-:class:`LightCommand` hands ``str``, ``bool``, choice and ``Path`` parameters a converter
-that does what typer's adapter does for them, with typer's own helpers: a ``str`` or
-``bool`` that already is one is kept, a choice is matched by ``coerce_cli_choice``, a
-``Path`` is built by its constructor (what pydantic's lax ``Path`` validation does with a
-string) and checked by ``coerce_cli_path``. Every other type (numbers, ``--timeout``'s
-parser) and every value the light converter cannot take (a bool given as text, a choice
-that matches none) is handed to typer's own runtime parameter, so an invalid value yields
-typer's message and exit code, byte for byte.
+:class:`LightCommand` hands ``str``, ``bool``, ``int``, choice, ``Path`` and parsed
+parameters a converter that does what typer's adapter does for them, with typer's own
+helpers: a ``str`` or ``bool`` that already is one is kept, a choice is matched by
+``coerce_cli_choice``, a ``Path`` is built by its constructor (what pydantic's lax ``Path``
+validation does with a string) and checked by ``coerce_cli_path``, an ``int`` is one or a
+string of ASCII digits within the option's ``min``/``max``, a parameter with a ``parser``
+(``--timeout``) gets what the parser returns. Every other type and every value the light
+converter cannot take (a bool given as text, a choice that matches none, a signed or
+out-of-range number, a value the parser rejects) is handed to typer's own runtime
+parameter, so an invalid value yields typer's message and exit code, byte for byte.
 
 This relies on typer internals (``typer._coercion.RuntimeParam`` and the parameter's
 ``_runtime_param`` slot). Should a typer release move them, :func:`light_runtime_param`
@@ -75,10 +77,36 @@ def _path(path_type: type[Path], info: Any) -> Convert:
     return convert
 
 
+def _parsed(parser: Callable[[Any], Any]) -> Convert:
+    def convert(value: Any, param: Any, ctx: Any) -> Any:
+        try:
+            return parser(value)  # typer's adapter hands back what the parser returns
+        except Exception:
+            return _TO_TYPER  # typer calls the parser again and words its error
+    return convert
+
+
+def _int(minimum: Any, maximum: Any) -> Convert:
+    def convert(value: Any, param: Any, ctx: Any) -> Any:
+        if type(value) is str and value.isascii() and value.isdigit():
+            value = int(value)  # what pydantic's lax int gives for plain digits
+        if type(value) is not int:
+            return _TO_TYPER  # signs, spaces, floats, bools: typer's
+        if (minimum is not None and value < minimum) or (maximum is not None
+                                                         and value > maximum):
+            return _TO_TYPER  # typer words the range error
+        return value
+    return convert
+
+
 def _converter(annotation: Any, info: Any) -> Convert | None:
     """The light converter for a parameter typed ``annotation``, or None for typer's."""
-    if info.parser is not None or getattr(info, "click_type", None) is not None:
+    if getattr(info, "click_type", None) is not None:
         return None
+    if info.parser is not None:
+        return _parsed(info.parser)
+    if annotation is int and not info.clamp:
+        return _int(info.min, info.max)
     if annotation is str:
         return _plain_str
     if annotation is bool:

@@ -496,7 +496,7 @@ class KubeClient:
 
     def create_event(self, event: KubeEvent) -> None:
         ref = event.involved
-        now = rfc3339(utcnow(), micro=False)
+        now = rfc3339(event.at or utcnow(), micro=False)
         involved = {"apiVersion": self._info(ref.kind).api_version, "kind": ref.kind,
                     "name": ref.name, "namespace": ref.namespace}
         if event.uid:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import builtins
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Literal, Protocol
 
 from rotate.core.refs import ObjectRef
@@ -92,7 +93,9 @@ class KubeEvent:
 
     ``uid`` is the object's (``""`` when unknown: ``describe`` then does not list it, since it
     selects events by ``involvedObject.uid``); ``instance`` is the run id (``reportingInstance``).
-    Reason and message name steps, objects and versions — never a value.
+    Reason and message name steps, objects and versions — never a value.  ``at`` is when it
+    happened (its ``firstTimestamp``/``lastTimestamp``), which a queued event is sent after;
+    None: when it is sent.
     """
 
     involved: ObjectRef
@@ -102,6 +105,7 @@ class KubeEvent:
     message: str
     action: str
     instance: str
+    at: datetime | None = None
 
 
 class Kube(Protocol):

@@ -21,13 +21,16 @@ Invariants:
 * Best effort: an event that cannot be created (forbidden, API server down, quota) never
   fails or changes the outcome of a run; the counts of events created and failed are
   journaled with ``run.end`` and shown in the report.
-* Never on a step's path: a step's event is queued to one sender thread, which posts them in
-  the order they happened (``kubectl describe`` lists them by time), so no step — and no
-  provider switch waiting on a step — waits for an event request.  At the run's end
-  :meth:`RunEvents.run_end` waits for that queue, then posts the end events, one per object
-  and so independent of each other, :data:`SENDERS` at a time; all of it within
+* Never on a step's path: an event is queued, with the time it happened, to one of
+  :data:`LANES` sender threads — always the same one for the same object, so each object's
+  events are posted in the order they happened (``kubectl describe`` lists them by time) —
+  and no step, nor a provider switch waiting on a step, waits for an event request.  The
+  run's end events go to the same lanes, after the steps' events of their object.
+  :meth:`RunEvents.run_end` returns once all of them are sent, or at
   :data:`FLUSH_SECONDS`, after which an unsent event counts as failed.  (At 10 consumers a
-  run posts ~85 events; sent inline they cost it ~1 s on a busy API server.)
+  run posts ~85 events, at 100 ~850: sent inline they cost a run ~1 s on a busy API server;
+  through one sender thread at 100 consumers on the saturated lab, a third of them were
+  still unsent at the end of the flush.)
 * Reason and message name steps, objects, versions and the run id — never a value (the step
   details they quote are the report's, which hold none either).
 * The run id is in every message and in ``reportingInstance``.
@@ -39,19 +42,21 @@ import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Literal
 
 from rotate.clients.seams import Kube, KubeEvent
 from rotate.core.errors import RotateError
 from rotate.core.refs import ObjectRef
+from rotate.core.timestamps import utcnow
 from rotate.engine.kinds.base import Run
 from rotate.engine.model import PlannedStep
 from rotate.engine.targets import workload_ref
 
 EventType = Literal["Normal", "Warning"]
 
-#: threads posting the run's end events (one per touched object: 20+ at 10 consumers)
-SENDERS = 4
+#: sender threads; an object's events all go through the same one (its order kept)
+LANES = 4
 #: the longest the run's end waits for its events (each request has its own timeout too)
 FLUSH_SECONDS = 10.0
 
@@ -145,7 +150,8 @@ class RunEvents:
                        cred.external_secret.name)
         self._touched: dict[ObjectRef, None] = {es: None}
         self.counts = EventCounts()
-        self._queue: ThreadPoolExecutor | None = None  # one thread: the steps' order kept
+        self._lanes: list[ThreadPoolExecutor] = []  # one thread each (module doc)
+        self._lane_of: dict[ObjectRef, int] = {}
         self._queued: list[Future[bool]] = []
 
     @property
@@ -174,42 +180,41 @@ class RunEvents:
         event of the run is sent, or counted failed (module doc)."""
         run = self._run
         deadline = time.monotonic() + FLUSH_SECONDS
-        self._drain(deadline)
         found = END_REASONS.get((run.start.operation, status))
-        if found is None:
-            return
-        etype, reason = found
-        if status == "succeeded":
-            what = ("restored the value before run " + (run.start.of_run or "?")
-                    if run.start.operation == "rollback" else "rotated the credential")
-            text = f"{what} {self._suffix}"
-        else:
-            text = f"{message or status} {self._suffix}"
-        with self._lock:
-            touched = list(self._touched)
-        pool = ThreadPoolExecutor(max_workers=SENDERS, thread_name_prefix="rotate-event")
-        sent = [pool.submit(self._emit, ref, etype, reason, run.start.operation, text)
-                for ref in touched]
-        self._settle(sent, deadline)
-        pool.shutdown(wait=False, cancel_futures=True)
+        if found is not None:
+            etype, reason = found
+            if status == "succeeded":
+                what = ("restored the value before run " + (run.start.of_run or "?")
+                        if run.start.operation == "rollback" else "rotated the credential")
+                text = f"{what} {self._suffix}"
+            else:
+                text = f"{message or status} {self._suffix}"
+            with self._lock:
+                touched = list(self._touched)
+            for ref in touched:
+                self._enqueue(ref, etype, reason, run.start.operation, text)
+        self._drain(deadline)
 
     def _enqueue(self, ref: ObjectRef, etype: EventType, reason: str, action: str,
                  message: str) -> None:
-        """Hand a step's event to the sender thread (module doc)."""
+        """Hand an event, stamped now, to its object's sender thread (module doc)."""
+        at = utcnow()
         with self._lock:
-            if self._queue is None:
-                self._queue = ThreadPoolExecutor(max_workers=1,
-                                                 thread_name_prefix="rotate-event")
-            self._queued.append(self._queue.submit(self._emit, ref, etype, reason, action,
-                                                   message))
+            lane = self._lane_of.setdefault(ref, len(self._lane_of) % LANES)
+            while len(self._lanes) <= lane:
+                self._lanes.append(ThreadPoolExecutor(max_workers=1,
+                                                      thread_name_prefix="rotate-event"))
+            self._queued.append(self._lanes[lane].submit(self._emit, ref, etype, reason,
+                                                         action, message, at))
 
     def _drain(self, deadline: float) -> None:
         with self._lock:
             queued, self._queued = self._queued, []
-            queue, self._queue = self._queue, None
-        if queue is not None:
-            self._settle(queued, deadline)
-            queue.shutdown(wait=False, cancel_futures=True)
+            lanes, self._lanes = self._lanes, []
+            self._lane_of.clear()
+        self._settle(queued, deadline)
+        for lane in lanes:
+            lane.shutdown(wait=False, cancel_futures=True)
 
     def _settle(self, futures: list[Future[bool]], deadline: float) -> None:
         """Wait for ``futures`` until ``deadline`` and count them: created when the request
@@ -245,10 +250,10 @@ class RunEvents:
         return uid
 
     def _emit(self, ref: ObjectRef, etype: EventType, reason: str, action: str,
-              message: str) -> bool:
+              message: str, at: datetime) -> bool:
         """Send one event; whether it was created (counted by :meth:`_settle`)."""
         event = KubeEvent(involved=ref, uid=self._uid(ref), type=etype, reason=reason,
-                          message=message, action=action, instance=self._run.run_id)
+                          message=message, action=action, instance=self._run.run_id, at=at)
         try:
             self._kube.create_event(event)
         except Exception:  # best effort: counted, journaled with run.end, never raised

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -151,3 +152,20 @@ def test_an_event_is_listed_with_its_object_reason_and_run(kube: Kube) -> None:
     assert ev["message"] == "step 9 failed (rotate run r-1)"
     assert ev["source"]["component"] == "rotate" and ev["reportingInstance"] == "r-1"
     assert kube.list("Event", "dragonfly") == []
+
+
+def test_an_event_carries_the_time_it_happened_not_the_time_it_was_sent(kube: Kube) -> None:
+    # a queued event is sent later than it happened (rotate.engine.events): its timestamps
+    # must be when it happened, or `kubectl describe` would order a run's story by send time
+    kube.create("Deployment", "shop", deployment("cart"))
+    happened = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+    kube.create_event(KubeEvent(involved=ObjectRef("Deployment", "shop", "cart"), uid="",
+                                type="Normal", reason="Ready", message="step 7 (run r-2)",
+                                action="rotate", instance="r-2", at=happened))
+    kube.create_event(KubeEvent(involved=ObjectRef("Deployment", "shop", "cart"), uid="",
+                                type="Normal", reason="Now", message="sent now (run r-2)",
+                                action="rotate", instance="r-2"))
+    stamps = {e["reason"]: (e["firstTimestamp"], e["lastTimestamp"])
+              for e in kube.list("Event", "shop")}
+    assert stamps["Ready"] == ("2026-01-02T03:04:05Z", "2026-01-02T03:04:05Z")
+    assert stamps["Now"][0] >= datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")[:13]

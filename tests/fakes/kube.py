@@ -257,12 +257,14 @@ class FakeKube:
             involved = {"kind": ref.kind, "name": ref.name, "namespace": ref.namespace}
             if event.uid:
                 involved["uid"] = event.uid
+            at = (event.at or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
             obj = {"kind": "Event", "metadata": {"name": name, "namespace": ref.namespace,
                                                  "uid": f"uid-{name}"},
                    "involvedObject": involved, "type": event.type, "reason": event.reason,
                    "message": event.message, "action": event.action,
                    "source": {"component": "rotate"}, "reportingComponent": "rotate",
-                   "reportingInstance": event.instance}
+                   "reportingInstance": event.instance, "firstTimestamp": at,
+                   "lastTimestamp": at, "count": 1}
             self.kube_events.append(event)
             key = ("Event", ref.namespace, name)
             self.objects[key] = obj

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -112,8 +113,64 @@ def test_a_slow_event_request_never_holds_up_a_step(
     assert report.status == "succeeded", report.message
     assert timed_out == []
     assert report.extra["events"] == {"created": len(world.kube.kube_events), "failed": 0}
-    # one sender thread: the steps' events keep their order on each object
+    # one sender thread per object: the steps' events keep their order on each object
     assert _reasons(world, ES) == ["BackendWritten", "SyncRequested", "CredentialRotated"]
+    assert _reasons(world, CART) == ["ConfigWritten", "RolloutRestarted", "RolloutComplete",
+                                     "Ready", "TokensRevoked", "CredentialRotated"]
+
+
+def test_an_object_whose_events_are_slow_does_not_hold_up_the_others(
+        world: World, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The ExternalSecret's events block until an event about another object is created.
+    # Through a single sender thread that never happens (it waits behind the ExternalSecret's
+    # first event) and every wait times out; with a sender per object it happens at once.
+    other_created = threading.Event()
+    timed_out: list[str] = []
+    create = world.kube.create_event
+
+    def create_event(event: KubeEvent) -> None:
+        if event.involved == ES:
+            if not other_created.wait(timeout=3):
+                timed_out.append(event.reason)
+        else:
+            create(event)
+            other_created.set()
+            return
+        create(event)
+
+    monkeypatch.setattr(world.kube, "create_event", create_event)
+    report = run(world, tmp_path)
+    assert report.status == "succeeded", report.message
+    assert timed_out == []
+    assert _reasons(world, ES) == ["BackendWritten", "SyncRequested", "CredentialRotated"]
+    assert report.extra["events"] == {"created": len(world.kube.kube_events), "failed": 0}
+
+
+def test_a_queued_event_carries_the_time_it_happened(
+        world: World, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    sent_at: dict[str, float] = {}
+    create = world.kube.create_event
+    release = threading.Event()
+
+    def late_create(event: KubeEvent) -> None:
+        release.wait(timeout=5)  # every event is sent only once the run is ending
+        sent_at[event.reason] = time.time()
+        create(event)
+
+    monkeypatch.setattr(world.kube, "create_event", late_create)
+    released: list[float] = []
+
+    def release_now(_step: PlannedStep) -> None:
+        released.append(time.time())
+        release.set()
+    obs = RecordingObserver()
+    obs.on_start["token.revoke"] = release_now
+    started = time.time()
+    report = run(world, tmp_path, obs)
+    assert report.status == "succeeded", report.message
+    written = next(e for e in world.kube.kube_events if e.reason == "BackendWritten")
+    assert written.at is not None  # stamped when backend.write was done, not when sent
+    assert started <= written.at.timestamp() < released[0] <= sent_at["BackendWritten"]
 
 
 def test_events_still_unsent_at_the_end_count_as_failed(
