@@ -56,6 +56,24 @@ class Segment:
         return self.ended - self.started
 
 
+def cpu_ticks() -> tuple[int, int] | None:
+    """(busy, total) jiffies of all CPUs so far (/proc/stat); None where there is none."""
+    try:
+        with open("/proc/stat") as fh:
+            fields = [int(x) for x in fh.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    return sum(fields) - idle, sum(fields)
+
+
+def busy_between(a: tuple[int, int] | None, b: tuple[int, int] | None) -> float | None:
+    """The busy fraction of all CPUs between two :func:`cpu_ticks` readings."""
+    if a is None or b is None or b[1] <= a[1]:
+        return None
+    return (b[0] - a[0]) / (b[1] - a[1])
+
+
 def _wait_until(check: Callable[[], object], deadline: float, what: str) -> None:
     while not check():
         if time.time() > deadline:
@@ -101,11 +119,13 @@ def measure(kind: str, index: int, argv: Sequence[str], env: dict[str, str], lab
         _wait_until(lambda: pods_w.events and es_w.events, time.time() + 30, "the watches")
         load = Load(targets, rps, LEAD + timeout + TAIL_MAX + 5).start()
         t0 = time.time()
-        time.sleep(LEAD)  # the baseline: load before anything changes
-        started = time.time()
+        time.sleep(0.5)  # the load's first requests out: the busy baseline starts after
+        ticks0 = cpu_ticks()
+        time.sleep(LEAD - 0.5)  # the baseline: load before anything changes
+        started, ticks1 = time.time(), cpu_ticks()
         with open(log, "w") as fh:
             code, cpu = _run_command(argv, env, fh, timeout)
-        ended = time.time()
+        ended, ticks2 = time.time(), cpu_ticks()
         names = [t.name for t in targets]
         deadline = ended + TAIL_MAX
         while not _settled(load, names, ended) and time.time() < deadline:
@@ -119,7 +139,8 @@ def measure(kind: str, index: int, argv: Sequence[str], env: dict[str, str], lab
     lives = pod_lives(pod_events, watch_started)
     steps: list[Step] = steps_of(started, ended)
     return Segment(kind, index, t0, started, ended, t1, code, samples, lives, steps,
-                   _critical_path(lives, es_events, params, targets, started, steps), cpu)
+                   _critical_path(lives, es_events, params, targets, started, steps), cpu,
+                   busy_between(ticks0, ticks1), busy_between(ticks1, ticks2))
 
 
 def _run_command(argv: Sequence[str], env: dict[str, str], log: object,

@@ -170,7 +170,14 @@ def cpu_line(segs: list[Segment]) -> str:
         if cpus:
             parts.append(f"{kind} {statistics.median(cpus):.2f} s ("
                          + " / ".join(f"{c:.2f}" for c in cpus) + ")")
-    return "CPU time of the command and its children (median): " + ", ".join(parts)
+    busy = [(g.busy_before, g.busy_during) for g in segs
+            if g.busy_before is not None and g.busy_during is not None]
+    line = "CPU time of the command and its children (median): " + ", ".join(parts)
+    if busy:
+        line += ("\nmachine CPU busy (all cores, median): load alone before the command "
+                 f"{statistics.median(b for b, _ in busy):.0%}, while it ran "
+                 f"{statistics.median(d for _, d in busy):.0%}")
+    return line
 
 
 def write_outputs(out: Path, args: argparse.Namespace, segs: list[Segment],
@@ -189,6 +196,7 @@ def write_outputs(out: Path, args: argparse.Namespace, segs: list[Segment],
         "rotate_api_requests": requests,
         "table": table,
         "runs": [{"kind": r.kind, "index": r.index, "wall": r.wall, "cpu": g.cpu,
+                  "busy_before": g.busy_before, "busy_during": g.busy_during,
                   "exit_code": r.exit_code,
                   "critical_path": r.critical_path.as_dict(), "failed": r.failed,
                   "services": {s: {"requests": o.requests, "failed": o.failed,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
@@ -213,3 +214,18 @@ def test_a_commands_cpu_time_counts_the_children_it_waited_for(tmp_path: Path) -
         code, cpu = _run_command(["bash", "-c", f"{burn}; exit 3"], dict(os.environ), log)
     assert code == 3
     assert cpu >= 0.3
+
+
+def test_the_machines_busy_fraction_is_the_busy_share_of_the_ticks_between_two_readings() -> None:
+    from bench.measure import busy_between, cpu_ticks
+    assert busy_between((10, 100), (40, 160)) == 0.5
+    assert busy_between((10, 100), (10, 100)) is None  # no time passed: no figure
+    assert busy_between(None, (40, 160)) is None
+    first = cpu_ticks()
+    assert first is not None and 0 <= first[0] <= first[1]  # Linux: /proc/stat is there
+    spent = time.process_time() + 0.05
+    while time.process_time() < spent:  # burn a little CPU: some tick must be busy
+        pass
+    second = cpu_ticks()
+    busy = busy_between(first, second)
+    assert busy is None or 0 < busy <= 1
