@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import IO
 
 from bench.analysis import CriticalPath, Sample
 from bench.chain_params import ChainParams
@@ -50,6 +51,10 @@ class Segment:
     #: runbook's bao/kubectl/curl): its own cost, unlike wall time, barely moved by how busy
     #: the machine is
     cpu: float = 0.0
+    #: the machine's CPU busy fraction (all cores, /proc/stat) in the LEAD window — the load
+    #: and the lab alone, before the command — and while the command ran
+    busy_before: float | None = None
+    busy_during: float | None = None
 
     @property
     def wall(self) -> float:
@@ -143,7 +148,7 @@ def measure(kind: str, index: int, argv: Sequence[str], env: dict[str, str], lab
                    busy_between(ticks0, ticks1), busy_between(ticks1, ticks2))
 
 
-def _run_command(argv: Sequence[str], env: dict[str, str], log: object,
+def _run_command(argv: Sequence[str], env: dict[str, str], log: IO[str] | int,
                  timeout: float = COMMAND_TIMEOUT) -> tuple[int, float]:
     """(exit code, CPU seconds of the command and the processes it waited for); -1 when it
     was killed at ``timeout``.  ``os.wait4`` reaps it, for its resource usage."""

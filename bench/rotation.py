@@ -71,6 +71,10 @@ def parser() -> argparse.ArgumentParser:
                     metavar="S",
                     help=f"kill a command still running after S seconds (default "
                          f"{COMMAND_TIMEOUT:g}; 100 consumers on a busy 2-core lab may need more)")
+    ap.add_argument("--step-timeout", metavar="DURATION",
+                    help="rotate --timeout: its per-step deadline, e.g. 5m (default: the chain "
+                         "file's; the lab's 120 s can be too short for 100 consumers' rollouts "
+                         "on a saturated 2-core lab)")
     return ap
 
 
@@ -114,6 +118,8 @@ def _one_run(kind: str, i: int, args: argparse.Namespace, lab: Lab, targets: lis
     if kind == "rotate":
         argv = [tool("rotate"), params.credential, "--confirm", "--strategy", params.strategy,
                 "--max-parallel", str(params.max_parallel), "--state-dir", str(state)]
+        if args.step_timeout:
+            argv += ["--timeout", args.step_timeout]
         return measure(kind, i, argv, env, lab, targets, params, args.rps,
                        out / "logs" / f"rotate-{i}.log",
                        lambda started, ended: journal_steps(state, started, ended),

@@ -24,13 +24,16 @@ Invariants:
 * Never on a step's path: an event is queued, with the time it happened, to one of
   :data:`LANES` sender threads — always the same one for the same object, so each object's
   events are posted in the order they happened (``kubectl describe`` lists them by time) —
-  and no step, nor a provider switch waiting on a step, waits for an event request.  The
-  run's end events go to the same lanes, after the steps' events of their object.
+  and no step, nor a provider switch waiting on a step, waits for an event request.
+* Never in the world's way: while steps run, one event request is in flight at a time (the
+  API server is busy with the rollouts the run waits for; client-go's recorder, too, sends
+  one at a time).  At the run's end — the world's work done — the end events join their
+  objects' lanes and the backlog goes out :data:`LANES` requests at a time.
   :meth:`RunEvents.run_end` returns once all of them are sent, or at
   :data:`FLUSH_SECONDS`, after which an unsent event counts as failed.  (At 10 consumers a
   run posts ~85 events, at 100 ~850: sent inline they cost a run ~1 s on a busy API server;
-  through one sender thread at 100 consumers on the saturated lab, a third of them were
-  still unsent at the end of the flush.)
+  at 100 consumers on the saturated lab, one request at a time to the end left a third of
+  them unsent at the end of the flush.)
 * Reason and message name steps, objects, versions and the run id — never a value (the step
   details they quote are the report's, which hold none either).
 * The run id is in every message and in ``reportingInstance``.
@@ -55,7 +58,8 @@ from rotate.engine.targets import workload_ref
 
 EventType = Literal["Normal", "Warning"]
 
-#: sender threads; an object's events all go through the same one (its order kept)
+#: sender threads; an object's events all go through the same one (its order kept), and
+#: the event requests in flight at once at the run's end (one while steps run)
 LANES = 4
 #: the longest the run's end waits for its events (each request has its own timeout too)
 FLUSH_SECONDS = 10.0
@@ -137,6 +141,29 @@ class EventCounts:
         return {"created": self.created, "failed": self.failed}
 
 
+class _Gate:
+    """At most ``allowed`` callers inside at once; :meth:`widen` lets more in."""
+
+    def __init__(self, allowed: int) -> None:
+        self._cond = threading.Condition()
+        self._allowed, self._inside = allowed, 0
+
+    def __enter__(self) -> None:
+        with self._cond:
+            self._cond.wait_for(lambda: self._inside < self._allowed)
+            self._inside += 1
+
+    def __exit__(self, *_exc: object) -> None:
+        with self._cond:
+            self._inside -= 1
+            self._cond.notify_all()
+
+    def widen(self, allowed: int) -> None:
+        with self._cond:
+            self._allowed = max(self._allowed, allowed)
+            self._cond.notify_all()
+
+
 class RunEvents:
     """Emits a run's events through the Kube seam; thread-safe (parallel steps)."""
 
@@ -153,6 +180,7 @@ class RunEvents:
         self._lanes: list[ThreadPoolExecutor] = []  # one thread each (module doc)
         self._lane_of: dict[ObjectRef, int] = {}
         self._queued: list[Future[bool]] = []
+        self._gate = _Gate(1)  # LANES once the run ends (module doc)
 
     @property
     def _suffix(self) -> str:
@@ -193,6 +221,7 @@ class RunEvents:
                 touched = list(self._touched)
             for ref in touched:
                 self._enqueue(ref, etype, reason, run.start.operation, text)
+        self._gate.widen(LANES)
         self._drain(deadline)
 
     def _enqueue(self, ref: ObjectRef, etype: EventType, reason: str, action: str,
@@ -252,10 +281,12 @@ class RunEvents:
     def _emit(self, ref: ObjectRef, etype: EventType, reason: str, action: str,
               message: str, at: datetime) -> bool:
         """Send one event; whether it was created (counted by :meth:`_settle`)."""
-        event = KubeEvent(involved=ref, uid=self._uid(ref), type=etype, reason=reason,
-                          message=message, action=action, instance=self._run.run_id, at=at)
-        try:
-            self._kube.create_event(event)
-        except Exception:  # best effort: counted, journaled with run.end, never raised
-            return False
-        return True
+        with self._gate:
+            event = KubeEvent(involved=ref, uid=self._uid(ref), type=etype, reason=reason,
+                              message=message, action=action, instance=self._run.run_id,
+                              at=at)
+            try:
+                self._kube.create_event(event)
+            except Exception:  # best effort: counted, journaled with run.end, never raised
+                return False
+            return True
