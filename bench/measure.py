@@ -141,11 +141,28 @@ def measure(kind: str, index: int, argv: Sequence[str], env: dict[str, str], lab
         if load is not None:
             load.stop()
         pod_events, es_events = pods_w.stop(), es_w.stop()
+    write_pod_log(log.with_suffix(".pods.csv"), pod_events)
     lives = pod_lives(pod_events, watch_started)
     steps: list[Step] = steps_of(started, ended)
     return Segment(kind, index, t0, started, ended, t1, code, samples, lives, steps,
                    _critical_path(lives, es_events, params, targets, started, steps), cpu,
                    busy_between(ticks0, ticks1), busy_between(ticks1, ticks2))
+
+
+def write_pod_log(path: Path, events: Sequence[Event]) -> None:
+    """Every pod event the harness's watch received, one line each (receipt time, type,
+    pod, phase, per container started/ready, terminating): the server's own view of the
+    pods, to check a waiter's verdict against after the run."""
+    with open(path, "w") as fh:
+        fh.write("at_epoch,type,pod,phase,containers_started,containers_ready,terminating\n")
+        for ev in events:
+            md, status = ev.obj.get("metadata") or {}, ev.obj.get("status") or {}
+            cs = status.get("containerStatuses") or []
+            fh.write(f"{ev.at:.3f},{ev.type},{md.get('namespace')}/{md.get('name')},"
+                     f"{status.get('phase', '')},"
+                     f"{'/'.join(str(bool(c.get('started'))).lower() for c in cs)},"
+                     f"{'/'.join(str(bool(c.get('ready'))).lower() for c in cs)},"
+                     f"{str(bool(md.get('deletionTimestamp'))).lower()}\n")
 
 
 def _run_command(argv: Sequence[str], env: dict[str, str], log: IO[str] | int,

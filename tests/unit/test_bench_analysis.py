@@ -229,3 +229,18 @@ def test_the_machines_busy_fraction_is_the_busy_share_of_the_ticks_between_two_r
     second = cpu_ticks()
     busy = busy_between(first, second)
     assert busy is None or 0 < busy <= 1
+
+
+def test_the_pod_log_has_the_servers_view_of_each_pod_event(tmp_path: Path) -> None:
+    from bench.measure import write_pod_log
+    from bench.world import Event
+    pod = {"metadata": {"namespace": "shop", "name": "cart-1"},
+           "status": {"phase": "Running", "containerStatuses": [
+               {"started": True, "ready": False}, {"started": False, "ready": False}]}}
+    gone = {"metadata": {"namespace": "shop", "name": "cart-0",
+                         "deletionTimestamp": "2026-12-03T17:00:00Z"}, "status": {}}
+    out = tmp_path / "rotate-0.pods.csv"
+    write_pod_log(out, [Event(12.5, "MODIFIED", pod), Event(13.0, "DELETED", gone)])
+    assert out.read_text().splitlines()[1:] == [
+        "12.500,MODIFIED,shop/cart-1,Running,true/false,false/false,false",
+        "13.000,DELETED,shop/cart-0,,,,true"]
