@@ -438,11 +438,14 @@ class _Handler(BaseHTTPRequestHandler):
             if watch.closed or self._client_gone():
                 break
             if bookmarks and time.monotonic() >= next_bookmark:
+                version = api.store.bookmark_version(watch)
+                if version is None:
+                    continue  # an event came in: it goes first, the bookmark after
                 next_bookmark = time.monotonic() + BOOKMARK_EVERY
                 self._chunk({"type": "BOOKMARK", "object": {
                     "kind": route.kind.kind,
                     "apiVersion": route.kind.api_version_for(route.version),
-                    "metadata": {"resourceVersion": api.store.resource_version}}})
+                    "metadata": {"resourceVersion": version}}})
         self._chunk_end()
 
     def _client_gone(self) -> bool:

@@ -95,6 +95,12 @@ class Watch:
     def closed(self) -> bool:
         return self._closed
 
+    @property
+    def pending(self) -> bool:
+        """Events are queued, not yet handed out by :meth:`next`."""
+        with self._cond:
+            return bool(self._queue)
+
     def _matches(self, obj: Obj | None) -> bool:
         if obj is None:
             return False
@@ -195,6 +201,17 @@ class Store:
     def resource_version(self) -> str:
         with self._lock:
             return str(self._rv)
+
+    def bookmark_version(self, watch: Watch) -> str | None:
+        """The resourceVersion a BOOKMARK on ``watch`` may carry now, or None while events
+        are still queued for it.  A bookmark promises its watcher every event up to that
+        version (a client resumes from it): commits offer their events under this lock, so
+        an empty queue under it means every event up to the current version was handed out.
+        Reading the version apart from the queue lost an event committed in between (its
+        rv ≤ the bookmark's) whenever the watch then ended: a waiter resuming from the
+        bookmark never saw it."""
+        with self._lock:
+            return None if watch.pending else str(self._rv)
 
     def get(self, kind: str, namespace: str | None, name: str) -> Obj:
         k = _kind(kind)
