@@ -359,7 +359,8 @@ class Engine:
                 run = Run(chain, cred, adapters, journal, cancel, timeout, parallel, start,
                           new_value=candidate, environ=self.environ)
                 with closing(run):
-                    Executor(run, observer, lease=lease).execute(the_plan.steps)
+                    Executor(run, observer, lease=lease,
+                             uids=observed.uids).execute(the_plan.steps)
             finally:
                 journal.close()
             return report_from(journal_mod.load(options.state_dir, run_id))

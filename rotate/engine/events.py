@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from datetime import datetime
@@ -167,11 +168,11 @@ class _Gate:
 class RunEvents:
     """Emits a run's events through the Kube seam; thread-safe (parallel steps)."""
 
-    def __init__(self, run: Run) -> None:
+    def __init__(self, run: Run, uids: Mapping[ObjectRef, str] | None = None) -> None:
         self._run = run
         self._kube: Kube = run.adapters.kube
         self._lock = threading.Lock()
-        self._uids: dict[ObjectRef, str] = {}
+        self._uids: dict[ObjectRef, str] = dict(uids or {})  # known: no GET
         cred = run.credential
         es = ObjectRef("ExternalSecret", cred.external_secret.namespace,
                        cred.external_secret.name)

@@ -27,7 +27,7 @@ step still has its own start/done records.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -39,6 +39,7 @@ from rotate.core.errors import (
     RotateError,
     StepFailed,
 )
+from rotate.core.refs import ObjectRef
 from rotate.core.waiting import wait_for
 from rotate.engine import journal as journal_mod
 from rotate.engine import undo as undo_mod
@@ -67,12 +68,14 @@ class Executor:
     def __init__(
         self, run: Run, observer: Observer, *, lease: Lease | Locks | None = None,
         prior: dict[int, dict[str, Any]] | None = None,
+        uids: Mapping[ObjectRef, str] | None = None,
     ) -> None:
+        """``uids``: of objects already read (preflight), so their events need no GET."""
         self.run = run
         self.observer = observer
         self.lease = lease
         self.prior = prior or {}
-        self.events = RunEvents(run)
+        self.events = RunEvents(run, uids)
 
     # ------------------------------------------------------------------ one step
 

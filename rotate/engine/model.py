@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from rotate.chain.model import Chain
 from rotate.core.findings import Check, Trap
+from rotate.core.refs import ObjectRef
 from rotate.core.strategy import Strategy
 
 if TYPE_CHECKING:  # annotations only: the seams' Protocols cost start-up (bench/startup.py)
@@ -239,6 +240,9 @@ class PreflightResult:
     thinned: dict[str, str] = field(default_factory=dict)
     #: consumer workload refs prepared early whose pod template has no startupProbe
     unprobed: tuple[str, ...] = ()
+    #: uid of each object preflight read (workloads, the ExternalSecret): the run's events
+    #: name them without reading them again
+    uids: dict[ObjectRef, str] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:

@@ -108,11 +108,13 @@ def preflight(
 
     # ② sync
     found_traps: list[Trap] = []
+    uids: dict[ObjectRef, str] = {}  # objects read here: the run's events need no GET of them
     es_ref = credential.external_secret
     es_ref = ObjectRef("ExternalSecret", es_ref.namespace, es_ref.name)
 
     def es_ready() -> str:
         es = kube.get("ExternalSecret", es_ref.namespace, es_ref.name)
+        _note_uid(uids, es_ref, es)
         found_traps.extend(traps.external_secret_traps(es, es_ref))
         ok, detail = sync.is_ready(es)
         if not ok:
@@ -181,6 +183,7 @@ def preflight(
     def workload(ref: ObjectRef, role: str, sink: list[Trap]) -> Callable[[], str]:
         def check() -> str:
             obj = kube.get(ref.kind, ref.namespace, ref.name)
+            _note_uid(uids, ref, obj)
             vso = rollout.vso_watches(vso_objects(ref.namespace), ref.kind, ref.name)
             sink.extend(traps.workload_traps(obj, ref, role=role, secret_name=sec.name,
                                              grace=grace, rolled_by=vso))
@@ -251,8 +254,14 @@ def preflight(
         consumers=consumers, config_versions=config_versions, token_ids=token_ids,
         reloader=reloader, ondelete=tuple(ondelete), no_surge=no_surge,
         thinned={ref: note for ref, note in thinned.items() if note},
-        unprobed=tuple(unprobed),
+        unprobed=tuple(unprobed), uids=uids,
     )
+
+
+def _note_uid(uids: dict[ObjectRef, str], ref: ObjectRef, obj: Mapping[str, Any]) -> None:
+    uid = (obj.get("metadata") or {}).get("uid")
+    if uid:
+        uids[ref] = str(uid)  # one key per thread's object: safe from the preflight pool
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ import json
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -200,3 +201,27 @@ def test_events_still_unsent_at_the_end_count_as_failed(
         stuck.set()
     assert report.status == "succeeded", report.message
     assert report.extra["events"]["created"] == 0 and report.extra["events"]["failed"] > 10
+
+
+def test_objects_preflight_read_are_not_read_again_for_their_events(
+        world: World, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Each event names its object's uid.  Preflight already read every workload and the
+    # ExternalSecret: their uids come from there, not from a GET per object on the event
+    # sender (at 100 consumers, 100 requests queued behind a saturated API server).
+    reads: list[tuple[str, str]] = []
+    get = world.kube.get
+
+    def counting_get(kind: str, namespace: str | None, name: str) -> dict[str, Any]:
+        if threading.current_thread().name.startswith("rotate-event"):
+            reads.append((kind, name))
+        return get(kind, namespace, name)
+
+    monkeypatch.setattr(world.kube, "get", counting_get)
+    report = run(world, tmp_path)
+    assert report.status == "succeeded", report.message
+    assert not [r for r in reads if r[0] in ("Deployment", "ExternalSecret")], reads
+    assert [k for k, _ in reads] and {k for k, _ in reads} == {"Secret"}  # the rest still read
+    cart = world.kube.raw("Deployment", "shop", "cart")["metadata"]["uid"]
+    assert {e.uid for e in world.kube.kube_events if e.involved == CART} == {cart}
+    es = world.kube.raw("ExternalSecret", "dragonfly", "dragonfly-password")["metadata"]["uid"]
+    assert {e.uid for e in world.kube.kube_events if e.involved == ES} == {es}
