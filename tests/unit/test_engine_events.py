@@ -100,19 +100,31 @@ def test_a_slow_event_request_never_holds_up_a_step(
     # would crawl); queued to the sender thread, the steps go on and release them.
     release = threading.Event()
     timed_out: list[str] = []
+    sent_at: dict[str, float] = {}
     create = world.kube.create_event
 
     def slow_create(event: KubeEvent) -> None:
         if not release.wait(timeout=5):
             timed_out.append(event.reason)
+        sent_at[event.reason] = time.time()
         create(event)
 
+    released: list[float] = []
+
+    def release_now(_step: PlannedStep) -> None:
+        released.append(time.time())
+        release.set()
     monkeypatch.setattr(world.kube, "create_event", slow_create)
     obs = RecordingObserver()
-    obs.on_start["config.write"] = lambda _step: release.set()
+    obs.on_start["config.write"] = release_now
+    started = time.time()
     report = run(world, tmp_path, obs)
     assert report.status == "succeeded", report.message
     assert timed_out == []
+    # a queued event carries the time it happened, not the time it was sent
+    written = next(e for e in world.kube.kube_events if e.reason == "BackendWritten")
+    assert written.at is not None
+    assert started <= written.at.timestamp() < released[0] <= sent_at["BackendWritten"]
     assert report.extra["events"] == {"created": len(world.kube.kube_events), "failed": 0}
     # one sender thread per object: the steps' events keep their order on each object
     assert _reasons(world, ES) == ["BackendWritten", "SyncRequested", "CredentialRotated"]
@@ -161,33 +173,6 @@ def test_one_event_request_at_a_time_while_steps_run_several_once_the_run_ends(
     assert _reasons(world, ES) == ["BackendWritten", "SyncRequested", "CredentialRotated"]
     assert _reasons(world, CART) == ["ConfigWritten", "RolloutRestarted", "RolloutComplete",
                                      "Ready", "TokensRevoked", "CredentialRotated"]
-
-
-def test_a_queued_event_carries_the_time_it_happened(
-        world: World, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    sent_at: dict[str, float] = {}
-    create = world.kube.create_event
-    release = threading.Event()
-
-    def late_create(event: KubeEvent) -> None:
-        release.wait(timeout=5)  # every event is sent only once the run is ending
-        sent_at[event.reason] = time.time()
-        create(event)
-
-    monkeypatch.setattr(world.kube, "create_event", late_create)
-    released: list[float] = []
-
-    def release_now(_step: PlannedStep) -> None:
-        released.append(time.time())
-        release.set()
-    obs = RecordingObserver()
-    obs.on_start["token.revoke"] = release_now
-    started = time.time()
-    report = run(world, tmp_path, obs)
-    assert report.status == "succeeded", report.message
-    written = next(e for e in world.kube.kube_events if e.reason == "BackendWritten")
-    assert written.at is not None  # stamped when backend.write was done, not when sent
-    assert started <= written.at.timestamp() < released[0] <= sent_at["BackendWritten"]
 
 
 def test_events_still_unsent_at_the_end_count_as_failed(
