@@ -56,6 +56,7 @@ from rotate.core.timestamps import utcnow
 from rotate.engine.kinds.base import Run
 from rotate.engine.model import PlannedStep
 from rotate.engine.targets import workload_ref
+from rotate.stages import rollout
 
 EventType = Literal["Normal", "Warning"]
 
@@ -272,7 +273,7 @@ class RunEvents:
             return known
         try:
             obj = self._kube.get(ref.kind, ref.namespace, ref.name)
-            uid = str((obj.get("metadata") or {}).get("uid") or "")
+            uid = str(rollout.metadata(obj).get("uid") or "")
         except RotateError:
             uid = ""
         with self._lock:

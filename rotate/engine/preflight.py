@@ -259,7 +259,7 @@ def preflight(
 
 
 def _note_uid(uids: dict[ObjectRef, str], ref: ObjectRef, obj: Mapping[str, Any]) -> None:
-    uid = (obj.get("metadata") or {}).get("uid")
+    uid = rollout.metadata(obj).get("uid")
     if uid:
         uids[ref] = str(uid)  # one key per thread's object: safe from the preflight pool
 
