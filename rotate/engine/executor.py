@@ -21,11 +21,17 @@ kind's exit code and a message saying what was undone.
 
 Consecutive steps of a kind declared ``parallel`` (consumer rollouts and readyz checks) run
 with bounded parallelism (``max_parallel`` threads); the journal is thread-safe and each
-step still has its own start/done records.
+step still has its own start/done records.  Consecutive parallel steps of kinds that share a
+``lane`` form one group run per consumer: each consumer's steps in plan order on one
+thread (its document and token before its restart; its rollout proven before its readyz,
+its readyz before its old tokens are revoked), consumers independent of one another — so
+no consumer waits for the slowest of a whole kind before its next step.  Once a step of a
+group fails, no further step of that group starts; the steps already running finish.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -44,7 +50,7 @@ from rotate.core.waiting import wait_for
 from rotate.engine import journal as journal_mod
 from rotate.engine import undo as undo_mod
 from rotate.engine.events import RunEvents
-from rotate.engine.kinds import kind_of
+from rotate.engine.kinds import Kind, kind_of
 from rotate.engine.kinds.base import Outcome, Run, StepData, StepIO
 from rotate.engine.lock import Lease, Locks
 from rotate.engine.model import Observer, PlannedStep, RunReport, StepRecord
@@ -131,10 +137,11 @@ class Executor:
             for step in group:
                 self._run_step(step)
             return
+        stop = threading.Event()  # a step failed: start no more (module doc)
         errors: list[_StepError] = []
         with ThreadPoolExecutor(max_workers=self.run.max_parallel,
                                 thread_name_prefix="rotate-step") as pool:
-            futures = [pool.submit(self._run_step, s) for s in group]
+            futures = [pool.submit(self._run_lane, lane, stop) for lane in _lanes(group)]
             for fut in futures:
                 exc = fut.exception()
                 if isinstance(exc, _StepError):
@@ -148,16 +155,28 @@ class Executor:
                     raise err
             raise min(errors, key=lambda e: e.step.index)
 
+    def _run_lane(self, steps: Sequence[PlannedStep], stop: threading.Event) -> None:
+        """One consumer's steps of a group, in order, until one fails or ``stop`` is set."""
+        for step in steps:
+            if stop.is_set():
+                return
+            try:
+                self._run_step(step)
+            except BaseException:
+                stop.set()
+                raise
+
     # ------------------------------------------------------------------ the run
 
     def _run_steps(self, steps: Sequence[PlannedStep]) -> None:
-        """Run ``steps`` in order, consecutive parallel steps of one kind as a group."""
+        """Run ``steps`` in order, consecutive parallel steps of one kind (or one lane) as a
+        group."""
         if steps:
             # Indexes are the plan's; on resume the first steps are already done.
             self.observer.set_total(steps[-1].index)
         groups: list[list[PlannedStep]] = []
         for step in steps:
-            if groups and kind_of(step).parallel and kind_of(groups[-1][0]) is kind_of(step):
+            if groups and _joins(kind_of(groups[-1][0]), kind_of(step)):
                 groups[-1].append(step)
             else:
                 groups.append([step])
@@ -259,6 +278,24 @@ class Executor:
         return head + (f"Resume with `{resume_command(run.run_id)}` or roll back with "
                        f"`{rollback_command(run.run_id)}` (add the same --chain/--state-dir "
                        "options as this run).")
+
+
+def _joins(first: Kind, kind: Kind) -> bool:
+    """Whether a step of ``kind`` joins the group whose first step is of ``first``."""
+    if not (first.parallel and kind.parallel):
+        return False
+    return first is kind or (first.lane is not None and first.lane == kind.lane)
+
+
+def _lanes(group: Sequence[PlannedStep]) -> list[list[PlannedStep]]:
+    """The group's units of work, in plan order: one step each for a group of one kind; for a
+    lane group, each subject's steps in plan order."""
+    if all(kind_of(s) is kind_of(group[0]) for s in group):
+        return [[s] for s in group]
+    by_subject: dict[str, list[PlannedStep]] = {}
+    for step in group:
+        by_subject.setdefault(step.subject, []).append(step)
+    return list(by_subject.values())
 
 
 def resume_command(run_id: str) -> str:

@@ -18,6 +18,7 @@ class RecordingObserver:
     def __init__(self) -> None:
         self.events: list[tuple[str, str, str]] = []
         self.on_start: dict[str, Any] = {}
+        self.on_finish: dict[str, Any] = {}
 
     def set_total(self, total: int) -> None:
         self.total = total
@@ -30,6 +31,9 @@ class RecordingObserver:
 
     def step_finished(self, step: PlannedStep, record: StepRecord) -> None:
         self.events.append((record.status, step.kind, step.target))
+        hook = self.on_finish.get(step.kind)
+        if hook is not None:
+            hook(step, record)
 
     def note(self, text: str) -> None:
         self.events.append(("note", text, ""))

@@ -7,6 +7,9 @@ action and how it is undone.  A kind declares
   (``backend.write``), and which form of it this class is (:data:`~rotate.engine.model.Phase`);
 * ``stage`` (①..④ of the chain) and ``exit_code`` (cli.md: the run's code when it fails);
 * ``parallel`` — consecutive steps of the kind may run at once (``--max-parallel``);
+  ``lane`` — consecutive parallel steps of kinds that share a lane run per consumer: each
+  consumer's steps in plan order, up to ``--max-parallel`` consumers at once
+  (rotate.engine.executor);
 * :meth:`StepKind.plan` — its steps in a plan, from pure values (:class:`PlanInput`);
 * :meth:`StepKind.observe`, :meth:`StepKind.act`, :meth:`StepKind.prove` — what an earlier
   attempt already did, the change, and the proof that it holds;
@@ -249,6 +252,9 @@ class StepKind(ABC, Generic[D]):
     stage: ClassVar[int]
     exit_code: ClassVar[int]
     parallel: ClassVar[bool] = False
+    #: consecutive parallel steps of kinds with the same lane form one group, run per
+    #: subject (each consumer's steps in plan order; None: a group holds one kind only)
+    lane: ClassVar[str | None] = None
     result: ClassVar[type[StepData]]
     undo: ClassVar[tuple[type[StepKind[Any]], ...]]
     #: under the restart strategy its steps (but a draft's ``late`` ones) run before stage ③

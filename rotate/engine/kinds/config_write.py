@@ -90,6 +90,7 @@ class ConfigWrite(StepKind[ConfigWritten]):
     stage: ClassVar[int] = 4
     exit_code: ClassVar[int] = 13
     parallel: ClassVar[bool] = True  # one consumer each: independent requests
+    lane: ClassVar[str | None] = "prepare"  # its consumer's token and restart follow
     prepares: ClassVar[bool] = True  # pods read it only at start: safe before the switch
     result: ClassVar[type[StepData]] = ConfigWritten
     undo: ClassVar[tuple[type[StepKind[Any]], ...]] = (ConfigRestore,)

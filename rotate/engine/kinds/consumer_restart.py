@@ -53,6 +53,7 @@ class ConsumerRestart(RestartKind):
     stage: ClassVar[int] = 4
     exit_code: ClassVar[int] = 15
     parallel: ClassVar[bool] = True
+    lane: ClassVar[str | None] = "prepare"
     prepares: ClassVar[bool] = True
     #: the template was patched (or about to be) once the previous stamp was journaled
     compensate_failed: ClassVar[str | None] = "previous_stamp"

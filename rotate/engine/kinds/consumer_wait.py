@@ -16,6 +16,7 @@ class ConsumerWait(WaitKind):
     stage: ClassVar[int] = 4
     exit_code: ClassVar[int] = 15
     parallel: ClassVar[bool] = True
+    lane: ClassVar[str | None] = "finish"
     result: ClassVar[type[StepData]] = RolledOut
     undo: ClassVar[tuple[type[StepKind[Any]], ...]] = ()
     restarted_by: ClassVar[type[RestartKind]] = ConsumerRestart

@@ -25,6 +25,7 @@ class ReadyzCheck(StepKind[NoData]):
     stage: ClassVar[int] = 4
     exit_code: ClassVar[int] = 16
     parallel: ClassVar[bool] = True
+    lane: ClassVar[str | None] = "finish"
     result: ClassVar[type[StepData]] = NoData
     undo: ClassVar[tuple[type[StepKind[Any]], ...]] = ()
 

@@ -22,6 +22,7 @@ class TokenRevoke(StepKind[TokensRevoked]):
     stage: ClassVar[int] = 4
     exit_code: ClassVar[int] = 14
     parallel: ClassVar[bool] = True  # one consumer each: independent requests
+    lane: ClassVar[str | None] = "finish"
     result: ClassVar[type[StepData]] = TokensRevoked
     #: a rollback mints fresh tokens, then revokes every other one the consumer held —
     #: those the rolled-back run minted included (a revoked token stays revoked)
