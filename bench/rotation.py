@@ -26,6 +26,7 @@ from types import FrameType
 from bench import analysis, chain_params, overhead, timeline
 from bench.measure import COMMAND_TIMEOUT, Segment, journal_steps, measure, runbook_steps
 from bench.world import BENCH_DIR, BenchError, Lab, Target, load_targets, tool
+from rotate.core.durations import parse_duration
 
 KINDS = ("rotate", "runbook")
 
@@ -41,6 +42,17 @@ def _bounded(lo: float, hi: float,
             raise argparse.ArgumentTypeError(f"{value} is out of range [{lo:g}, {hi:g}]")
         return value
     return parse
+
+
+def _duration(text: str) -> str:
+    """``text`` if rotate's ``--timeout`` accepts it (checked before any lab starts)."""
+    try:
+        if parse_duration(text) <= 0:
+            raise ValueError
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a positive duration: {text!r} "
+                                         "(use e.g. 90s, 5m)") from None
+    return text
 
 
 def parser() -> argparse.ArgumentParser:
@@ -71,7 +83,7 @@ def parser() -> argparse.ArgumentParser:
                     metavar="S",
                     help=f"kill a command still running after S seconds (default "
                          f"{COMMAND_TIMEOUT:g}; 100 consumers on a busy 2-core lab may need more)")
-    ap.add_argument("--step-timeout", metavar="DURATION",
+    ap.add_argument("--step-timeout", metavar="DURATION", type=_duration,
                     help="rotate --timeout: its per-step deadline, e.g. 5m (default: the chain "
                          "file's; the lab's 120 s can be too short for 100 consumers' rollouts "
                          "on a saturated 2-core lab)")

@@ -12,7 +12,8 @@ from bench import rotation
 
 
 @pytest.mark.parametrize("argv", [["--runs", "0"], ["--rps", "-1"], ["--max-parallel", "x"],
-                                  ["--services", "101"], ["--strategy", "fast"]])
+                                  ["--services", "101"], ["--strategy", "fast"],
+                                  ["--step-timeout", "5x"], ["--step-timeout", "0s"]])
 def test_out_of_range_options_are_usage_errors(argv: list[str],
                                                capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exc:
