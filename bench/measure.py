@@ -129,7 +129,7 @@ def measure(kind: str, index: int, argv: Sequence[str], env: dict[str, str], lab
         time.sleep(LEAD - 0.5)  # the baseline: load before anything changes
         started, ticks1 = time.time(), cpu_ticks()
         with open(log, "w") as fh:
-            code, cpu = _run_command(argv, env, fh, timeout)
+            code, cpu = run_command(argv, env, fh, timeout)
         ended, ticks2 = time.time(), cpu_ticks()
         names = [t.name for t in targets]
         deadline = ended + TAIL_MAX
@@ -165,7 +165,7 @@ def write_pod_log(path: Path, events: Sequence[Event]) -> None:
                      f"{str(bool(md.get('deletionTimestamp'))).lower()}\n")
 
 
-def _run_command(argv: Sequence[str], env: dict[str, str], log: IO[str] | int,
+def run_command(argv: Sequence[str], env: dict[str, str], log: IO[str] | int,
                  timeout: float = COMMAND_TIMEOUT) -> tuple[int, float]:
     """(exit code, CPU seconds of the command and the processes it waited for); -1 when it
     was killed at ``timeout``.  ``os.wait4`` reaps it, for its resource usage."""

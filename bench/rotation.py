@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
 
-from bench import analysis, chain_params, overhead, timeline
+from bench import analysis, chain_params, floor, overhead, timeline
 from bench.measure import COMMAND_TIMEOUT, Segment, journal_steps, measure, runbook_steps
 from bench.world import BENCH_DIR, BenchError, Lab, Target, load_targets, tool
 from rotate.core.durations import parse_duration
@@ -112,13 +112,16 @@ def wait_steady(lab: Lab, deadline_s: float = 120.0) -> None:
 
 def one_run(kind: str, i: int, args: argparse.Namespace, lab: Lab, targets: list[Target],
             params: chain_params.ChainParams, out: Path,
-            requests: list[dict[str, int]]) -> Segment:
-    """One measured run; for rotate, its API requests (the lab's count) go to ``requests``."""
+            requests: list[dict[str, int]], floors: list[floor.Floor]) -> Segment:
+    """One measured run; for rotate, its API requests (the lab's count) go to ``requests``
+    and the start-up floor measured after it (the lab settled again) to ``floors``."""
     if kind != "rotate":
         return _one_run(kind, i, args, lab, targets, params, out)
     before = overhead.api_counts(lab)
     seg = _one_run(kind, i, args, lab, targets, params, out)
     requests.append(overhead.difference(before, overhead.api_counts(lab)))
+    wait_steady(lab)
+    floors.append(floor.measure_floor(targets, args.rps))
     return seg
 
 
@@ -201,7 +204,7 @@ def cpu_line(segs: list[Segment]) -> str:
 def write_outputs(out: Path, args: argparse.Namespace, segs: list[Segment],
                   results: list[analysis.RunResult], services: list[str], table: str,
                   params: chain_params.ChainParams,
-                  requests: list[dict[str, int]]) -> None:
+                  requests: list[dict[str, int]], floors: list[floor.Floor]) -> None:
     load1, load5, load15 = os.getloadavg()
     doc = {
         "command": " ".join(sys.argv),
@@ -212,6 +215,7 @@ def write_outputs(out: Path, args: argparse.Namespace, segs: list[Segment],
         "rotate_overhead": [{**vars(o), "own": o.own} for o in (
             overhead.overhead_of(g) for g in segs if g.kind == "rotate")],
         "rotate_api_requests": requests,
+        "startup_floor": [vars(f) for f in floors],
         "table": table,
         "runs": [{"kind": r.kind, "index": r.index, "wall": r.wall, "cpu": g.cpu,
                   "busy_before": g.busy_before, "busy_during": g.busy_during,
@@ -273,13 +277,14 @@ def run(args: argparse.Namespace) -> int:
         services = [t.name for t in targets]
         segs: list[Segment] = []
         requests: list[dict[str, int]] = []
+        floors: list[floor.Floor] = []
         kinds = [args.only] if args.only else list(KINDS)
         for i in range(args.runs):
             order = kinds if i % 2 == 0 else kinds[::-1]  # interleaved: drift hits both
             for kind in order:
                 wait_steady(lab)
                 print(f"run {i + 1}/{args.runs}: {kind} …", file=sys.stderr)
-                seg = one_run(kind, i, args, lab, targets, params, out, requests)
+                seg = one_run(kind, i, args, lab, targets, params, out, requests, floors)
                 segs.append(seg)
                 print(f"  wall {seg.wall:.1f} s, exit {seg.exit_code}, "
                       f"{sum(not s.ok for s in seg.samples)} failed requests", file=sys.stderr)
@@ -287,12 +292,14 @@ def run(args: argparse.Namespace) -> int:
         results = [to_result(s, services) for s in segs]
         table = (analysis.render_table(analysis.summarize(results, services), services)
                  + "\n\n" + analysis.render_critical_path(results))
-        split = time_split(segs) + "\n" + cpu_line(segs) + "\n" + overhead.render(
-            [overhead.overhead_of(g) for g in segs if g.kind == "rotate"], requests,
-            len(params.consumers))
+        overheads = [overhead.overhead_of(g) for g in segs if g.kind == "rotate"]
+        split = "\n".join(line for line in (
+            time_split(segs), cpu_line(segs),
+            overhead.render(overheads, requests, len(params.consumers)),
+            floor.render(floors, [o.startup for o in overheads])) if line)
         print(table + "\n" + split)
         write_outputs(out, args, segs, results, services, table + "\n" + split, params,
-                      requests)
+                      requests, floors)
         cpu = os.times()
         print(f"\nresults: {out / 'results.json'}\ntimeline: {out / 'timeline.svg'}\n"
               f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; the harness "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import time
 import xml.etree.ElementTree as ET
@@ -13,7 +14,7 @@ from typing import Any
 import pytest
 
 from bench import analysis, chain_params, observed, timeline
-from bench.measure import _run_command, journal_steps, runbook_steps
+from bench.measure import journal_steps, run_command, runbook_steps
 
 
 def samples(service: str, spec: list[tuple[float, bool]]) -> list[analysis.Sample]:
@@ -211,7 +212,7 @@ def test_a_commands_cpu_time_counts_the_children_it_waited_for(tmp_path: Path) -
     burn = (f"{sys.executable} -c 'import time\nt = time.process_time()\n"
             "while time.process_time() - t < 0.3: pass'")
     with open(tmp_path / "log", "w") as log:
-        code, cpu = _run_command(["bash", "-c", f"{burn}; exit 3"], dict(os.environ), log)
+        code, cpu = run_command(["bash", "-c", f"{burn}; exit 3"], dict(os.environ), log)
     assert code == 3
     assert cpu >= 0.3
 
@@ -244,3 +245,22 @@ def test_the_pod_log_has_the_servers_view_of_each_pod_event(tmp_path: Path) -> N
     assert out.read_text().splitlines()[1:] == [
         "12.500,MODIFIED,shop/cart-1,Running,true/false,false/false,false",
         "13.000,DELETED,shop/cart-0,,,,true"]
+
+
+def test_the_start_up_floor_line_sets_rotates_start_up_beside_the_floor() -> None:
+    from bench.floor import Floor, render
+    line = render([Floor(1.0, 0.5), Floor(1.2, 0.6), Floor(0.8, 0.4)], [2.0, 2.4, 1.8])
+    assert "wall 1.00 s (1.00 / 1.20 / 0.80), CPU 0.50 s" in line
+    assert "rotate's start-up+plan 2.00 s = 2.00 × the floor" in line
+    assert render([], [2.0]) == ""
+
+
+def test_the_start_up_floor_imports_every_library_rotate_is_built_on() -> None:
+    # the floor is honest only if it imports what rotate's adapters import: run it here
+    from bench.floor import IMPORTS, python
+    done = subprocess.run([python(), "-c", IMPORTS + "; import sys; print(sorted(m for m in "
+                           "('kubernetes.client.api_client', 'hvac', 'httpx', 'redis', "
+                           "'jsonschema', 'typer', 'rich.console', 'ruamel.yaml') "
+                           "if m not in sys.modules))"],
+                          capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
