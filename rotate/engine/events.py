@@ -4,7 +4,12 @@ look (``kubectl describe deploy/cart``, ``kubectl get events``).
 One place emits them — the executor calls :class:`RunEvents` after each step and at the run's
 end — so no step kind knows about events.  Per step, a Normal event (a Warning when it
 failed) on the object the step acted on; at the end, one event per object the run touched
-(and always on the ExternalSecret, the credential's anchor in the cluster):
+(and always on the ExternalSecret, the credential's anchor in the cluster).  A consumer's
+workload gets its success event as soon as its own last step is done — a step of the
+``finish`` lane: its rollout proven, its readyz 200, its old tokens revoked — so that
+``kubectl get events -w`` shows each consumer done as it is, and the run's end sends
+only the rest; a run that fails or is interrupted still tells every touched object at its
+end:
 
 =====================  =========  =================================
 run                    type       reason
@@ -43,7 +48,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from datetime import datetime
@@ -53,6 +58,7 @@ from rotate.clients.seams import Kube, KubeEvent
 from rotate.core.errors import RotateError
 from rotate.core.refs import ObjectRef
 from rotate.core.timestamps import utcnow
+from rotate.engine.kinds import kind_of
 from rotate.engine.kinds.base import Run
 from rotate.engine.model import PlannedStep
 from rotate.engine.targets import workload_ref
@@ -183,6 +189,8 @@ class RunEvents:
         self._lane_of: dict[ObjectRef, int] = {}
         self._queued: list[Future[bool]] = []
         self._gate = _Gate(1)  # LANES once the run ends (module doc)
+        self._finishing: dict[ObjectRef, int] = {}  # workload → its last step's index
+        self._finished: set[ObjectRef] = set()  # success event already queued
 
     @property
     def _suffix(self) -> str:
@@ -190,13 +198,33 @@ class RunEvents:
         what = "rollback" if run.start.operation == "rollback" else "rotate"
         return f"({what} run {run.run_id}, credential {run.credential.name})"
 
+    def expect(self, steps: Sequence[PlannedStep]) -> None:
+        """The steps the run is about to execute: an object whose last step among them is of
+        the ``finish`` lane (a consumer's workload) gets its success event once that step
+        is done (module doc)."""
+        last: dict[ObjectRef, PlannedStep] = {}
+        for step in steps:
+            for ref in objects_of(self._run, step):
+                last[ref] = step
+        with self._lock:
+            self._finishing = {ref: st.index for ref, st in last.items()
+                               if kind_of(st).lane == "finish"}
+
     def step_done(self, step: PlannedStep, detail: str) -> None:
         reason = STEP_REASONS.get((step.kind, step.phase))
+        success = END_REASONS.get((self._run.start.operation, "succeeded"))
         for ref in self._touch(step):
             if reason:
                 self._enqueue(ref, "Normal", reason, step.kind,
                               f"Step {step.index} {step.kind} {step.target}: {detail} "
                               + self._suffix)
+            with self._lock:
+                done = self._finishing.get(ref) == step.index
+                if done:
+                    self._finished.add(ref)
+            if done and success is not None:
+                self._enqueue(ref, success[0], success[1], self._run.start.operation,
+                              self._success_text())
 
     def step_failed(self, step: PlannedStep, message: str) -> None:
         for ref in self._touch(step):
@@ -213,18 +241,21 @@ class RunEvents:
         found = END_REASONS.get((run.start.operation, status))
         if found is not None:
             etype, reason = found
-            if status == "succeeded":
-                what = ("restored the value before run " + (run.start.of_run or "?")
-                        if run.start.operation == "rollback" else "rotated the credential")
-                text = f"{what} {self._suffix}"
-            else:
-                text = f"{message or status} {self._suffix}"
+            succeeded = status == "succeeded"
+            text = self._success_text() if succeeded else f"{message or status} {self._suffix}"
             with self._lock:
-                touched = list(self._touched)
+                touched = [ref for ref in self._touched
+                           if not (succeeded and ref in self._finished)]
             for ref in touched:
                 self._enqueue(ref, etype, reason, run.start.operation, text)
         self._gate.widen(LANES)
         self._drain(deadline)
+
+    def _success_text(self) -> str:
+        run = self._run
+        what = ("restored the value before run " + (run.start.of_run or "?")
+                if run.start.operation == "rollback" else "rotated the credential")
+        return f"{what} {self._suffix}"
 
     def _enqueue(self, ref: ObjectRef, etype: EventType, reason: str, action: str,
                  message: str) -> None:

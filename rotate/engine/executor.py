@@ -186,6 +186,7 @@ class Executor:
     def execute(self, steps: Sequence[PlannedStep]) -> None:
         """Run ``steps`` (already filtered to what is left to do); journal ``run.end``."""
         run = self.run
+        self.events.expect(steps)
         try:
             self._run_steps(steps)
         except _StepError as err:

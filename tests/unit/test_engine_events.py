@@ -210,3 +210,31 @@ def test_objects_preflight_read_are_not_read_again_for_their_events(
     assert {e.uid for e in world.kube.kube_events if e.involved == CART} == {cart}
     es = world.kube.raw("ExternalSecret", "dragonfly", "dragonfly-password")["metadata"]["uid"]
     assert {e.uid for e in world.kube.kube_events if e.involved == ES} == {es}
+
+
+def test_a_consumer_is_told_rotated_as_soon_as_its_own_steps_are_done(
+        world: World, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # user's readyz check is held until cart's CredentialRotated event has been created: sent
+    # only at the run's end, it would come after user's check, and the hold would run out.
+    told = threading.Event()
+    create = world.kube.create_event
+
+    def create_event(event: KubeEvent) -> None:
+        create(event)
+        if event.involved == CART and event.reason == "CredentialRotated":
+            told.set()
+
+    released: list[bool] = []
+
+    def hold(step: PlannedStep) -> None:
+        if step.subject == "user":
+            released.append(told.wait(timeout=5))
+    monkeypatch.setattr(world.kube, "create_event", create_event)
+    obs = RecordingObserver()
+    obs.on_start["readyz.check"] = hold
+    report = run(world, tmp_path, obs)
+    assert report.status == "succeeded", report.message
+    assert released == [True]
+    # once each: the run's end does not tell a consumer again
+    assert _reasons(world, CART).count("CredentialRotated") == 1
+    assert _reasons(world, ES) == ["BackendWritten", "SyncRequested", "CredentialRotated"]
