@@ -20,7 +20,13 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from rotate.clients.seams import MintedToken, TokenInfo, VersionedDoc
-from rotate.clients.tls import TlsSettings, client_context, tls_failure, tls_reason
+from rotate.clients.tls import (
+    TlsSettings,
+    client_context,
+    tls_failure,
+    tls_reason,
+    unused_context,
+)
 from rotate.core.errors import (
     ClientError,
     ConflictError,
@@ -79,6 +85,8 @@ class HttpConfigCenter:
         verify: Any = True
         if ca_file:
             verify = client_context(TlsSettings(ca_file=ca_file, names=_CA_NAMES))
+        elif self._url.lower().startswith("http://"):
+            verify = unused_context()  # no TLS at all: base URL fixed, no redirects
         try:
             self._client = httpx.Client(base_url=self._url, transport=transport,
                                         timeout=timeout, follow_redirects=False, verify=verify)

@@ -257,3 +257,23 @@ def test_a_bad_url_is_permanent_not_retried() -> None:
     assert not info.value.temporary
     assert_clean(info.value)
     client.close()
+
+
+def test_an_http_config_center_loads_no_ca_bundle_an_https_one_does(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # httpx loads its CA bundle (~35 ms of CPU) for every client, TLS or not: at every start
+    # of rotate.  A plain-http Config Center never speaks TLS (base URL fixed, redirects not
+    # followed), so it is spared; an https one still verifies against the bundle.
+    import ssl
+    loads: list[object] = []
+    load = ssl.SSLContext.load_verify_locations
+
+    def counting(self: ssl.SSLContext, *args: object, **kw: object) -> None:
+        loads.append(args or kw)
+        load(self, *args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ssl.SSLContext, "load_verify_locations", counting)
+    HttpConfigCenter("http://cc.example:8080", Secret("t")).close()
+    assert loads == []
+    HttpConfigCenter("https://cc.example:8443", Secret("t")).close()
+    assert loads
