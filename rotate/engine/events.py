@@ -8,8 +8,9 @@ failed) on the object the step acted on; at the end, one event per object the ru
 workload gets its success event as soon as its own last step is done — a step of the
 ``finish`` lane: its rollout proven, its readyz 200, its old tokens revoked — so that
 ``kubectl get events -w`` shows each consumer done as it is, and the run's end sends
-only the rest; a run that fails or is interrupted still tells every touched object at its
-end:
+only the rest.  A consumer's token Secret, whose last step is its ``token.mint`` (a step
+of the ``prepare`` lane), gets no success event: ``TokenMinted`` is its whole story.  A run
+that fails or is interrupted still tells every touched object at its end:
 
 =====================  =========  =================================
 run                    type       reason
@@ -191,6 +192,7 @@ class RunEvents:
         self._gate = _Gate(1)  # LANES once the run ends (module doc)
         self._finishing: dict[ObjectRef, int] = {}  # workload → its last step's index
         self._finished: set[ObjectRef] = set()  # success event already queued
+        self._quiet: set[ObjectRef] = set()  # no success event: a token Secret (module doc)
 
     @property
     def _suffix(self) -> str:
@@ -201,7 +203,8 @@ class RunEvents:
     def expect(self, steps: Sequence[PlannedStep]) -> None:
         """The steps the run is about to execute: an object whose last step among them is of
         the ``finish`` lane (a consumer's workload) gets its success event once that step
-        is done (module doc)."""
+        is done; one whose last step is of the ``prepare`` lane (a token Secret) gets none
+        (module doc)."""
         last: dict[ObjectRef, PlannedStep] = {}
         for step in steps:
             for ref in objects_of(self._run, step):
@@ -209,6 +212,7 @@ class RunEvents:
         with self._lock:
             self._finishing = {ref: st.index for ref, st in last.items()
                                if kind_of(st).lane == "finish"}
+            self._quiet = {ref for ref, st in last.items() if kind_of(st).lane == "prepare"}
 
     def step_done(self, step: PlannedStep, detail: str) -> None:
         reason = STEP_REASONS.get((step.kind, step.phase))
@@ -244,8 +248,8 @@ class RunEvents:
             succeeded = status == "succeeded"
             text = self._success_text() if succeeded else f"{message or status} {self._suffix}"
             with self._lock:
-                touched = [ref for ref in self._touched
-                           if not (succeeded and ref in self._finished)]
+                touched = [ref for ref in self._touched if not (
+                    succeeded and (ref in self._finished or ref in self._quiet))]
             for ref in touched:
                 self._enqueue(ref, etype, reason, run.start.operation, text)
         self._gate.widen(LANES)

@@ -46,8 +46,8 @@ def test_a_rotation_tells_its_story_on_every_object_it_changed(
         "RolloutRestarted", "RolloutComplete", "CredentialRotated"]
     assert _reasons(world, CART) == ["ConfigWritten", "RolloutRestarted", "RolloutComplete",
                                      "Ready", "TokensRevoked", "CredentialRotated"]
-    assert _reasons(world, ObjectRef("Secret", "shop", "cart-config-token")) == [
-        "TokenMinted", "CredentialRotated"]
+    # a token Secret's story is its token: no success event of its own
+    assert _reasons(world, ObjectRef("Secret", "shop", "cart-config-token")) == ["TokenMinted"]
     assert {e.type for e in events} == {"Normal"}
     cart = world.kube.raw("Deployment", "shop", "cart")["metadata"]["uid"]
     assert {e.uid for e in events if e.involved == CART} == {cart}  # describe selects by uid
@@ -70,6 +70,9 @@ def test_a_failed_step_is_a_warning_on_its_object_and_the_run_a_rotation_failure
     assert [e.reason for e in warnings] == ["StepFailed", "RotationFailed"]
     assert f"rotate resume {report.run_id} --confirm" in warnings[-1].message
     assert "RotationFailed" in _reasons(world, ES)
+    # a failure is told on every object the run touched, the token Secrets too
+    assert _reasons(world, ObjectRef("Secret", "shop", "cart-config-token"))[-1] == \
+        "RotationFailed"
 
 
 def test_a_rollback_says_rolled_back(world: World, tmp_path: Path) -> None:
