@@ -110,7 +110,7 @@ def test_rotation_end_to_end(lab: Lab) -> None:
 
     # Events tell the story where operators look, with the run id, on what the run changed.
     run_id = report["run_id"]
-    assert report["events"]["failed"] == 0 and report["events"]["created"] > 20
+    assert report["events"]["failed"] == 0 and report["events"]["created"] >= 5 * len(CONSUMERS)
     shop = lab.kjson("get", "events", "-n", "shop")["items"]
     ours = [e for e in shop if e.get("reportingInstance") == run_id]
     assert {(e["involvedObject"]["kind"], e["involvedObject"]["name"]) for e in ours
@@ -119,8 +119,7 @@ def test_rotation_end_to_end(lab: Lab) -> None:
         f"{c}-config-token" for c in CONSUMERS}
     assert all(run_id in e["message"] and e["source"]["component"] == "rotate" for e in ours)
     described = lab.kubectl("describe", "deployment", "cart", "-n", "shop")
-    for reason in ("ConfigWritten", "RolloutRestarted", "RolloutComplete", "Ready",
-                   "CredentialRotated"):
+    for reason in ("ConfigWritten", "RolloutRestarted", "TokensRevoked", "CredentialRotated"):
         assert reason in described, described
     assert run_id in described
     es_events = lab.kubectl("describe", "externalsecret", "dragonfly-password", "-n",

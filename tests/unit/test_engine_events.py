@@ -40,12 +40,13 @@ def test_a_rotation_tells_its_story_on_every_object_it_changed(
     events = world.kube.kube_events
     assert all(report.run_id in e.message and e.instance == report.run_id for e in events)
     assert _reasons(world, ES) == ["BackendWritten", "SyncRequested", "CredentialRotated"]
+    # a step that only proves (sync.wait, the rollout waits, readyz) has no event of its own
     assert _reasons(world, ObjectRef("Secret", "dragonfly", "dragonfly-password-secret")) == [
-        "SecretSynced", "CredentialRotated"]
+        "CredentialRotated"]
     assert _reasons(world, ObjectRef("Deployment", "dragonfly", "dragonfly")) == [
-        "RolloutRestarted", "RolloutComplete", "CredentialRotated"]
-    assert _reasons(world, CART) == ["ConfigWritten", "RolloutRestarted", "RolloutComplete",
-                                     "Ready", "TokensRevoked", "CredentialRotated"]
+        "RolloutRestarted", "CredentialRotated"]
+    assert _reasons(world, CART) == ["ConfigWritten", "RolloutRestarted", "TokensRevoked",
+                                     "CredentialRotated"]
     # a token Secret's story is its token: no success event of its own
     assert _reasons(world, ObjectRef("Secret", "shop", "cart-config-token")) == ["TokenMinted"]
     assert {e.type for e in events} == {"Normal"}
@@ -131,8 +132,8 @@ def test_a_slow_event_request_never_holds_up_a_step(
     assert report.extra["events"] == {"created": len(world.kube.kube_events), "failed": 0}
     # one sender thread per object: the steps' events keep their order on each object
     assert _reasons(world, ES) == ["BackendWritten", "SyncRequested", "CredentialRotated"]
-    assert _reasons(world, CART) == ["ConfigWritten", "RolloutRestarted", "RolloutComplete",
-                                     "Ready", "TokensRevoked", "CredentialRotated"]
+    assert _reasons(world, CART) == ["ConfigWritten", "RolloutRestarted", "TokensRevoked",
+                                     "CredentialRotated"]
 
 
 def test_one_event_request_at_a_time_while_steps_run_several_once_the_run_ends(
@@ -174,8 +175,8 @@ def test_one_event_request_at_a_time_while_steps_run_several_once_the_run_ends(
     assert most["ending"] >= 2
     assert report.extra["events"] == {"created": len(world.kube.kube_events), "failed": 0}
     assert _reasons(world, ES) == ["BackendWritten", "SyncRequested", "CredentialRotated"]
-    assert _reasons(world, CART) == ["ConfigWritten", "RolloutRestarted", "RolloutComplete",
-                                     "Ready", "TokensRevoked", "CredentialRotated"]
+    assert _reasons(world, CART) == ["ConfigWritten", "RolloutRestarted", "TokensRevoked",
+                                     "CredentialRotated"]
 
 
 def test_events_still_unsent_at_the_end_count_as_failed(
