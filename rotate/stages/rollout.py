@@ -127,17 +127,26 @@ def restart_stamp() -> str:
     return rfc3339(utcnow())
 
 
-def observe_restart(kube: Kube, ref: ObjectRef, run_id: str) -> Restart | None:
-    """The restart this run already made (resume), or None."""
-    obj = kube.get(ref.kind, ref.namespace, ref.name)
+def restart_of(obj: Mapping[str, Any], run_id: str) -> Restart | None:
+    """The restart run ``run_id`` already made of the workload ``obj`` (resume), or None."""
     if meta_annotations(obj).get(RUN_ID_ANNOTATION) == run_id:
         return Restart(generation(obj), template_annotations(obj).get(RESTARTED_AT, ""), "already")
     return None
 
 
-def restart(kube: Kube, ref: ObjectRef, run_id: str) -> Restart:
-    """Patch the pod template (a new rollout) and tag the workload with the run id."""
-    already = observe_restart(kube, ref, run_id)
+def observe_restart(kube: Kube, ref: ObjectRef, run_id: str) -> Restart | None:
+    """The restart this run already made (resume), or None."""
+    return restart_of(kube.get(ref.kind, ref.namespace, ref.name), run_id)
+
+
+def restart(kube: Kube, ref: ObjectRef, run_id: str,
+            seen: Mapping[str, Any] | None = None) -> Restart:
+    """Patch the pod template (a new rollout) and tag the workload with the run id.
+
+    ``seen``: the workload as the caller read it just before, in the same attempt — its
+    check for a restart already made stands in for a read of its own (one GET fewer)."""
+    already = restart_of(seen if seen is not None else
+                         kube.get(ref.kind, ref.namespace, ref.name), run_id)
     if already is not None:
         return already
     stamp = restart_stamp()

@@ -73,7 +73,8 @@ class ConsumerRestart(RestartKind):
     def act(self, run: Run, io: StepIO) -> Outcome[Restarted]:
         if "previous_stamp" not in io.prior:
             ref = self.ref(run, io.step.subject)
-            obj = run.adapters.kube.get(ref.kind, ref.namespace, ref.name)
+            obj = self.seen if self.seen is not None else run.adapters.kube.get(
+                ref.kind, ref.namespace, ref.name)
             meta = ((obj.get("spec") or {}).get("template") or {}).get("metadata") or {}
             io.record(previous_stamp=rollout.template_annotations(obj).get(
                 rollout.RESTARTED_AT), annotated="annotations" in meta)

@@ -44,9 +44,14 @@ class RestartKind(StepKind[Restarted]):
     def _marker(self, run: Run) -> str:
         return f"{run.run_id}.{RETIRE_MARK}" if self.phase == "retire" else run.run_id
 
+    #: the workload as this attempt's ``observe`` read it; ``act`` uses it instead of
+    #: reading it again (an attempt is observe → act, moments apart; a retry observes anew)
+    seen: dict[str, Any] | None = None
+
     def observe(self, run: Run, io: StepIO) -> Outcome[Restarted] | None:
-        already = rollout.observe_restart(run.adapters.kube, self.ref(run, io.step.subject),
-                                          self._marker(run))
+        ref = self.ref(run, io.step.subject)
+        self.seen = run.adapters.kube.get(ref.kind, ref.namespace, ref.name)
+        already = rollout.restart_of(self.seen, self._marker(run))
         if already is None:
             return None
         return Outcome(Restarted(already.generation, "already", already.stamp or None),
@@ -58,7 +63,9 @@ class RestartKind(StepKind[Restarted]):
             came = self._reloader(run, ref)
             if came is not None:
                 return came
-        r = rollout.restart(kube, ref, self._marker(run))
+        # a provider may have waited for a reloader's grace since observe: read it anew
+        seen = self.seen if self.baselines_from is None else None
+        r = rollout.restart(kube, ref, self._marker(run), seen=seen)
         return Outcome(Restarted(r.generation, r.via, r.stamp),
                        f"restartedAt={r.stamp} (generation {r.generation})")
 
