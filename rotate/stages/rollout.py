@@ -134,11 +134,6 @@ def restart_of(obj: Mapping[str, Any], run_id: str) -> Restart | None:
     return None
 
 
-def observe_restart(kube: Kube, ref: ObjectRef, run_id: str) -> Restart | None:
-    """The restart this run already made (resume), or None."""
-    return restart_of(kube.get(ref.kind, ref.namespace, ref.name), run_id)
-
-
 def restart(kube: Kube, ref: ObjectRef, run_id: str,
             seen: Mapping[str, Any] | None = None) -> Restart:
     """Patch the pod template (a new rollout) and tag the workload with the run id.
