@@ -17,14 +17,13 @@ from __future__ import annotations
 import os
 import statistics
 import subprocess
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 from bench.load import Load
 from bench.measure import LEAD, run_command
+from bench.startup import venv_python
 from bench.world import BenchError, Target
 
 #: the libraries a rotation of the example chain's ``dragonfly`` imports (its adapters' and
@@ -39,25 +38,19 @@ class Floor:
     cpu: float
 
 
-def python() -> str:
-    """The venv's interpreter (the one rotate's console script runs on)."""
-    candidate = Path(sys.executable).parent / "python"
-    return str(candidate) if candidate.exists() else sys.executable
-
-
 def measure_floor(targets: Sequence[Target], rps: float, timeout: float = 60.0) -> Floor:
     load = Load(targets, rps, LEAD + timeout + 5).start()
     try:
         time.sleep(LEAD)  # the same lead-in as before a measured command
         started = time.time()
-        code, cpu = run_command([python(), "-c", IMPORTS], dict(os.environ),
+        code, cpu = run_command([venv_python(), "-c", IMPORTS], dict(os.environ),
                                 subprocess.DEVNULL, timeout)
         wall = time.time() - started
     finally:
         load.stop()
     if code != 0:
-        raise BenchError(f"the start-up floor command ({python()} -c '{IMPORTS}') exited "
-                         f"{code}")
+        raise BenchError(f"the start-up floor command ({venv_python()} -c '{IMPORTS}') "
+                         f"exited {code}")
     return Floor(wall, cpu)
 
 

@@ -34,7 +34,8 @@ from pathlib import Path
 VENV_BIN = Path(sys.executable).parent  # run as .venv/bin/python bench/startup.py
 
 
-def _python() -> str:
+def venv_python() -> str:
+    """The venv's interpreter, the one rotate's console script runs on (else this one)."""
     candidate = VENV_BIN / "python"
     return str(candidate) if candidate.exists() else sys.executable
 
@@ -43,7 +44,7 @@ def _rotate() -> list[str]:
     script = VENV_BIN / "rotate"
     if script.exists():
         return [str(script)]
-    return [_python(), "-m", "rotate"]
+    return [venv_python(), "-m", "rotate"]
 
 
 def _time(argv: list[str], env: dict[str, str]) -> float:
@@ -89,7 +90,7 @@ def _measure(args: argparse.Namespace, caches: Path) -> int:
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     cold = (str(caches / f"cold-{i}") for i in itertools.count())
     chain = args.chain or _example_chain()
-    commands = {"import typer, rich.console": [_python(), "-c", "import typer, rich.console"],
+    commands = {"import typer, rich.console": [venv_python(), "-c", "import typer, rich.console"],
                 "rotate --help": [*_rotate(), "--help"]}
     envs: dict[str, Callable[[], dict[str, str]]] = {}
     bars = {"rotate --help": args.bar}

@@ -257,8 +257,9 @@ def test_the_start_up_floor_line_sets_rotates_start_up_beside_the_floor() -> Non
 
 def test_the_start_up_floor_imports_every_library_rotate_is_built_on() -> None:
     # the floor is honest only if it imports what rotate's adapters import: run it here
-    from bench.floor import IMPORTS, python
-    done = subprocess.run([python(), "-c", IMPORTS + "; import sys; print(sorted(m for m in "
+    from bench.floor import IMPORTS
+    from bench.startup import venv_python
+    done = subprocess.run([venv_python(), "-c", IMPORTS + "; import sys; print(sorted(m for m in "
                            "('kubernetes.client.api_client', 'hvac', 'httpx', 'redis', "
                            "'jsonschema', 'typer', 'rich.console', 'ruamel.yaml') "
                            "if m not in sys.modules))"],
