@@ -12,6 +12,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from rotate.core.errors import ForbiddenError
 from rotate.engine.model import PlannedStep, StepRecord
 from tests.fakes import World
@@ -63,28 +65,20 @@ def _subject(target: str) -> str:
     return name.removesuffix("-config-token")
 
 
-def test_a_consumer_is_prepared_without_waiting_for_the_others(world: World,
-                                                               tmp_path: Path) -> None:
+@pytest.mark.parametrize(("held", "until"), [
     # order's document write is held until cart's restart has started: grouped by kind,
-    # cart's restart would wait for every document write first.
+    # cart's restart would wait for every document write first
+    ("config.write", "consumer.restart"),
+    # order's rollout proof is held until cart's old tokens are being revoked
+    ("consumer.wait", "token.revoke"),
+], ids=["prepared", "finished"])
+def test_a_consumer_goes_on_without_waiting_for_the_others(
+        world: World, tmp_path: Path, held: str, until: str) -> None:
     obs = RecordingObserver()
-    cart_restarting = threading.Event()
+    cart_got_there = threading.Event()
     released: list[bool] = []
-    _hold(obs, "config.write", "order", cart_restarting, released)
-    _when(obs, "consumer.restart", "cart", cart_restarting)
-    report = run(world, tmp_path, obs)
-    assert report.status == "succeeded", report.message
-    assert released == [True]
-
-
-def test_a_consumer_is_finished_without_waiting_for_the_others(world: World,
-                                                               tmp_path: Path) -> None:
-    # order's rollout proof is held until cart's old tokens are being revoked.
-    obs = RecordingObserver()
-    cart_revoking = threading.Event()
-    released: list[bool] = []
-    _hold(obs, "consumer.wait", "order", cart_revoking, released)
-    _when(obs, "token.revoke", "cart", cart_revoking)
+    _hold(obs, held, "order", cart_got_there, released)
+    _when(obs, until, "cart", cart_got_there)
     report = run(world, tmp_path, obs)
     assert report.status == "succeeded", report.message
     assert released == [True]
