@@ -5,13 +5,13 @@ One place emits them — the executor calls :class:`RunEvents` after each step a
 end — so no step kind knows about events.  Per step that changed something, a Normal event
 (any failed step: a Warning) on the object the step acted on; at the end, one event per
 object the run touched (and always on the ExternalSecret, the credential's anchor in the
-cluster).  A consumer's
-workload gets its success event as soon as its own last step is done — a step of the
-``finish`` lane: its rollout proven, its readyz 200, its old tokens revoked — so that
-``kubectl get events -w`` shows each consumer done as it is, and the run's end sends
-only the rest.  A consumer's token Secret, whose last step is its ``token.mint`` (a step
-of the ``prepare`` lane), gets no success event: ``TokenMinted`` is its whole story.  A run
-that fails or is interrupted still tells every touched object at its end:
+cluster).  A consumer's workload gets its success event as soon as its own last step is
+done — a step of the ``finish`` lane: its rollout proven, its readyz 200, its old tokens
+revoked — so that ``kubectl get events -w`` shows each consumer done as it is, and the
+run's end sends only the rest.  A consumer's token Secret, whose last step is its
+``token.mint`` (a step of the ``prepare`` lane), gets no success event: ``TokenMinted`` is
+its whole story.  A run that fails or is interrupted still tells every touched object at
+its end:
 
 =====================  =========  =================================
 run                    type       reason
