@@ -223,6 +223,31 @@ def test_list_with_selectors() -> None:
     assert e.value.code == 400
 
 
+def test_select_copies_only_the_matches_and_inspect_reads_in_place() -> None:
+    """The controllers' and RBAC's reads: only what ``where`` picks is copied, in list's
+    order; a caller changing its copy changes nothing stored."""
+    s = Store()
+    s.create("Namespace", {"metadata": {"name": "other"}})
+    for name, ns in (("c", "default"), ("a", "default"), ("b", "other")):
+        s.create("Deployment", deployment(name, ns))
+    seen: list[str] = []
+
+    def pick(obj: dict[str, Any]) -> bool:
+        seen.append(obj["metadata"]["name"])
+        return obj["metadata"]["name"] != "c"
+
+    picked = s.select("Deployment", "default", pick)
+    assert [o["metadata"]["name"] for o in picked] == ["a"] and sorted(seen) == ["a", "c"]
+    assert [o["metadata"]["name"] for o in s.select("Deployment", None, lambda o: True)] == \
+        [o["metadata"]["name"] for o in s.list("Deployment")[0]] == ["a", "c", "b"]
+    picked[0]["spec"]["replicas"] = 9
+    assert s.get("Deployment", "default", "a")["spec"]["replicas"] == 2
+    assert s.inspect("Deployment", "default", "a", lambda o: o["spec"]["replicas"]) == 2
+    with pytest.raises(ApiError) as e:
+        s.inspect("Deployment", "default", "missing", lambda o: o)
+    assert e.value.code == 404
+
+
 def test_selectors_parse() -> None:
     sel = parse_label_selector("a=1,b==2,c!=3,d in (x,y),e notin (z),f,!g")
     assert sel.matches({"a": "1", "b": "2", "d": "y", "f": ""})

@@ -26,7 +26,7 @@ Semantics (k8s.io/kubernetes plugin/pkg/auth/authorizer/rbac):
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -101,40 +101,45 @@ class RbacIdentity:
         if group == "authorization.k8s.io" and resource in _SELF_REVIEWS and verb == "create":
             return 'RBAC: allowed by ClusterRoleBinding "system:basic-user" of ClusterRole ' \
                    '"system:basic-user" to Group "system:authenticated"'
-        for where, role_kind, role_name, rules in self._granted(namespace):
-            if any(rule_matches(r, verb, group, resource, name) for r in rules):
+        def allows(role: Mapping[str, Any]) -> bool:
+            return any(isinstance(r, dict) and rule_matches(r, verb, group, resource, name)
+                       for r in role.get("rules") or [])
+
+        for where, role_kind, role_ns, role_name in self._granted(namespace):
+            try:
+                allowed = self.store.inspect(role_kind, role_ns, role_name, allows)
+            except ApiError:
+                continue  # a binding to a missing role grants nothing
+            if allowed:
                 return f'RBAC: allowed by {where} of {role_kind} "{role_name}" to ' \
                        f'ServiceAccount "{self.user.service_account}/{self.user.namespace}"'
         return ""
 
-    def _granted(self, namespace: str | None
-                 ) -> Iterator[tuple[str, str, str, list[Mapping[str, Any]]]]:
-        """(binding description, role kind, role name, rules) of every binding that names
-        this user and applies to ``namespace`` (None: a cluster-scoped request)."""
-        bindings, _ = self.store.list("ClusterRoleBinding")
-        scoped: list[tuple[dict[str, Any], str | None]] = [(b, None) for b in bindings]
+    def _granted(self, namespace: str | None) -> Iterator[tuple[str, str, str | None, str]]:
+        """(binding description, role kind, role namespace, role name) of every binding that
+        names this user and applies to ``namespace`` (None: a cluster-scoped request).  Only
+        those bindings are copied out of the store, and the roles are read in place
+        (:meth:`reason`): this runs on every request."""
+        def names_user(ns: str | None) -> Callable[[dict[str, Any]], bool]:
+            return lambda binding: any(isinstance(s, dict) and self.user.is_subject(s, ns)
+                                       for s in binding.get("subjects") or [])
+
+        scoped: list[tuple[dict[str, Any], str | None]] = [
+            (b, None) for b in self.store.select("ClusterRoleBinding", None, names_user(None))]
         if namespace:
-            role_bindings, _ = self.store.list("RoleBinding", namespace)
-            scoped += [(b, namespace) for b in role_bindings]
+            scoped += [(b, namespace) for b in self.store.select(
+                "RoleBinding", namespace, names_user(namespace))]
         for binding, ns in scoped:
-            if not any(isinstance(s, dict) and self.user.is_subject(s, ns)
-                       for s in binding.get("subjects") or []):
-                continue
             ref = binding.get("roleRef") or {}
             role_kind, role_name = str(ref.get("kind") or ""), str(ref.get("name") or "")
             if ref.get("apiGroup") != GROUP or role_kind not in ("Role", "ClusterRole"):
                 continue
             if role_kind == "Role" and ns is None:
                 continue  # a ClusterRoleBinding cannot refer to a Role
-            try:
-                role = self.store.get(role_kind, ns if role_kind == "Role" else None, role_name)
-            except ApiError:
-                continue  # a binding to a missing role grants nothing
             md = binding.get("metadata") or {}
             where = (f'RoleBinding "{md.get("name")}/{ns}"' if ns
                      else f'ClusterRoleBinding "{md.get("name")}"')
-            yield where, role_kind, role_name, [r for r in role.get("rules") or []
-                                                if isinstance(r, dict)]
+            yield where, role_kind, ns if role_kind == "Role" else None, role_name
 
 
 def name_from_field_selector(selector: str | None) -> str | None:

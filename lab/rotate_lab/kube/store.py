@@ -31,7 +31,7 @@ import uuid
 from collections import deque
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from rotate_lab.kube import resources
 from rotate_lab.kube.apierrors import (
@@ -53,6 +53,8 @@ from rotate_lab.kube.selectors import (
     parse_label_selector,
 )
 from rotate_lab.kube.validation import apply_defaults, validate
+
+T = TypeVar("T")
 
 __all__ = ["ApiError", "Store", "Watch", "now_rfc3339"]
 
@@ -218,6 +220,16 @@ class Store:
         with self._lock:
             return copy.deepcopy(self._stored(k, namespace, name))
 
+    def inspect(self, kind: str, namespace: str | None, name: str,
+                fn: Callable[[Obj], T]) -> T:
+        """``fn`` of the stored object, called under the lock without copying it: ``fn`` only
+        reads, and returns nothing that refers into the object.  For a read of a large object
+        (a Role of 700 rules, on every request's authorization) where a copy cost more than
+        the answer."""
+        k = _kind(kind)
+        with self._lock:
+            return fn(self._stored(k, namespace, name))
+
     def list(self, kind: str, namespace: str | None = None, *, label_selector: str | None = None,
              field_selector: str | None = None) -> tuple[_Objs, str]:
         k = _kind(kind)
@@ -229,6 +241,21 @@ class Store:
                      and labels.matches((o.get("metadata") or {}).get("labels"))
                      and fields.matches(o)]
             return copy.deepcopy(items), str(self._rv)
+
+    def select(self, kind: str, namespace: str | None,
+               where: Callable[[Obj], bool]) -> _Objs:
+        """Copies of the objects of ``kind`` in ``namespace`` (None: every namespace) for which
+        ``where`` holds, in :meth:`list`'s order.  For the lab's own controllers: ``where``
+        reads the stored objects under the lock and must not change them; only the matches
+        are copied.  A controller listing every pod of a namespace to keep its own copied the
+        whole namespace on each reconcile — at 100 consumers that was 70% of the API server's
+        CPU during a rollout, and the rollouts queued behind it."""
+        k = _kind(kind)
+        with self._lock:
+            table = self._table(k)
+            items = [o for (ns, _), o in sorted(table.items())
+                     if (namespace is None or not k.namespaced or ns == namespace) and where(o)]
+            return copy.deepcopy(items)
 
     # --- writes -------------------------------------------------------------------------
 

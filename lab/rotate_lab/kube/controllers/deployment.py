@@ -139,8 +139,9 @@ class DeploymentController(OwnerController):
     # -- store helpers -------------------------------------------------------------------
 
     def _owned_rs(self, d: Obj) -> list[Obj]:
-        items, _ = self.ctx.store.list("ReplicaSet", d["metadata"]["namespace"])
-        return sorted((rs for rs in items if owned_by(rs, d)),
+        items = self.ctx.store.select("ReplicaSet", d["metadata"]["namespace"],
+                                      lambda rs: owned_by(rs, d))
+        return sorted(items,
                       key=lambda r: (str(r["metadata"].get("creationTimestamp")),
                                      r["metadata"]["name"]))
 

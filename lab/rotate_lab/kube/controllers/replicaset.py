@@ -138,8 +138,8 @@ class ReplicaSetController(OwnerController):
     kinds = ("ReplicaSet", "Pod")
 
     def owned_pods(self, rs: Obj) -> list[Obj]:
-        pods, _ = self.ctx.store.list("Pod", rs["metadata"]["namespace"])
-        return [p for p in pods if owned_by(p, rs)]
+        return self.ctx.store.select("Pod", rs["metadata"]["namespace"],
+                                     lambda p: owned_by(p, rs))
 
     def reconcile(self, key: Key) -> float | None:
         _, ns, name = key

@@ -114,10 +114,10 @@ class ServiceController(Controller):
         md = pod["metadata"]
         ns, uid = str(md.get("namespace") or ""), str(md.get("uid") or "")
         labels = md.get("labels") or {}
-        services, _ = self.ctx.store.list("Service", ns)
-        now = {key_of("Service", s) for s in services
-               if (sel := (s.get("spec") or {}).get("selector"))
-               and selector_from_spec({"matchLabels": sel}).matches(labels)}
+        services = self.ctx.store.select("Service", ns, lambda s: bool(
+            (sel := (s.get("spec") or {}).get("selector"))
+            and selector_from_spec({"matchLabels": sel}).matches(labels)))
+        now = {key_of("Service", s) for s in services}
         with self._members_lock:
             before = self._members.pop(uid, set())
             if event_type != "DELETED":
@@ -166,9 +166,8 @@ class ServiceController(Controller):
     def _sync_endpoints(self, svc: Obj) -> None:
         ns, name = svc["metadata"]["namespace"], svc["metadata"]["name"]
         selector = selector_from_spec({"matchLabels": svc["spec"]["selector"]})
-        pods, _ = self.ctx.store.list("Pod", ns)
-        subsets = build_subsets(svc, [p for p in pods
-                                      if selector.matches(p["metadata"].get("labels") or {})])
+        subsets = build_subsets(svc, self.ctx.store.select(
+            "Pod", ns, lambda p: selector.matches(p["metadata"].get("labels") or {})))
         labels = dict(svc["metadata"].get("labels") or {})
         self._managed.add((ns, name))
         try:
