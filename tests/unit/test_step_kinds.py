@@ -116,3 +116,13 @@ def test_journals_written_before_phases_were_typed_still_resume() -> None:
         ("provider.wait", "retire", "deployment/dragonfly/dragonfly")]
     rollback = RunStart.from_json({"run_id": "r", "operation": "rollback", "steps": steps[:1]})
     assert rollback.steps[0].phase == "restore"
+
+
+def test_a_harvest_of_many_consumers_names_the_first_and_the_last() -> None:
+    from rotate.engine.kinds.config_harvest import names_in_short
+
+    assert names_in_short(["cart", "order", "user"]) == "cart, order, user"
+    five = [f"s{i}" for i in range(1, 6)]
+    assert names_in_short(five) == "s1, s2, s3, s4, s5"
+    many = ["cart", "order", "user"] + [f"consumer-{i:03d}" for i in range(4, 101)]
+    assert names_in_short(many) == "cart, order, user, …, consumer-100 (100)"

@@ -28,6 +28,20 @@ def document(run: Run, name: str) -> Mapping[str, Any]:
     return doc.value
 
 
+#: a harvest of more consumers than this names the first ones and the last
+NAMED = 5
+
+
+def names_in_short(names: list[str]) -> str:
+    """``cart, order, user`` — or, for more than :data:`NAMED`, ``cart, order, user, …,
+    consumer-100 (100)``: the step's target is one cell of the plan, the report and the
+    journal, and at 100 consumers the whole list made every line of the plan 1,500
+    characters wide."""
+    if len(names) <= NAMED:
+        return ", ".join(names)
+    return f"{', '.join(names[:NAMED - 2])}, …, {names[-1]} ({len(names)})"
+
+
 class ConfigHarvest(StepKind[Harvested]):
     name: ClassVar[str] = "config.harvest"
     stage: ClassVar[int] = 4
@@ -40,7 +54,7 @@ class ConfigHarvest(StepKind[Harvested]):
     def plan(cls, inp: PlanInput) -> Iterable[Draft]:
         services = inp.services
         if services:
-            yield Draft(", ".join(s.name for s in services),
+            yield Draft(names_in_short([s.name for s in services]),
                         f"{len(services)} document(s) resolved and validated against their "
                         "schemas")
 
