@@ -234,10 +234,12 @@ def preflight(
             if fanned.facts[1] is None:
                 del token_ids[name]
 
+    reads = harvest.SharedReads(kube)  # the consumers' shared sources, read once
+
     def documents(name: str) -> Fanned:
         local = _Collector()
         svc = chain.services[name]
-        doc = harvest.harvest(kube, svc, {credential.secret: candidate})
+        doc = harvest.harvest(reads, svc, {credential.secret: candidate})
         if doc.ok:
             local.add(f"document.valid {name}", True, "validates with the candidate value")
         else:

@@ -16,9 +16,10 @@ changes.
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from rotate.chain.model import (
     LiteralSource,
@@ -31,7 +32,6 @@ from rotate.chain.model import (
     render_template,
     resolution_order,
 )
-from rotate.clients.seams import Kube
 from rotate.core.errors import ClientError, NotFoundError
 from rotate.core.secret import Secret, reveal_tree
 
@@ -57,11 +57,56 @@ class Document:
         return not self.problems
 
 
+class SourceReader(Protocol):
+    """The cluster reads a harvest makes: a Service (a named port) and a Secret's key."""
+
+    def get(self, kind: str, namespace: str | None, name: str) -> dict[str, Any]: ...
+
+    def read_secret_key(self, namespace: str, name: str, key: str) -> Secret | None: ...
+
+
+class SharedReads:
+    """The reads of one harvest of many consumers, each object read once.
+
+    Consumers of one credential mostly resolve the same sources — the credential's Secret,
+    the provider's Service — so at 100 consumers a harvest read the same Secret 100 times.
+    Here the first read of a (kind, object) is kept for the rest of the harvest, which also
+    builds every document from one snapshot of each source.  Only successful reads are kept
+    (a failure is read again by the next consumer that needs it, and reported by each).
+    Thread-safe: preflight harvests on its pool; two threads missing the same key at once
+    both read it, and either answer is kept.  Callers only read what :meth:`get` returns.
+    """
+
+    def __init__(self, kube: SourceReader) -> None:
+        self._kube = kube
+        self._lock = threading.Lock()
+        self._objects: dict[tuple[str, str | None, str], dict[str, Any]] = {}
+        self._keys: dict[tuple[str, str, str], Secret | None] = {}
+
+    def get(self, kind: str, namespace: str | None, name: str) -> dict[str, Any]:
+        at = (kind, namespace, name)
+        with self._lock:
+            if at in self._objects:
+                return self._objects[at]
+        obj = self._kube.get(kind, namespace, name)
+        with self._lock:
+            return self._objects.setdefault(at, obj)
+
+    def read_secret_key(self, namespace: str, name: str, key: str) -> Secret | None:
+        at = (namespace, name, key)
+        with self._lock:
+            if at in self._keys:
+                return self._keys[at]
+        value = self._kube.read_secret_key(namespace, name, key)
+        with self._lock:
+            return self._keys.setdefault(at, value)
+
+
 def _escape(token: str) -> str:
     return token.replace("~", "~0").replace("/", "~1")
 
 
-def _service_port(kube: Kube, src: ServiceSource) -> int:
+def _service_port(kube: SourceReader, src: ServiceSource) -> int:
     if isinstance(src.port, int):
         return src.port
     svc = kube.get("Service", src.namespace, src.name)
@@ -73,7 +118,7 @@ def _service_port(kube: Kube, src: ServiceSource) -> int:
 
 
 def resolve(
-    kube: Kube, service: Service, overrides: Mapping[SecretKeyRef, Secret] | None = None
+    kube: SourceReader, service: Service, overrides: Mapping[SecretKeyRef, Secret] | None = None
 ) -> tuple[dict[str, Any], list[HarvestProblem]]:
     """Pointer → resolved value, in dependency order; problems for what could not resolve."""
     values: dict[str, Any] = {}
@@ -213,7 +258,7 @@ def load_schema(service: Service) -> dict[str, Any]:
 
 
 def harvest(
-    kube: Kube, service: Service, overrides: Mapping[SecretKeyRef, Secret] | None = None,
+    kube: SourceReader, service: Service, overrides: Mapping[SecretKeyRef, Secret] | None = None,
     schema: Mapping[str, Any] | None = None,
 ) -> Document:
     """Resolve, build and validate one service's document; problems listed, never raised."""

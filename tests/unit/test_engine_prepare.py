@@ -245,3 +245,31 @@ def test_a_consumer_restart_reads_its_workload_once_before_its_patch(
     assert report.status == "succeeded", report.message
     assert seen == ["get", "patch"]
     assert_rotated(world, tmp_path, report.run_id)
+
+
+def test_the_harvest_reads_a_source_the_consumers_share_once(
+        world: World, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # cart, order and user all take /dragonfly/password from the credential's Secret: one
+    # read builds the three documents (at 100 consumers, 99 requests fewer, one snapshot)
+    reads: list[tuple[str, str, str]] = []
+    harvesting = [False]
+    read = world.kube.read_secret_key
+
+    def counting(namespace: str, name: str, key: str) -> Any:
+        if harvesting[0]:
+            reads.append((namespace, name, key))
+        return read(namespace, name, key)
+
+    def switch(on: bool) -> Any:
+        def flip(step: PlannedStep) -> None:
+            harvesting[0] = on
+        return flip
+
+    monkeypatch.setattr(world.kube, "read_secret_key", counting)
+    obs = RecordingObserver()
+    obs.on_start["config.harvest"] = switch(True)
+    obs.on_start["config.write"] = switch(False)
+    report = run(world, tmp_path, obs)
+    assert report.status == "succeeded", report.message
+    assert reads.count(("dragonfly", "dragonfly-password-secret", "password")) == 1
+    assert_rotated(world, tmp_path, report.run_id)

@@ -62,8 +62,9 @@ class ConfigHarvest(StepKind[Harvested]):
         return None  # reads only: harvesting again is the observation
 
     def act(self, run: Run, io: StepIO) -> Outcome[Harvested]:
+        reads = harvest.SharedReads(run.adapters.kube)  # each shared source read once
         for name in run.start.consumers:
-            run.documents[name] = harvest.harvest(run.adapters.kube, run.service(name))
+            run.documents[name] = harvest.harvest(reads, run.service(name))
         return Outcome(Harvested(run.start.consumers), "")
 
     def prove(self, run: Run, io: StepIO, acted: Outcome[Harvested]) -> Outcome[Harvested]:
