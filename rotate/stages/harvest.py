@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from rotate.chain.model import (
     LiteralSource,
@@ -57,6 +57,10 @@ class Document:
         return not self.problems
 
 
+K = TypeVar("K")
+V = TypeVar("V")
+
+
 class SourceReader(Protocol):
     """The cluster reads a harvest makes: a Service (a named port) and a Secret's key."""
 
@@ -74,7 +78,8 @@ class SharedReads:
     builds every document from one snapshot of each source.  Only successful reads are kept
     (a failure is read again by the next consumer that needs it, and reported by each).
     Thread-safe: preflight harvests on its pool; two threads missing the same key at once
-    both read it, and either answer is kept.  Callers only read what :meth:`get` returns.
+    both read it, and the first answer stored is the one every caller gets.  Callers only
+    read what :meth:`get` returns.
     """
 
     def __init__(self, kube: SourceReader) -> None:
@@ -84,22 +89,20 @@ class SharedReads:
         self._keys: dict[tuple[str, str, str], Secret | None] = {}
 
     def get(self, kind: str, namespace: str | None, name: str) -> dict[str, Any]:
-        at = (kind, namespace, name)
-        with self._lock:
-            if at in self._objects:
-                return self._objects[at]
-        obj = self._kube.get(kind, namespace, name)
-        with self._lock:
-            return self._objects.setdefault(at, obj)
+        return self._once(self._objects, (kind, namespace, name),
+                          lambda: self._kube.get(kind, namespace, name))
 
     def read_secret_key(self, namespace: str, name: str, key: str) -> Secret | None:
-        at = (namespace, name, key)
+        return self._once(self._keys, (namespace, name, key),
+                          lambda: self._kube.read_secret_key(namespace, name, key))
+
+    def _once(self, kept: dict[K, V], at: K, read: Callable[[], V]) -> V:
         with self._lock:
-            if at in self._keys:
-                return self._keys[at]
-        value = self._kube.read_secret_key(namespace, name, key)
+            if at in kept:
+                return kept[at]
+        value = read()  # outside the lock: the other consumers' reads go on meanwhile
         with self._lock:
-            return self._keys.setdefault(at, value)
+            return kept.setdefault(at, value)
 
 
 def _escape(token: str) -> str:
