@@ -235,11 +235,8 @@ class Store:
         k = _kind(kind)
         labels, fields = _selectors(label_selector, field_selector)
         with self._lock:
-            table = self._table(k)
-            items = [o for (ns, _), o in sorted(table.items())
-                     if (namespace is None or not k.namespaced or ns == namespace)
-                     and labels.matches((o.get("metadata") or {}).get("labels"))
-                     and fields.matches(o)]
+            items = self._matching(k, namespace, lambda o: labels.matches(
+                (o.get("metadata") or {}).get("labels")) and fields.matches(o))
             return copy.deepcopy(items), str(self._rv)
 
     def select(self, kind: str, namespace: str | None,
@@ -252,10 +249,7 @@ class Store:
         CPU during a rollout, and the rollouts queued behind it."""
         k = _kind(kind)
         with self._lock:
-            table = self._table(k)
-            items = [o for (ns, _), o in sorted(table.items())
-                     if (namespace is None or not k.namespaced or ns == namespace) and where(o)]
-            return copy.deepcopy(items)
+            return copy.deepcopy(self._matching(k, namespace, where))
 
     # --- writes -------------------------------------------------------------------------
 
@@ -449,6 +443,12 @@ class Store:
     @staticmethod
     def _ns(k: Kind, namespace: str | None) -> str:
         return (namespace or "default") if k.namespaced else ""
+
+    def _matching(self, k: Kind, namespace: str | None, where: Callable[[Obj], bool]) -> _Objs:
+        """The stored objects (not copies) of ``k`` in ``namespace`` (None: all) for which
+        ``where`` holds, by (namespace, name): the one order of list and select."""
+        return [o for (ns, _), o in sorted(self._table(k).items())
+                if (namespace is None or not k.namespaced or ns == namespace) and where(o)]
 
     def _stored(self, k: Kind, namespace: str | None, name: str) -> Obj:
         obj = self._table(k).get((self._ns(k, namespace), name))
