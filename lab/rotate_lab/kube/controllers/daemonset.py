@@ -35,7 +35,6 @@ from rotate_lab.kube.controllers.base import (
 from rotate_lab.kube.controllers.deployment import template_hash
 from rotate_lab.kube.controllers.replicaset import (
     count_available,
-    owned_by,
     owner_reference,
     pod_from_template,
     pod_is_active,
@@ -69,8 +68,7 @@ class DaemonSetController(OwnerController):
         template = copy.deepcopy(ds["spec"].get("template") or {})
         digest = template_hash(template)
         rev_name = f"{name}-{digest}"
-        items, _ = self.ctx.store.list("ControllerRevision", ns)
-        revisions = [r for r in items if owned_by(r, ds)]
+        revisions = self.owned("ControllerRevision", ds)
         top = max((int(r.get("revision", 0)) for r in revisions), default=0)
         existing = next((r for r in revisions if r["metadata"]["name"] == rev_name), None)
         if existing is None:
@@ -91,8 +89,7 @@ class DaemonSetController(OwnerController):
     # -- reconcile ------------------------------------------------------------------------
 
     def _pods(self, ds: Obj) -> list[Obj]:
-        items, _ = self.ctx.store.list("Pod", ds["metadata"]["namespace"])
-        return sorted((p for p in items if owned_by(p, ds) and pod_is_active(p)), key=_created)
+        return sorted((p for p in self.owned("Pod", ds) if pod_is_active(p)), key=_created)
 
     def reconcile(self, key: Key) -> float | None:
         _, ns, name = key

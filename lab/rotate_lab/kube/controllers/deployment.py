@@ -42,7 +42,7 @@ from rotate_lab.kube.controllers.base import (
     Key,
     OwnerController,
 )
-from rotate_lab.kube.controllers.replicaset import owned_by, owner_reference, parse_time
+from rotate_lab.kube.controllers.replicaset import owner_reference, parse_time
 from rotate_lab.kube.store import ApiError, now_rfc3339
 
 Obj = dict[str, Any]
@@ -139,9 +139,7 @@ class DeploymentController(OwnerController):
     # -- store helpers -------------------------------------------------------------------
 
     def _owned_rs(self, d: Obj) -> list[Obj]:
-        items = self.ctx.store.select("ReplicaSet", d["metadata"]["namespace"],
-                                      lambda rs: owned_by(rs, d))
-        return sorted(items,
+        return sorted(self.owned("ReplicaSet", d),
                       key=lambda r: (str(r["metadata"].get("creationTimestamp")),
                                      r["metadata"]["name"]))
 

@@ -30,7 +30,7 @@ import time
 from typing import Any
 
 from rotate_lab.kube.controllers.base import Key, OwnerController
-from rotate_lab.kube.controllers.replicaset import owned_by, parse_time, pod_from_template
+from rotate_lab.kube.controllers.replicaset import parse_time, pod_from_template
 from rotate_lab.kube.store import ApiError, now_rfc3339
 
 Obj = dict[str, Any]
@@ -58,8 +58,7 @@ class JobController(OwnerController):
     kinds = ("Job", "Pod")
 
     def owned_pods(self, job: Obj) -> list[Obj]:
-        pods, _ = self.ctx.store.list("Pod", job["metadata"]["namespace"])
-        return [p for p in pods if owned_by(p, job)]
+        return self.owned("Pod", job)
 
     def reconcile(self, key: Key) -> float | None:
         _, ns, name = key

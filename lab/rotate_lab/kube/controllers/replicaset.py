@@ -22,7 +22,6 @@ from typing import Any
 from rotate_lab.kube.controllers.base import (
     Key,
     OwnerController,
-    controller_ref,
 )
 from rotate_lab.kube.store import ApiError
 
@@ -91,11 +90,6 @@ def count_available(pods: Iterable[Obj], min_ready_seconds: int) -> tuple[int, i
     return ready, available, wake
 
 
-def owned_by(obj: Obj, owner: Obj) -> bool:
-    ref = controller_ref(obj)
-    return ref is not None and ref.get("uid") == (owner.get("metadata") or {}).get("uid")
-
-
 def owner_reference(owner: Obj) -> Obj:
     md = owner["metadata"]
     return {"apiVersion": owner.get("apiVersion", "apps/v1"), "kind": owner["kind"],
@@ -138,8 +132,7 @@ class ReplicaSetController(OwnerController):
     kinds = ("ReplicaSet", "Pod")
 
     def owned_pods(self, rs: Obj) -> list[Obj]:
-        return self.ctx.store.select("Pod", rs["metadata"]["namespace"],
-                                     lambda p: owned_by(p, rs))
+        return self.owned("Pod", rs)
 
     def reconcile(self, key: Key) -> float | None:
         _, ns, name = key

@@ -32,7 +32,6 @@ from rotate_lab.kube.controllers.base import (
 from rotate_lab.kube.controllers.deployment import template_hash
 from rotate_lab.kube.controllers.replicaset import (
     count_available,
-    owned_by,
     owner_reference,
     pod_from_template,
     pod_is_active,
@@ -62,8 +61,7 @@ class StatefulSetController(OwnerController):
     # -- revisions ------------------------------------------------------------------------
 
     def _revisions(self, sts: Obj) -> list[Obj]:
-        items, _ = self.ctx.store.list("ControllerRevision", sts["metadata"]["namespace"])
-        return [r for r in items if owned_by(r, sts)]
+        return self.owned("ControllerRevision", sts)
 
     def _ensure_revision(self, sts: Obj, revisions: list[Obj]) -> tuple[str, dict[str, Obj]]:
         """The update revision's name, and every revision's template by name."""
@@ -109,21 +107,15 @@ class StatefulSetController(OwnerController):
         update_rev, templates = self._ensure_revision(sts, self._revisions(sts))
         current_rev = str((sts.get("status") or {}).get("currentRevision") or update_rev)
 
-        pattern = re.compile(rf"^{re.escape(name)}-(\d+)$")
-        pods: dict[int, Obj] = {}
-        pods_all, _ = store.list("Pod", ns)
-        for pod in pods_all:
-            m = pattern.match(pod["metadata"]["name"])
-            if m and owned_by(pod, sts) and pod_is_active(pod):
-                pods[int(m.group(1))] = pod
+        self._manage(sts, self._pods(sts), replicas, monotonic, rolling, partition,
+                     update_rev, current_rev, templates)
+        return self._sync_status(sts, self._pods(sts), rolling, update_rev, current_rev)
 
-        self._manage(sts, pods, replicas, monotonic, rolling, partition, update_rev,
-                     current_rev, templates)
-        pods_all, _ = store.list("Pod", ns)
-        pods = {int(m.group(1)): p for p in pods_all
-                if (m := pattern.match(p["metadata"]["name"]))
-                and owned_by(p, sts) and pod_is_active(p)}
-        return self._sync_status(sts, pods, rolling, update_rev, current_rev)
+    def _pods(self, sts: Obj) -> dict[int, Obj]:
+        """Its active pods by ordinal (``NAME-N``)."""
+        pattern = re.compile(rf"^{re.escape(sts['metadata']['name'])}-(\d+)$")
+        return {int(m.group(1)): p for p in self.owned("Pod", sts)
+                if (m := pattern.match(p["metadata"]["name"])) and pod_is_active(p)}
 
     def _manage(self, sts: Obj, pods: dict[int, Obj], replicas: int, monotonic: bool,
                 rolling: bool, partition: int, update_rev: str, current_rev: str,
