@@ -16,6 +16,7 @@ import json
 import os
 import signal
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -123,6 +124,33 @@ def one_run(kind: str, i: int, args: argparse.Namespace, lab: Lab, targets: list
     wait_steady(lab)
     floors.append(floor.measure_floor(targets, args.rps))
     return seg
+
+
+def review_plan(lab: Lab, params: chain_params.ChainParams, out: Path) -> None:
+    """The operator's first command, not measured: ``rotate CRED`` — the plan, which changes
+    nothing — before any ``--confirm`` run, as the workflow has it (cli.md: plan, read,
+    confirm).  Like any command it leaves the chain file's validation in the validated-chain
+    cache, so the measured runs start as a ``--confirm`` after its plan does; the cost of a
+    first or edited chain file is bench/startup.py's cold figure.  Before this step, the
+    first run of every fresh lab paid it alone: 0.5 s of CPU for the 1,900-line chain file
+    of 100 consumers.  Its log: ``OUT/logs/plan.log``; a refused plan stops the benchmark."""
+    log = out / "logs" / "plan.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    argv = [tool("rotate"), params.credential, "--strategy", params.strategy,
+            "--max-parallel", str(params.max_parallel)]
+    started = time.time()
+    with open(log, "w") as fh:
+        try:
+            code = subprocess.run(argv, env=lab.env, stdout=fh, stderr=subprocess.STDOUT,
+                                  timeout=COMMAND_TIMEOUT, check=False).returncode
+        except subprocess.TimeoutExpired:
+            raise BenchError(f"the plan `rotate {params.credential}` did not finish within "
+                             f"{COMMAND_TIMEOUT:.0f} s ({log})") from None
+    if code != 0:
+        tail = log.read_text(errors="replace").strip()[-2000:]
+        raise BenchError(f"the plan `rotate {params.credential}` exited {code} ({log}):\n{tail}")
+    print(f"plan reviewed (`rotate {params.credential}`, not measured): "
+          f"{time.time() - started:.1f} s", file=sys.stderr)
 
 
 def _one_run(kind: str, i: int, args: argparse.Namespace, lab: Lab, targets: list[Target],
@@ -279,6 +307,8 @@ def run(args: argparse.Namespace) -> int:
         requests: list[dict[str, int]] = []
         floors: list[floor.Floor] = []
         kinds = [args.only] if args.only else list(KINDS)
+        if "rotate" in kinds:
+            review_plan(lab, params, out)
         for i in range(args.runs):
             order = kinds if i % 2 == 0 else kinds[::-1]  # interleaved: drift hits both
             for kind in order:
