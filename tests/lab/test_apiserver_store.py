@@ -248,6 +248,22 @@ def test_select_copies_only_the_matches_and_inspect_reads_in_place() -> None:
     assert e.value.code == 404
 
 
+def test_names_are_the_keys_of_every_object_in_list_order() -> None:
+    """What a controller's resync re-queues: every object, namespaced or not, without a
+    copy of any; a deleted one is gone from the names at once."""
+    s = Store()
+    s.create("Namespace", {"metadata": {"name": "other"}})
+    for name, ns in (("c", "default"), ("a", "default"), ("b", "other")):
+        s.create("Deployment", deployment(name, ns))
+    listed = [(o["metadata"]["namespace"], o["metadata"]["name"])
+              for o in s.list("Deployment")[0]]
+    assert s.names("Deployment") == listed == [("default", "a"), ("default", "c"),
+                                               ("other", "b")]
+    assert ("", "other") in s.names("Namespace")
+    s.delete("Deployment", "default", "c")
+    assert s.names("Deployment") == [("default", "a"), ("other", "b")]
+
+
 def test_selectors_parse() -> None:
     sel = parse_label_selector("a=1,b==2,c!=3,d in (x,y),e notin (z),f,!g")
     assert sel.matches({"a": "1", "b": "2", "d": "y", "f": ""})

@@ -96,11 +96,7 @@ class Controller:
 
     def resync_keys(self) -> list[Key]:
         """Every key a periodic resync re-queues: by default all objects of ``kinds``."""
-        keys: list[Key] = []
-        for kind in self.kinds:
-            items, _ = self.ctx.store.list(kind)
-            keys.extend(key_of(kind, o) for o in items)
-        return keys
+        return [(kind, ns, name) for kind in self.kinds for ns, name in self.ctx.store.names(kind)]
 
     def on_stop(self) -> None:
         """Release what the controller holds (sockets, processes); called once."""
@@ -226,5 +222,5 @@ class OwnerController(Controller):
         return []
 
     def resync_keys(self) -> list[Key]:
-        items, _ = self.ctx.store.list(self.kinds[0])
-        return [key_of(self.kinds[0], o) for o in items]
+        owner = self.kinds[0]
+        return [(owner, ns, name) for ns, name in self.ctx.store.names(owner)]

@@ -158,9 +158,7 @@ class ExternalSecretController(Controller):
         return out
 
     def resync_keys(self) -> list[Key]:
-        items, _ = self.ctx.store.list("ExternalSecret")
-        return [("ExternalSecret", o["metadata"]["namespace"], o["metadata"]["name"])
-                for o in items]
+        return [("ExternalSecret", ns, name) for ns, name in self.ctx.store.names("ExternalSecret")]
 
     # -- reconcile ---------------------------------------------------------------------
 

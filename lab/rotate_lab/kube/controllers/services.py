@@ -125,8 +125,7 @@ class ServiceController(Controller):
         return sorted(now | before)
 
     def resync_keys(self) -> list[Key]:
-        items, _ = self.ctx.store.list("Service")
-        keys = {key_of("Service", o) for o in items}
+        keys = {("Service", ns, name) for ns, name in self.ctx.store.names("Service")}
         keys.update(("Service", ns, name) for ns, name in self._managed)
         return sorted(keys)
 
