@@ -18,7 +18,7 @@ from rotate.core.errors import (
 )
 from rotate.core.scram import parse_verifier, scram_verifier
 from rotate.core.secret import Secret, generate
-from tests.provider_servers import PostgresServer, free_port
+from tests.provider_servers import PostgresServer, free_port, redis_server
 from tests.providers.conftest import ADMIN_PW, PgWorld, RedisWorld, unique
 
 # --------------------------------------------------------------------------- redis contract
@@ -178,6 +178,24 @@ def test_the_statement_log_never_sees_the_password(postgres: PostgresServer) -> 
     log = postgres.log_text()
     assert f'ALTER ROLE "{role}" PASSWORD \'SCRAM-SHA-256$4096:' in log  # log_statement works
     assert pw.reveal() not in log
+
+
+def test_redis_connections_send_auth_and_nothing_else() -> None:
+    """A probe proves AUTH only, and the admin session opens with AUTH alone: no ``CLIENT
+    SETINFO`` (which Redis < 7.2 rejects, and which costs two round trips per connection
+    through a Service's proxy).  Seen from the server: its command and error counters."""
+    import redis
+
+    with redis_server(ADMIN_PW) as real, redis.Redis(host=real.host, port=real.port,
+                                                     password=ADMIN_PW) as stats:
+        endpoint = Endpoint(real.host, real.port)
+        stats.config_resetstat()
+        assert RedisAuthProbe(endpoint).accepts("default", Secret(ADMIN_PW))
+        RedisAcl.connect(endpoint, "default", Secret(ADMIN_PW)).close()
+        commands = set(stats.info("commandstats"))
+        assert commands == {"cmdstat_auth", "cmdstat_config|resetstat"}
+        assert stats.info("commandstats")["cmdstat_auth"]["calls"] == 2
+        assert stats.info("errorstats") == {}
 
 
 def test_unreachable_servers_are_temporary_and_quiet() -> None:
