@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from bench import rotation
+from bench import chain_params, rotation
+from bench.world import BenchError, Lab
 
 
 @pytest.mark.parametrize("argv", [["--runs", "0"], ["--rps", "-1"], ["--max-parallel", "x"],
@@ -34,3 +35,40 @@ def test_no_lab_up_without_a_running_lab_says_so(tmp_path: Path, repo_root: Path
 def test_no_lab_up_needs_a_dir(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert rotation.main(["--no-lab-up", "--out", str(tmp_path)]) == 1
     assert "--no-lab-up needs --dir" in capsys.readouterr().err
+
+
+def _params() -> chain_params.ChainParams:
+    return chain_params.ChainParams(
+        credential="dragonfly", strategy="restart", kv_mount="secret", kv_path="p",
+        kv_key="password", kv_verb="put", externalsecret="ns/es", secret="ns/s",
+        secret_key="password", provider="ns/dragonfly", consumers=("shop/cart",),
+        doc_key="bootstrap", doc_filter=".", max_parallel=10)
+
+
+def _stub_rotate(tmp_path: Path, code: int) -> Path:
+    """A stand-in for rotate: records its argv, says one line, exits ``code``."""
+    stub = tmp_path / "rotate"
+    stub.write_text(f'#!/bin/sh\necho "$@" > "{tmp_path}/argv"\n'
+                    f'echo "Preflight says {code}"\nexit {code}\n')
+    stub.chmod(0o755)
+    return stub
+
+
+@pytest.mark.parametrize("code", [0, 3])
+def test_the_plan_is_reviewed_without_confirm_and_a_refusal_stops_the_bench(
+        code: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The operator's plan before the measured runs changes nothing (no --confirm); a plan
+    that preflight refuses stops the benchmark with its exit code and its output."""
+    stub = _stub_rotate(tmp_path, code)
+    monkeypatch.setattr(rotation, "tool", lambda name: str(stub))
+    lab = Lab(tmp_path / "lab", env={"PATH": "/usr/bin:/bin"})
+    out = tmp_path / "out"
+    if code == 0:
+        rotation.review_plan(lab, _params(), out)
+    else:
+        with pytest.raises(BenchError) as err:
+            rotation.review_plan(lab, _params(), out)
+        assert "exited 3" in str(err.value) and "Preflight says 3" in str(err.value)
+    argv = (tmp_path / "argv").read_text().split()
+    assert argv[:3] == ["dragonfly", "--strategy", "restart"] and "--confirm" not in argv
+    assert (out / "logs" / "plan.log").read_text().strip() == f"Preflight says {code}"
