@@ -86,13 +86,33 @@ def _check_mark(check: Check) -> str:
 
 
 # -- plan ----------------------------------------------------------------------------------
+#: the widest list value on one line of the plain-text plan head; longer lists continue on
+#: the next lines, under the value (a 100-consumer list was one 1,500-character line)
+HEAD_WIDTH = 88
+
+
 def _plan_head(plan: Plan) -> list[tuple[str, str]]:
     version = "absent" if plan.current_version is None else str(plan.current_version)
     return [
         ("backend", f"{plan.backend_path} (current version {version})"),
-        ("providers", ", ".join(plan.providers) or "none"),
-        ("consumers", (", ".join(plan.consumers) or "none") + " (derived from the chain file)"),
+        *_listed("providers", list(plan.providers)),
+        *_listed("consumers", list(plan.consumers), " (derived from the chain file)"),
     ]
+
+
+def _listed(label: str, names: list[str], suffix: str = "") -> list[tuple[str, str]]:
+    """``label`` and every name, comma-separated; continued on further rows (label blank)
+    once a row would pass :data:`HEAD_WIDTH`: each name whole, none left out."""
+    if not names:
+        return [(label, "none" + suffix)]
+    rows: list[str] = []
+    for i, name in enumerate(names):
+        piece = name + ("," if i < len(names) - 1 else suffix)
+        if rows and len(rows[-1]) + 1 + len(piece) <= HEAD_WIDTH:
+            rows[-1] += " " + piece
+        else:
+            rows.append(piece)
+    return [(label if i == 0 else "", row) for i, row in enumerate(rows)]
 
 
 def _plan_footer(plan: Plan) -> list[str]:
