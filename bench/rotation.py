@@ -16,7 +16,6 @@ import json
 import os
 import signal
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -25,7 +24,14 @@ from pathlib import Path
 from types import FrameType
 
 from bench import analysis, chain_params, floor, overhead, timeline
-from bench.measure import COMMAND_TIMEOUT, Segment, journal_steps, measure, runbook_steps
+from bench.measure import (
+    COMMAND_TIMEOUT,
+    Segment,
+    journal_steps,
+    measure,
+    run_command,
+    runbook_steps,
+)
 from bench.world import BENCH_DIR, BenchError, Lab, Target, load_targets, tool
 from rotate.core.durations import parse_duration
 
@@ -140,12 +146,10 @@ def review_plan(lab: Lab, params: chain_params.ChainParams, out: Path) -> None:
             "--max-parallel", str(params.max_parallel)]
     started = time.time()
     with open(log, "w") as fh:
-        try:
-            code = subprocess.run(argv, env=lab.env, stdout=fh, stderr=subprocess.STDOUT,
-                                  timeout=COMMAND_TIMEOUT, check=False).returncode
-        except subprocess.TimeoutExpired:
-            raise BenchError(f"the plan `rotate {params.credential}` did not finish within "
-                             f"{COMMAND_TIMEOUT:.0f} s ({log})") from None
+        code, _ = run_command(argv, lab.env, fh, COMMAND_TIMEOUT)
+    if code == -1:
+        raise BenchError(f"the plan `rotate {params.credential}` did not finish within "
+                         f"{COMMAND_TIMEOUT:.0f} s ({log})")
     if code != 0:
         tail = log.read_text(errors="replace").strip()[-2000:]
         raise BenchError(f"the plan `rotate {params.credential}` exited {code} ({log}):\n{tail}")
