@@ -96,7 +96,11 @@ class Controller:
 
     def resync_keys(self) -> list[Key]:
         """Every key a periodic resync re-queues: by default all objects of ``kinds``."""
-        return [(kind, ns, name) for kind in self.kinds for ns, name in self.ctx.store.names(kind)]
+        return [key for kind in self.kinds for key in self.stored_keys(kind)]
+
+    def stored_keys(self, kind: str) -> list[Key]:
+        """The key of every stored object of ``kind``, read without copying any object."""
+        return [(kind, ns, name) for ns, name in self.ctx.store.names(kind)]
 
     def on_stop(self) -> None:
         """Release what the controller holds (sockets, processes); called once."""
@@ -222,5 +226,4 @@ class OwnerController(Controller):
         return []
 
     def resync_keys(self) -> list[Key]:
-        owner = self.kinds[0]
-        return [(owner, ns, name) for ns, name in self.ctx.store.names(owner)]
+        return self.stored_keys(self.kinds[0])

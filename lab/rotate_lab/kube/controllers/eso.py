@@ -158,7 +158,7 @@ class ExternalSecretController(Controller):
         return out
 
     def resync_keys(self) -> list[Key]:
-        return [("ExternalSecret", ns, name) for ns, name in self.ctx.store.names("ExternalSecret")]
+        return self.stored_keys("ExternalSecret")
 
     # -- reconcile ---------------------------------------------------------------------
 

@@ -125,7 +125,7 @@ class ServiceController(Controller):
         return sorted(now | before)
 
     def resync_keys(self) -> list[Key]:
-        keys = {("Service", ns, name) for ns, name in self.ctx.store.names("Service")}
+        keys = set(self.stored_keys("Service"))
         keys.update(("Service", ns, name) for ns, name in self._managed)
         return sorted(keys)
 
