@@ -31,13 +31,16 @@ def stage_label(stage: int) -> str:
 def group_label(steps: Sequence[PlannedStep], i: int) -> str:
     """The label of the stage group starting at ``steps[i]``.  A group the plan runs ahead of
     a lower stage of the same phase (restart strategy: consumers prepared before the provider
-    switches, chain.md "Order") says so."""
+    switches, their tokens minted while ESO syncs — chain.md "Order") says so."""
     step = steps[i]
     after = next((s for s in steps[i + 1:] if s.stage != step.stage), None)
-    if after is not None and after.stage < step.stage and after.phase == step.phase:
+    if after is None or after.stage >= step.stage or after.phase != step.phase:
+        return stage_label(step.stage)
+    if after.stage == 3:
         return (f"{stage_label(step.stage)}, prepared before {stage_label(after.stage)} "
                 "(new pods wait unready for it)")
-    return stage_label(step.stage)
+    return (f"{stage_label(step.stage)}, prepared during {stage_label(after.stage)} "
+            "(needs no new value in the cluster)")
 
 
 def aligned(rows: Sequence[Sequence[str]], indent: str = "  ") -> list[str]:

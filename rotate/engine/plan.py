@@ -13,7 +13,10 @@ ahead of the first stage-③ step, in their own order, so the new consumer pods 
 started — unready, the old pods still serving — when the provider switches; they become
 Ready within a readiness period instead of a pod start (chain.md "Order").  A draft marked
 ``late`` (a workload whose old pods would go before new ones are Ready) stays where the
-kind is in :data:`ROTATION`.  The overlap strategy and rollbacks keep the plain order.
+kind is in :data:`ROTATION`.  Of the prepared steps, those of a ``while_syncing`` kind (the
+token mints) move further, right before the ``syncs`` step (sync.wait): they need no new
+value in the cluster, so they run while ESO reacts instead of in every consumer's way
+after it.  The overlap strategy and rollbacks keep the plain order.
 """
 
 from __future__ import annotations
@@ -41,8 +44,22 @@ def ordered_drafts(kinds: Iterable[Kind], inp: PlanInput) -> list[tuple[Kind, Dr
         return kind.prepares and kind.phase == "main" and not draft.late
 
     head, tail = drafted[:first], drafted[first:]
-    return ([*head, *[kd for kd in tail if ahead(*kd)],
-             *[kd for kd in tail if not ahead(*kd)]])
+    return _while_syncing([*head, *[kd for kd in tail if ahead(*kd)],
+                           *[kd for kd in tail if not ahead(*kd)]])
+
+
+def _while_syncing(drafted: list[tuple[Kind, Draft]]) -> list[tuple[Kind, Draft]]:
+    """The steps of ``while_syncing`` kinds moved right before the first ``syncs`` step (the
+    order unchanged when there is none, or when they are already ahead of it)."""
+    wait = next((i for i, (kind, _) in enumerate(drafted) if kind.syncs), None)
+    if wait is None:
+        return drafted
+
+    def early(kind: Kind, draft: Draft) -> bool:
+        return kind.while_syncing and kind.phase == "main" and not draft.late
+
+    head, tail = drafted[:wait], drafted[wait:]
+    return [*head, *[kd for kd in tail if early(*kd)], *[kd for kd in tail if not early(*kd)]]
 
 
 def number_steps(kinds: Iterable[Kind], inp: PlanInput) -> list[PlannedStep]:

@@ -157,12 +157,12 @@ def test_run_that_lost_its_lock_stops_at_the_next_step(
     def steal(step: object) -> None:
         holder[0].lost = True
 
-    obs.on_start["sync.trigger"] = steal
+    obs.on_start["backend.write"] = steal
     report = run(world, tmp_path, obs)
-    assert report.status == "failed" and report.exit_code == 11
+    assert report.status == "failed" and report.exit_code == 11  # sync.trigger's
     assert "lost the lock" in report.message
     kinds = [s.kind for s in report.steps if s.status == "done"]
-    assert kinds == ["preflight", "backend.write", "sync.trigger"]
+    assert kinds == ["preflight", "backend.write"]
 
 
 def test_resume_reclaims_its_own_dead_holder_only(world: World) -> None:

@@ -29,8 +29,7 @@ from tests.unit.engine_support import (
 )
 
 OLD = "old-password-0123456789abcdefghijklmn"
-PREPARED = ["config.harvest", *["config.write"] * 3, *["token.mint"] * 3,
-            *["consumer.restart"] * 3]
+PREPARED = ["config.harvest", *["config.write"] * 3, *["consumer.restart"] * 3]
 
 
 class Killed(BaseException):
@@ -45,8 +44,9 @@ def test_consumers_are_prepared_before_the_provider_switches(world: World,
                                                              tmp_path: Path) -> None:
     plan = world.engine().plan(options(tmp_path), "dragonfly")
     steps = [s.kind for s in plan.steps]
-    assert steps[:3] == ["backend.write", "sync.trigger", "sync.wait"]
-    assert steps[3:13] == PREPARED
+    # the tokens are minted while ESO reacts: they need no new value in the cluster
+    assert steps[:6] == ["backend.write", "sync.trigger", *["token.mint"] * 3, "sync.wait"]
+    assert steps[6:13] == PREPARED
     assert steps[13:15] == ["provider.restart", "provider.wait"]
     assert steps[15:18] == ["consumer.wait"] * 3
     restart = next(s for s in plan.steps if s.kind == "consumer.restart")
@@ -119,6 +119,33 @@ def test_a_provider_that_fails_undoes_the_prepared_consumers(world: World,
     assert f"rotate resume {report.run_id} --confirm" in msg
 
     world.kick("dragonfly", "dragonfly")
+    resumed = resume(world, tmp_path, report.run_id)
+    assert resumed.status == "succeeded", resumed.message
+    assert_rotated(world, tmp_path, report.run_id)
+
+
+def test_tokens_minted_while_eso_syncs_stay_valid_when_the_sync_fails(world: World,
+                                                                      tmp_path: Path) -> None:
+    """The mints run before sync.wait; a sync that never comes fails the run (exit 11) with
+    every consumer holding two valid tokens — the old one its pods use, the new one in its
+    Secret — and nothing of what pods read changed: no document written, no rollout, no
+    undo.  The resume proves the sync and finishes; the old tokens go at the end."""
+    world.eso_mode = "stall"
+    report = run(world, tmp_path, timeout=0.4)
+    assert (report.status, report.exit_code) == ("failed", 11), report.message
+    done = [s.kind for s in report.steps if s.status == "done"]
+    assert done == ["preflight", "backend.write", "sync.trigger", *["token.mint"] * 3]
+    assert not [s for s in report.steps if s.kind.endswith(".undo")]
+    for name in CONSUMERS:
+        assert len(world.cc.docs[(name, "bootstrap")]) == 1  # no document written
+        assert len([t for t in world.cc.tokens[name] if not t["revoked"]]) == 2
+        assert world.running[name] == OLD
+    assert world.rollouts == []
+    assert ("new machine tokens delivered for cart, order, user (the old ones stay valid "
+            "until the run's last step)") in report.message
+    assert f"rotate resume {report.run_id} --confirm" in report.message
+
+    world.eso_mode = "ok"
     resumed = resume(world, tmp_path, report.run_id)
     assert resumed.status == "succeeded", resumed.message
     assert_rotated(world, tmp_path, report.run_id)

@@ -259,6 +259,12 @@ class StepKind(ABC, Generic[D]):
     undo: ClassVar[tuple[type[StepKind[Any]], ...]]
     #: under the restart strategy its steps (but a draft's ``late`` ones) run before stage ③
     prepares: ClassVar[bool] = False
+    #: a ``prepares`` kind whose steps need neither the cluster nor the provider to hold the
+    #: new value, and whose change no pod starting meanwhile is hurt by: under the restart
+    #: strategy they run while ESO reacts, right before the ``syncs`` step
+    while_syncing: ClassVar[bool] = False
+    #: the step that waits for ESO's sync (``while_syncing`` steps go right before it)
+    syncs: ClassVar[bool] = False
     #: undoes a prepared step of this kind when the stage it ran ahead of fails (None: the
     #: step leaves nothing a consumer would read before the provider switches)
     compensate: ClassVar[type[StepKind[Any]] | None] = None

@@ -68,6 +68,7 @@ class SyncWait(SyncWaitRestored):
     phase: ClassVar[Phase] = "main"
     undo: ClassVar[tuple[type[StepKind[Any]], ...]] = (SyncWaitRestored,)
     holds: ClassVar[str] = "new value"
+    syncs: ClassVar[bool] = True
 
     @classmethod
     def plan(cls, inp: PlanInput) -> Iterable[Draft]:
