@@ -5,7 +5,11 @@ Invariants:
 
 - :class:`Lab` stops only a lab it started itself (``owned``); ``--no-lab-up`` borrows one.
 - The environment handed to child processes is ``os.environ`` plus ``DIR/env``'s exports
-  (tokens included: the lab is a sandbox); nothing here prints it.
+  (tokens included: the lab is a sandbox); nothing here prints it.  Without
+  ``PYTHONDONTWRITEBYTECODE``: rotate is measured as installed, where pip has written its
+  bytecode; in a checkout the plan reviewed before the measured runs writes it (with the
+  variable set, every run would compile each module changed since the caches were last
+  written — tens of ms of CPU per module, more under load — and measure that).
 - :class:`Watcher` stamps each watch event with the harness's clock on receipt: the API's
   own timestamps have one-second resolution, too coarse for rollouts of 2–5 s.
 """
@@ -111,6 +115,7 @@ class Lab:
         if not env_file.is_file():
             raise BenchError(f"{env_file} is missing: is {self.dir} a lab directory?")
         self.env = {**os.environ, **read_env_file(env_file), "NO_COLOR": "1"}
+        self.env.pop("PYTHONDONTWRITEBYTECODE", None)  # measured as installed (module doc)
 
     def down(self) -> str:
         if not self.owned:

@@ -72,3 +72,16 @@ def test_the_plan_is_reviewed_without_confirm_and_a_refusal_stops_the_bench(
     argv = (tmp_path / "argv").read_text().split()
     assert argv[:3] == ["dragonfly", "--strategy", "restart"] and "--confirm" not in argv
     assert (out / "logs" / "plan.log").read_text().strip() == f"Preflight says {code}"
+
+
+def test_the_measured_commands_may_write_their_bytecode(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """rotate is measured as installed (pip writes bytecode): a PYTHONDONTWRITEBYTECODE in the
+    harness's environment does not reach the commands it runs, the lab's exports do."""
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    (tmp_path / "lab").mkdir()
+    (tmp_path / "lab" / "env").write_text("export ROTATE_CHAIN=/x/rotate.yaml\n")
+    lab = Lab(tmp_path / "lab")
+    lab.load_env()
+    assert "PYTHONDONTWRITEBYTECODE" not in lab.env
+    assert lab.env["ROTATE_CHAIN"] == "/x/rotate.yaml" and lab.env["NO_COLOR"] == "1"
