@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 LAB_DIR ?= .rotate-lab
 export NO_COLOR ?=
 
-.PHONY: install demo test lint typecheck bench bench-rotation clean lab-down
+.PHONY: install bytecode demo test lint typecheck bench bench-rotation clean lab-down
 
 $(BIN)/rotate: pyproject.toml lab/pyproject.toml
 	@command -v redis-server >/dev/null 2>&1 || { \
@@ -27,10 +27,16 @@ $(BIN)/rotate: pyproject.toml lab/pyproject.toml
 
 install: $(BIN)/rotate
 
-demo: install
+# The bytecode an installed package has (pip writes it; an editable install does not): with
+# PYTHONDONTWRITEBYTECODE set, every rotate and lab process would compile the sources again.
+# Only what changed since the last time is compiled.
+bytecode: install
+	@$(BIN)/python -m compileall -q -j 0 rotate lab/rotate_lab bench
+
+demo: install bytecode
 	@bash examples/demo.sh "$(LAB_DIR)"
 
-test: install
+test: install bytecode
 	$(BIN)/ruff check rotate lab tests bench
 	$(BIN)/mypy
 	$(BIN)/lint-imports --no-logo
