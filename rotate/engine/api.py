@@ -197,12 +197,26 @@ def _resume_steps(state: journal_mod.RunState, executor: Executor) -> None:
         return
     remaining = [st.step for st in planned
                  if st.status not in ("done", "skipped") or st.step.index in state.undone]
-    again = kind_of(remaining[0]).resume_after if remaining else None
-    if again is not None:
-        # ESO may have missed the first trigger (it was down or stalled): trigger
-        # again, so the wait has a fresh request and a fresh trigger time to prove.
-        remaining[:0] = [st.step for st in state.steps if st.step.kind == again]
-    executor.execute(remaining)
+    executor.execute(_trigger_again(state, remaining))
+
+
+def _trigger_again(state: journal_mod.RunState,
+                   remaining: list[PlannedStep]) -> list[PlannedStep]:
+    """``remaining`` with the trigger steps again right before the first wait that needs a
+    fresh one (a kind's ``resume_after``), when the trigger is not among them already: ESO
+    may have missed the first trigger (it was down or stalled), so the wait gets a fresh
+    request and a fresh trigger time to prove.  The wait need not be the first step left:
+    the token mints planned before it (rotate.engine.plan) may be left too."""
+    from rotate.engine.kinds import kind_of
+
+    for i, step in enumerate(remaining):
+        again = kind_of(step).resume_after
+        if again is not None:
+            if any(s.kind == again for s in remaining[:i]):
+                return remaining
+            trigger = [st.step for st in state.steps if st.step.kind == again]
+            return [*remaining[:i], *trigger, *remaining[i:]]
+    return remaining
 
 
 def _supplied_again(state: journal_mod.RunState, value: Secret | None) -> Secret | None:

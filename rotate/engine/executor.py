@@ -26,7 +26,11 @@ step still has its own start/done records.  Consecutive parallel steps of kinds 
 thread (its document and token before its restart; its rollout proven before its readyz,
 its readyz before its old tokens are revoked), consumers independent of one another — so
 no consumer waits for the slowest of a whole kind before its next step.  Once a step of a
-group fails, no further step of that group starts; the steps already running finish.
+group fails, no further step of that group starts; the steps already running finish.  A group
+of ``while_syncing`` steps planned right before a ``syncs`` step (the token mints before
+sync.wait, rotate.engine.plan) runs beside it, on a thread of its own: the mints take the time
+ESO takes anyway; both finish before the next step, and a failure of either ends the run as a
+group's would.
 """
 
 from __future__ import annotations
@@ -181,8 +185,35 @@ class Executor:
                 groups[-1].append(step)
             else:
                 groups.append([step])
-        for group in groups:
-            self._run_group(group)
+        i = 0
+        while i < len(groups):
+            if i + 1 < len(groups) and _beside(groups[i], groups[i + 1]):
+                self._run_beside(groups[i], groups[i + 1][0])
+                i += 2
+            else:
+                self._run_group(groups[i])
+                i += 1
+
+    def _run_beside(self, group: Sequence[PlannedStep], wait: PlannedStep) -> None:
+        """``group`` (the token mints) on a thread of its own while ``wait`` (sync.wait) runs
+        on this one: the mints take the time ESO takes to react, not time of their own.  Both
+        finish before the run goes on; a failure of either is raised as a group's would be
+        (an interruption first, else the lowest-numbered step)."""
+        errors: list[_StepError] = []
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="rotate-beside") as side:
+            mints = side.submit(self._run_group, group)
+            try:
+                self._run_step(wait)
+            except _StepError as err:
+                errors.append(err)
+            exc = mints.exception()
+        if isinstance(exc, _StepError):
+            errors.append(exc)
+        elif exc is not None:
+            raise exc
+        if errors:
+            interrupted = [e for e in errors if isinstance(e.error, Interrupted)]
+            raise (interrupted or [min(errors, key=lambda e: e.step.index)])[0]
 
     def execute(self, steps: Sequence[PlannedStep]) -> None:
         """Run ``steps`` (already filtered to what is left to do); journal ``run.end``."""
@@ -287,6 +318,13 @@ def _joins(first: Kind, kind: Kind) -> bool:
     if not (first.parallel and kind.parallel):
         return False
     return first is kind or (first.lane is not None and first.lane == kind.lane)
+
+
+def _beside(group: Sequence[PlannedStep], then: Sequence[PlannedStep]) -> bool:
+    """Whether ``group`` runs beside ``then``: steps of a ``while_syncing`` kind planned right
+    before the one step of a ``syncs`` kind (rotate.engine.plan)."""
+    return (len(then) == 1 and kind_of(then[0]).syncs
+            and all(kind_of(step).while_syncing for step in group))
 
 
 def _lanes(group: Sequence[PlannedStep]) -> list[list[PlannedStep]]:

@@ -14,9 +14,9 @@ started — unready, the old pods still serving — when the provider switches; 
 Ready within a readiness period instead of a pod start (chain.md "Order").  A draft marked
 ``late`` (a workload whose old pods would go before new ones are Ready) stays where the
 kind is in :data:`ROTATION`.  Of the prepared steps, those of a ``while_syncing`` kind (the
-token mints) move further, right before the ``syncs`` step (sync.wait): they need no new
-value in the cluster, so they run while ESO reacts instead of in every consumer's way
-after it.  The overlap strategy and rollbacks keep the plain order.
+token mints) move further, right before the ``syncs`` step (sync.wait), and the executor
+runs them beside it: they need no new value in the cluster, so they run while ESO reacts
+instead of in every consumer's way after it.  The overlap strategy and rollbacks keep the plain order.
 """
 
 from __future__ import annotations

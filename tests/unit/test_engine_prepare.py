@@ -9,11 +9,13 @@ provider is repaired prepares again and succeeds with one value written.
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from rotate.core.errors import TemporaryError
 from rotate.core.waiting import CancelToken
 from rotate.engine import journal as journal_mod
 from rotate.engine.model import PlannedStep, RunReport
@@ -148,6 +150,44 @@ def test_tokens_minted_while_eso_syncs_stay_valid_when_the_sync_fails(world: Wor
     world.eso_mode = "ok"
     resumed = resume(world, tmp_path, report.run_id)
     assert resumed.status == "succeeded", resumed.message
+    assert_rotated(world, tmp_path, report.run_id)
+
+
+def test_the_mints_run_beside_the_sync_wait(world: World, tmp_path: Path) -> None:
+    """cart's mint is held at its start until sync.wait has started: one after the other,
+    the mints would all have to finish first and the hold would run out at its deadline."""
+    obs = RecordingObserver()
+    waiting, released = threading.Event(), []
+    obs.on_start["sync.wait"] = lambda step: waiting.set()
+
+    def hold(step: PlannedStep) -> None:
+        if step.subject == "cart":
+            released.append(waiting.wait(timeout=5.0))
+    obs.on_start["token.mint"] = hold
+    report = run(world, tmp_path, obs)
+    assert report.status == "succeeded", report.message
+    assert released == [True]
+
+
+def test_a_failed_mint_and_a_missed_sync_resume_with_a_fresh_trigger(world: World,
+                                                                     tmp_path: Path) -> None:
+    """ESO stalls while the Config Center refuses to mint: the run fails at the lowest step
+    (a mint, exit 14), the sync wait failed beside it.  The resume mints, triggers ESO again
+    right before the wait (the wait is not the first step left), and succeeds."""
+    world.eso_mode = "stall"
+    world.cc.faults.arm("mint_token", TemporaryError("config center", "mint", "unavailable"),
+                        times=-1)
+    report = run(world, tmp_path, timeout=0.4)
+    assert (report.status, report.exit_code) == ("failed", 14), report.message
+    failed = {s.kind for s in report.steps if s.status == "failed"}
+    assert failed == {"token.mint", "sync.wait"}
+    world.eso_mode = "ok"
+    world.cc.faults.clear()
+    resumed = resume(world, tmp_path, report.run_id)
+    assert resumed.status == "succeeded", resumed.message
+    triggers = [r for r in journal_lines(tmp_path, report.run_id)
+                if r["event"] == "step.start" and r["kind"] == "sync.trigger"]
+    assert len(triggers) == 2
     assert_rotated(world, tmp_path, report.run_id)
 
 
