@@ -23,7 +23,7 @@ Consecutive steps of a kind declared ``parallel`` (consumer rollouts and readyz 
 with bounded parallelism (``max_parallel`` threads); the journal is thread-safe and each
 step still has its own start/done records.  Consecutive parallel steps of kinds that share a
 ``lane`` form one group run per consumer: each consumer's steps in plan order on one
-thread (its document and token before its restart; its rollout proven before its readyz,
+thread (its document before its restart; its rollout proven before its readyz,
 its readyz before its old tokens are revoked), consumers independent of one another — so
 no consumer waits for the slowest of a whole kind before its next step.  Once a step of a
 group fails, no further step of that group starts; the steps already running finish.  A group
