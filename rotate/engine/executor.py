@@ -148,17 +148,9 @@ class Executor:
                                 thread_name_prefix="rotate-step") as pool:
             futures = [pool.submit(self._run_lane, lane, stop) for lane in _lanes(group)]
             for fut in futures:
-                exc = fut.exception()
-                if isinstance(exc, _StepError):
-                    errors.append(exc)
-                elif exc is not None:
-                    raise exc
+                _gather(errors, fut.exception())
         if errors:
-            # An interruption wins over a failure: the run is then resumable as a whole.
-            for err in errors:
-                if isinstance(err.error, Interrupted):
-                    raise err
-            raise min(errors, key=lambda e: e.step.index)
+            raise _first(errors)
 
     def _run_lane(self, steps: Sequence[PlannedStep], stop: threading.Event) -> None:
         """One consumer's steps of a group, in order, until one fails or ``stop`` is set."""
@@ -206,14 +198,9 @@ class Executor:
                 self._run_step(wait)
             except _StepError as err:
                 errors.append(err)
-            exc = mints.exception()
-        if isinstance(exc, _StepError):
-            errors.append(exc)
-        elif exc is not None:
-            raise exc
+            _gather(errors, mints.exception())
         if errors:
-            interrupted = [e for e in errors if isinstance(e.error, Interrupted)]
-            raise (interrupted or [min(errors, key=lambda e: e.step.index)])[0]
+            raise _first(errors)
 
     def execute(self, steps: Sequence[PlannedStep]) -> None:
         """Run ``steps`` (already filtered to what is left to do); journal ``run.end``."""
@@ -318,6 +305,23 @@ def _joins(first: Kind, kind: Kind) -> bool:
     if not (first.parallel and kind.parallel):
         return False
     return first is kind or (first.lane is not None and first.lane == kind.lane)
+
+
+def _gather(errors: list[_StepError], exc: BaseException | None) -> None:
+    """Keep a step's failure; anything else (our own bug) is raised at once."""
+    if isinstance(exc, _StepError):
+        errors.append(exc)
+    elif exc is not None:
+        raise exc
+
+
+def _first(errors: Sequence[_StepError]) -> _StepError:
+    """The failure a group ends the run with: an interruption wins over a failure (the run is
+    then resumable as a whole), else the lowest-numbered failed step."""
+    for err in errors:
+        if isinstance(err.error, Interrupted):
+            return err
+    return min(errors, key=lambda e: e.step.index)
 
 
 def _beside(group: Sequence[PlannedStep], then: Sequence[PlannedStep]) -> bool:

@@ -16,7 +16,8 @@ Ready within a readiness period instead of a pod start (chain.md "Order").  A dr
 kind is in :data:`ROTATION`.  Of the prepared steps, those of a ``while_syncing`` kind (the
 token mints) move further, right before the ``syncs`` step (sync.wait), and the executor
 runs them beside it: they need no new value in the cluster, so they run while ESO reacts
-instead of in every consumer's way after it.  The overlap strategy and rollbacks keep the plain order.
+instead of in every consumer's way after it.  The overlap strategy and rollbacks keep the
+plain order.
 """
 
 from __future__ import annotations
