@@ -108,6 +108,18 @@ def test_rotation_end_to_end(lab: Lab) -> None:
     # Every readyz is 200.
     assert {svc: lab.readyz(svc) for svc in SHOP} == {svc: 200 for svc in SHOP}
 
+    # The token mints ran beside the wait for ESO (chain.md "Order"): the wait started
+    # before the last mint was done, and ended before the first document was written.
+    records = lab.journal_events(report["run_id"])
+
+    def lines(event: str, kind: str) -> list[int]:
+        return [i for i, r in enumerate(records) if (r["event"], r.get("kind")) == (event, kind)]
+
+    minted, writes = lines("step.done", "token.mint"), lines("step.start", "config.write")
+    assert len(minted) == len(writes) == len(CONSUMERS)
+    assert lines("step.start", "sync.wait")[0] < max(minted)
+    assert lines("step.done", "sync.wait")[0] < min(writes)
+
     # Events tell the story where operators look, with the run id, on what the run changed.
     run_id = report["run_id"]
     assert report["events"]["failed"] == 0 and report["events"]["created"] >= 5 * len(CONSUMERS)
