@@ -261,9 +261,9 @@ class StepKind(ABC, Generic[D]):
     prepares: ClassVar[bool] = False
     #: a ``prepares`` kind whose steps need neither the cluster nor the provider to hold the
     #: new value, and whose change no pod starting meanwhile is hurt by: under the restart
-    #: strategy they run while ESO reacts, right before the ``syncs`` step
+    #: strategy they are planned right before the ``syncs`` step and run beside it
     while_syncing: ClassVar[bool] = False
-    #: the step that waits for ESO's sync (``while_syncing`` steps go right before it)
+    #: the step that waits for ESO's sync (``while_syncing`` steps run beside it)
     syncs: ClassVar[bool] = False
     #: undoes a prepared step of this kind when the stage it ran ahead of fails (None: the
     #: step leaves nothing a consumer would read before the provider switches)
