@@ -28,7 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 VENV_BIN = Path(sys.executable).parent  # run as .venv/bin/python bench/startup.py
@@ -38,6 +38,18 @@ def venv_python() -> str:
     """The venv's interpreter, the one rotate's console script runs on (else this one)."""
     candidate = VENV_BIN / "python"
     return str(candidate) if candidate.exists() else sys.executable
+
+
+def measured_environ(*layers: Mapping[str, str]) -> dict[str, str]:
+    """The environment a measured command runs with: this one updated by ``layers`` in order,
+    without ``PYTHONDONTWRITEBYTECODE`` — rotate is measured as installed, where pip has
+    written its bytecode (with the variable set, every run would compile each module changed
+    since the caches were last written, and measure that)."""
+    env = dict(os.environ)
+    for layer in layers:
+        env.update(layer)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
 
 
 def _rotate() -> list[str]:
@@ -85,9 +97,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _measure(args: argparse.Namespace, caches: Path) -> int:
-    env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "100",
-           "XDG_CACHE_HOME": str(caches / "warm")}
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env = measured_environ({"NO_COLOR": "1", "COLUMNS": "100",
+                            "XDG_CACHE_HOME": str(caches / "warm")})
     cold = (str(caches / f"cold-{i}") for i in itertools.count())
     chain = args.chain or _example_chain()
     commands = {"import typer, rich.console": [venv_python(), "-c", "import typer, rich.console"],

@@ -6,10 +6,8 @@ Invariants:
 - :class:`Lab` stops only a lab it started itself (``owned``); ``--no-lab-up`` borrows one.
 - The environment handed to child processes is ``os.environ`` plus ``DIR/env``'s exports
   (tokens included: the lab is a sandbox); nothing here prints it.  Without
-  ``PYTHONDONTWRITEBYTECODE``: rotate is measured as installed, where pip has written its
-  bytecode; in a checkout the plan reviewed before the measured runs writes it (with the
-  variable set, every run would compile each module changed since the caches were last
-  written — tens of ms of CPU per module, more under load — and measure that).
+  ``PYTHONDONTWRITEBYTECODE`` (:func:`bench.startup.measured_environ`): rotate is measured as
+  installed; in a checkout the plan reviewed before the measured runs writes its bytecode.
 - :class:`Watcher` stamps each watch event with the harness's clock on receipt: the API's
   own timestamps have one-second resolution, too coarse for rollouts of 2–5 s.
 """
@@ -27,6 +25,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from bench.startup import measured_environ
 
 #: the bench directory (runbook.sh, results/) — this package's own folder
 BENCH_DIR = Path(__file__).resolve().parent
@@ -114,8 +114,7 @@ class Lab:
         env_file = self.dir / "env"
         if not env_file.is_file():
             raise BenchError(f"{env_file} is missing: is {self.dir} a lab directory?")
-        self.env = {**os.environ, **read_env_file(env_file), "NO_COLOR": "1"}
-        self.env.pop("PYTHONDONTWRITEBYTECODE", None)  # measured as installed (module doc)
+        self.env = measured_environ(read_env_file(env_file), {"NO_COLOR": "1"})
 
     def down(self) -> str:
         if not self.owned:
