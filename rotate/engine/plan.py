@@ -22,7 +22,7 @@ plain order.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from rotate.chain.model import Chain, Credential
 from rotate.core.strategy import Strategy
@@ -33,34 +33,29 @@ from rotate.engine.targets import backend_target
 
 
 def ordered_drafts(kinds: Iterable[Kind], inp: PlanInput) -> list[tuple[Kind, Draft]]:
-    """Every kind's drafts in run order (prepared ones ahead of stage ③, see above)."""
+    """Every kind's drafts in run order (prepared ones ahead of stage ③, the token mints
+    right before sync.wait — see above)."""
     drafted = [(kind, draft) for kind in kinds for draft in kind.plan(inp)]
-    if not inp.prepare_first:
+    if not inp.prepare_first or not any(kind.stage == 3 for kind, _ in drafted):
         return drafted
-    first = next((i for i, (kind, _) in enumerate(drafted) if kind.stage == 3), None)
-    if first is None:
-        return drafted
-
-    def ahead(kind: Kind, draft: Draft) -> bool:
-        return kind.prepares and kind.phase == "main" and not draft.late
-
-    head, tail = drafted[:first], drafted[first:]
-    return _while_syncing([*head, *[kd for kd in tail if ahead(*kd)],
-                           *[kd for kd in tail if not ahead(*kd)]])
+    prepared = _move_ahead(drafted, lambda kind: kind.stage == 3, lambda kind: kind.prepares)
+    return _move_ahead(prepared, lambda kind: kind.syncs, lambda kind: kind.while_syncing)
 
 
-def _while_syncing(drafted: list[tuple[Kind, Draft]]) -> list[tuple[Kind, Draft]]:
-    """The steps of ``while_syncing`` kinds moved right before the first ``syncs`` step (the
-    order unchanged when there is none, or when they are already ahead of it)."""
-    wait = next((i for i, (kind, _) in enumerate(drafted) if kind.syncs), None)
-    if wait is None:
+def _move_ahead(drafted: list[tuple[Kind, Draft]], before: Callable[[Kind], bool],
+                moves: Callable[[Kind], bool]) -> list[tuple[Kind, Draft]]:
+    """``drafted`` with the main-phase drafts (but ``late`` ones) of the kinds ``moves`` picks
+    moved right before the first draft of a kind ``before`` picks, both parts keeping their
+    order; unchanged when there is no such draft."""
+    at = next((i for i, (kind, _) in enumerate(drafted) if before(kind)), None)
+    if at is None:
         return drafted
 
-    def early(kind: Kind, draft: Draft) -> bool:
-        return kind.while_syncing and kind.phase == "main" and not draft.late
+    def moved(kind: Kind, draft: Draft) -> bool:
+        return moves(kind) and kind.phase == "main" and not draft.late
 
-    head, tail = drafted[:wait], drafted[wait:]
-    return [*head, *[kd for kd in tail if early(*kd)], *[kd for kd in tail if not early(*kd)]]
+    head, tail = drafted[:at], drafted[at:]
+    return [*head, *[kd for kd in tail if moved(*kd)], *[kd for kd in tail if not moved(*kd)]]
 
 
 def number_steps(kinds: Iterable[Kind], inp: PlanInput) -> list[PlannedStep]:
