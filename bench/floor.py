@@ -67,3 +67,25 @@ def render(floors: Sequence[Floor], startups: Sequence[float]) -> str:
         line += (f"; rotate's start-up+plan {statistics.median(startups):.2f} s = "
                  f"{statistics.median(startups) / statistics.median(walls):.2f} × the floor")
     return line
+
+
+#: issue 8's bar for rotate's wall, as a multiple of the chain's critical path
+BAR = 1.2
+
+
+def render_headroom(floors: Sequence[Floor], critical_paths: Sequence[float | None]) -> str:
+    """One line: what the bar leaves for rotate's own work once the floor is paid, per run.
+
+    Run *i*'s floor was measured right after rotate's run *i*, under the same load, so the
+    two pair up.  A rotate whose only cost beyond the world were its imports would take
+    ``cp + floor``; the bar allows ``BAR × cp``; the difference is all that is left for
+    Python's own start beyond them, parsing, the Lease, preflight, the writes and the exit —
+    negative when the imports alone exceed the bar."""
+    pairs = [(f.wall, cp) for f, cp in zip(floors, critical_paths, strict=False)
+             if cp is not None and cp > 0]
+    if not pairs:
+        return ""
+    ratios = " / ".join(f"{(cp + w) / cp:.2f}" for w, cp in pairs)
+    left = " / ".join(f"{(BAR - 1) * cp - w:+.2f}" for w, cp in pairs)
+    return (f"the floor alone, added to each run's critical path: {ratios} × it; what "
+            f"{BAR:g} × leaves for rotate's own work beyond its imports: {left} s")

@@ -330,7 +330,9 @@ def run(args: argparse.Namespace) -> int:
         split = "\n".join(line for line in (
             time_split(segs), cpu_line(segs),
             overhead.render(overheads, requests, len(params.consumers)),
-            floor.render(floors, [o.startup for o in overheads])) if line)
+            floor.render(floors, [o.startup for o in overheads]),
+            floor.render_headroom(floors, [r.critical_path.total for r in results
+                                           if r.kind == "rotate"])) if line)
         print(table + "\n" + split)
         write_outputs(out, args, segs, results, services, table + "\n" + split, params,
                       requests, floors)

@@ -255,6 +255,19 @@ def test_the_start_up_floor_line_sets_rotates_start_up_beside_the_floor() -> Non
     assert render([], [2.0]) == ""
 
 
+def test_the_headroom_line_says_what_the_bar_leaves_once_the_floor_is_paid() -> None:
+    from bench.floor import Floor, render_headroom
+    # run 1: cp 8 s, floor 1.0 s -> 1.125 x; 1.2 x leaves 1.6 - 1.0 = 0.6 s
+    # run 2: cp 10 s, floor 2.5 s -> 1.25 x; the imports alone exceed the bar by 0.5 s
+    # run 3: no critical path observed -> left out
+    line = render_headroom([Floor(1.0, 0.5), Floor(2.5, 0.6), Floor(1.0, 0.4)],
+                           [8.0, 10.0, None])
+    assert "critical path: 1.12 / 1.25 × it" in line
+    assert "beyond its imports: +0.60 / -0.50 s" in line
+    assert render_headroom([], [8.0]) == ""
+    assert render_headroom([Floor(1.0, 0.5)], [None]) == ""
+
+
 def test_the_start_up_floor_imports_every_library_rotate_is_built_on() -> None:
     # the floor is honest only if it imports what rotate's adapters import: run it here
     from bench.floor import IMPORTS
