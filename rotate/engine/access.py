@@ -23,6 +23,11 @@ Invariants:
   ``watch`` the engine makes without a ``metadata.name`` field selector (Pods, VSO objects).
   ``KubeClient.watch(name=...)`` sends that field selector, so a named watch is restricted.
 * The list is deduplicated and in first-seen order, so the output is deterministic.
+* One SelfSubjectAccessReview per permission (about 30 for one credential, on the
+  preflight fan-out), not one SelfSubjectRulesReview per namespace, although that would be
+  fewer requests: the API documents a rules review as possibly incomplete (it depends on
+  the authorizer) and as unfit to drive authorization decisions; an access review is the
+  API server's own decision for exactly the request the run will make.
 """
 
 from __future__ import annotations
