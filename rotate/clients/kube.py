@@ -3,8 +3,9 @@
 
 Why raw paths: the typed APIs cover only built-in kinds and the dynamic client runs API
 discovery on start (seconds on a big cluster).  A small table of the kinds `rotate` touches
-(:data:`KINDS`) gives every path without a round trip; the official client still does what
-it is good at — kubeconfig, TLS, token refresh, connection pooling.
+(:data:`rotate.clients.kube_kinds.KINDS`) gives every path without a round trip; the
+official client still does what it is good at — kubeconfig, TLS, token refresh, connection
+pooling.
 
 Invariants:
 
@@ -25,11 +26,11 @@ import json
 import secrets
 import ssl
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlencode
 
 from rotate import __version__
+from rotate.clients.kube_kinds import ESO_GROUP, ESO_VERSIONS, KINDS, SYSTEM, KindInfo, kind_info
 from rotate.clients.seams import KubeEvent, PatchType, WatchEvent
 from rotate.clients.tls import tls_failure, tls_reason
 from rotate.core.errors import (
@@ -45,52 +46,8 @@ from rotate.core.secret import Secret
 from rotate.core.timestamps import rfc3339, utcnow
 from rotate.core.urls import display_url
 
-SYSTEM = "kubernetes"
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 
-
-@dataclass(frozen=True)
-class KindInfo:
-    group: str  # "" for the core group
-    version: str
-    plural: str
-    namespaced: bool
-
-    @property
-    def api_version(self) -> str:
-        return f"{self.group}/{self.version}" if self.group else self.version
-
-    @property
-    def prefix(self) -> str:
-        return f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
-
-
-KINDS: dict[str, KindInfo] = {
-    "Namespace": KindInfo("", "v1", "namespaces", False),
-    "Secret": KindInfo("", "v1", "secrets", True),
-    "ConfigMap": KindInfo("", "v1", "configmaps", True),
-    "Service": KindInfo("", "v1", "services", True),
-    "Endpoints": KindInfo("", "v1", "endpoints", True),
-    "Pod": KindInfo("", "v1", "pods", True),
-    "Event": KindInfo("", "v1", "events", True),
-    "Deployment": KindInfo("apps", "v1", "deployments", True),
-    "ReplicaSet": KindInfo("apps", "v1", "replicasets", True),
-    "StatefulSet": KindInfo("apps", "v1", "statefulsets", True),
-    "DaemonSet": KindInfo("apps", "v1", "daemonsets", True),
-    "Lease": KindInfo("coordination.k8s.io", "v1", "leases", True),
-    "ExternalSecret": KindInfo("external-secrets.io", "v1", "externalsecrets", True),
-    "SecretStore": KindInfo("external-secrets.io", "v1", "secretstores", True),
-    "ClusterSecretStore": KindInfo("external-secrets.io", "v1", "clustersecretstores", False),
-    # Vault Secrets Operator: read only, to find its rolloutRestartTargets (a second reloader)
-    "VaultStaticSecret": KindInfo("secrets.hashicorp.com", "v1beta1", "vaultstaticsecrets", True),
-    "VaultDynamicSecret": KindInfo("secrets.hashicorp.com", "v1beta1", "vaultdynamicsecrets",
-                                   True),
-}
-
-#: External Secrets Operator's API group and the versions rotate speaks, preferred first:
-#: ESO 0.17+ serves ``v1``; older releases only ``v1beta1`` (same fields rotate uses).
-ESO_GROUP = "external-secrets.io"
-ESO_VERSIONS = ("v1", "v1beta1")
 
 _PATCH_CONTENT = {
     "merge": "application/merge-patch+json",
@@ -111,13 +68,6 @@ _REASONS = {
     "ServiceUnavailable": "unavailable",
     "Timeout": "timed out",
 }
-
-
-def kind_info(kind: str) -> KindInfo:
-    try:
-        return KINDS[kind]
-    except KeyError:
-        raise RejectedError(SYSTEM, f"use kind {kind}", "kind not supported by rotate") from None
 
 
 def _strip_secret(obj: dict[str, Any]) -> dict[str, Any]:

@@ -171,7 +171,7 @@ def check_permissions(kube: Kube, perms: Iterable[Permission]) -> list[str]:
     named permission of that group (100 consumers: ~15 reviews, not ~800); refused, each named
     permission is asked on its own (an identity scoped with resourceNames).  The reviews of
     each round are independent and run on the preflight pool (rotate.engine.fanout)."""
-    from rotate.clients.kube import kind_info
+    from rotate.clients.kube_kinds import kind_info
 
     perms = list(perms)
     groups = list(dict.fromkeys(_group(p) for p in perms if p.name is not None))

@@ -16,7 +16,6 @@ released when they return, whatever happened.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import secrets as _secrets
 import time
@@ -28,12 +27,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from rotate.chain.model import Chain, Credential, consumers_of, strategy_problem
 from rotate.core.errors import ClientError, LockHeld, PreflightFailed, RotateError, UsageError
 from rotate.core.fingerprint import fingerprint
-from rotate.core.fingerprint import matches as fingerprint_matches
 from rotate.core.secret import Secret, generate
 from rotate.core.strategy import Strategy
 from rotate.core.timestamps import utcnow
 from rotate.engine import journal as journal_mod
-from rotate.engine.journal import Journal
+from rotate.engine.journal import PREFLIGHT, Journal
 from rotate.engine.model import (
     AdapterFactory,
     Adapters,
@@ -54,13 +52,10 @@ from rotate.engine.targets import backend_target
 
 if TYPE_CHECKING:
     from rotate.core.waiting import CancelToken
-    from rotate.engine.executor import Executor
     from rotate.engine.kinds.base import Restore
     from rotate.engine.lock import Locks
 
-#: the kind of the journal's record of preflight (step 0: not a step kind, never resumed)
 T = TypeVar("T")
-PREFLIGHT = "preflight"
 
 #: ``Engine.Options`` names the class inside the class body: this alias keeps it a type there
 _Options = Options
@@ -171,99 +166,6 @@ def _summary(state: journal_mod.RunState) -> RunSummary:
     return RunSummary(state.run_id, state.credential, state.started_at,
                       state.status,  # type: ignore[arg-type]
                       failed, state.operation)
-
-
-def _resume_steps(state: journal_mod.RunState, executor: Executor) -> None:
-    """Run what is left of ``state``: an unfinished undo (rotate.engine.undo) is finished and
-    the run ends failed again, as it would have; otherwise every step not done — and every
-    prepared step that was undone — runs, undone ones from scratch (no earlier facts)."""
-    from rotate.engine import undo as undo_mod
-    from rotate.engine.kinds import kind_of
-
-    undo_steps = [st for st in state.steps if st.step.index in state.undo_of]
-    # the preflight record is not a step of the plan: it ran before the journal
-    planned = [st for st in state.steps
-               if st.step.kind != PREFLIGHT and st.step.index not in state.undo_of]
-    for st in planned:
-        if st.status == "done" and st.step.index not in state.undone:
-            executor.run.remember(st.step, kind_of(st.step).result.from_json(st.data))
-    executor.prior.update({st.step.index: st.data for st in [*planned, *undo_steps]
-                           if st.status != "done"})
-    pending = undo_mod.pending_undo(state)
-    if pending:
-        cause = state.undo_cause
-        failed = next(st.step for st in planned if st.step.index == int(cause["index"]))
-        executor.finish_undo(pending, failed, int(cause["exit_code"]), str(cause["what"]))
-        return
-    remaining = [st.step for st in planned
-                 if st.status not in ("done", "skipped") or st.step.index in state.undone]
-    executor.execute(_trigger_again(state, remaining))
-
-
-def _trigger_again(state: journal_mod.RunState,
-                   remaining: list[PlannedStep]) -> list[PlannedStep]:
-    """``remaining`` with the trigger steps again right before the first wait that needs a
-    fresh one (a kind's ``resume_after``), when the trigger is not among them already: ESO
-    may have missed the first trigger (it was down or stalled), so the wait gets a fresh
-    request and a fresh trigger time to prove.  The wait need not be the first step left:
-    the token mints planned before it (rotate.engine.plan) may be left too."""
-    from rotate.engine.kinds import kind_of
-
-    for i, step in enumerate(remaining):
-        again = kind_of(step).resume_after
-        if again is not None:
-            if any(s.kind == again for s in remaining[:i]):
-                return remaining
-            trigger = [st.step for st in state.steps if st.step.kind == again]
-            return [*remaining[:i], *trigger, *remaining[i:]]
-    return remaining
-
-
-def _supplied_again(state: journal_mod.RunState, value: Secret | None) -> Secret | None:
-    """The value to resume with: the one given again on stdin, checked against the run's
-    fingerprint; UsageError (exit 2) when it is missing but needed, or different."""
-    stored = state.start.value_fingerprint
-    if stored is None:
-        if value is not None:
-            raise UsageError(f"run {state.run_id} was not given a value on stdin; resume it "
-                             "without --value-stdin")
-        return None
-    if value is None:
-        wrote = any(st.step.kind == "backend.write" and st.status == "done"
-                    for st in state.steps)
-        if wrote:
-            return None  # the value is in the backend: re-read from there
-        raise UsageError(
-            f"run {state.run_id} was given its value on stdin and failed before writing it; "
-            "give the same value again",
-            hint=f"rotate resume {state.run_id} --confirm --value-stdin")
-    if not fingerprint_matches(value, stored):
-        raise UsageError(f"the value given on stdin is not the one run {state.run_id} was "
-                         "started with (fingerprint mismatch); nothing was changed")
-    return value
-
-
-def _guard_rollback(
-    chain: Chain, cred: Credential, adapters: Adapters, orig: journal_mod.RunState,
-    written_from: int, restore: Restore, options: Options,
-) -> Restore:
-    """Refuse (exit 3, nothing changed) when something the rollback would restore moved
-    since the run; the restore with each document's If-Match the version the run wrote."""
-    from rotate.engine.rollback import moved_since
-
-    try:
-        moved, match = moved_since(chain, adapters.vault, adapters.config_center, cred, orig,
-                                   written_from, options.state_dir)
-    except ClientError as exc:
-        raise PreflightFailed(f"cannot check what moved since run {orig.run_id}: "
-                              f"{exc.message}; nothing was changed") from None
-    if moved and not options.force:
-        raise PreflightFailed(
-            f"rollback of {orig.run_id} refused, nothing was changed: it would overwrite "
-            "what moved since the run — " + "; ".join(moved),
-            hint=f"roll back the later run first, or re-run `rotate rollback {orig.run_id} "
-                 "--confirm --force` to overwrite these changes")
-    return dataclasses.replace(restore, config_match=match)
 
 
 class Engine:
@@ -391,11 +293,12 @@ class Engine:
         value again (``new_value``), checked against the journal's fingerprint (exit 2)."""
         from rotate.engine.executor import Executor, report_from
         from rotate.engine.kinds.base import Run
+        from rotate.engine.resumption import resume_steps, supplied_again
 
         state = journal_mod.load(options.state_dir, run_id)
         if state.status in ("succeeded", "rolled-back"):
             raise UsageError(f"run {run_id} is {state.status}; nothing to resume")
-        new_value = _supplied_again(state, new_value)
+        new_value = supplied_again(state, new_value)
         chain = self.load_chain(options)
         cred = chain.credential(state.credential)
         adapters = self._adapters(chain, options)
@@ -409,7 +312,7 @@ class Engine:
                 run = Run(chain, cred, adapters, journal, cancel, timeout, parallel, state.start,
                           environ=self.environ, new_value=new_value)
                 with closing(run):
-                    _resume_steps(state, Executor(run, observer, lease=lease))
+                    resume_steps(state, Executor(run, observer, lease=lease))
             finally:
                 journal.close()
             final = journal_mod.load(options.state_dir, run_id)
@@ -425,7 +328,7 @@ class Engine:
         """Restore what run ``run_id`` replaced, as a run of its own (operation rollback)."""
         from rotate.engine.executor import Executor, report_from
         from rotate.engine.kinds.base import Run
-        from rotate.engine.rollback import backend_written, build_rollback
+        from rotate.engine.rollback import backend_written, build_rollback, guard
 
         orig = journal_mod.load(options.state_dir, run_id)
         if orig.operation != "rotate":
@@ -443,8 +346,7 @@ class Engine:
             written_from = backend_written(adapters.vault, cred, orig)
             steps, restore, consumers = build_rollback(chain, cred, orig, written_from)
             if restore is not None and written_from is not None:
-                restore = _guard_rollback(chain, cred, adapters, orig, written_from, restore,
-                                          options)
+                restore = guard(chain, cred, adapters, orig, written_from, restore, options)
             timeout, parallel = _settings(chain, cred, options)
             journal = Journal.open(options.state_dir, rb_id)
             try:

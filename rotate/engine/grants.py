@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rotate.chain.model import Chain, Credential
-from rotate.clients.kube import kind_info
+from rotate.clients.kube_kinds import kind_info
 from rotate.engine.access import (
     Permission,
     VaultGrant,

@@ -46,6 +46,8 @@ from rotate.core.timestamps import rfc3339, utcnow
 from rotate.engine.model import Operation, PlannedStep, RunStart
 
 JOURNAL_NAME = "journal.jsonl"
+#: the kind of the journal's record of preflight (step 0: not a step kind, never resumed)
+PREFLIGHT = "preflight"
 
 
 def run_dir(state_dir: Path, run_id: str) -> Path:

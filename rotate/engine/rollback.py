@@ -23,17 +23,18 @@ they move back), then the same phase 2 as a rotation retires it (backend.retire 
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from rotate.chain.model import Chain, Credential
 from rotate.clients.seams import ConfigCenter, Vault
-from rotate.core.errors import NotFoundError, UsageError
+from rotate.core.errors import ClientError, NotFoundError, PreflightFailed, UsageError
 from rotate.core.strategy import Strategy
 from rotate.engine import journal as journal_mod
 from rotate.engine.journal import RunState
 from rotate.engine.kinds import undo_of
 from rotate.engine.kinds.base import PlanInput, Restore
-from rotate.engine.model import Phase, PlannedStep
+from rotate.engine.model import Adapters, Options, Phase, PlannedStep
 from rotate.engine.plan import number_steps
 from rotate.stages import backend
 
@@ -160,3 +161,24 @@ def moved_since(
             moved.append(f"Config Center document {doc}: the run wrote v{version}, "
                          f"it is now v{now} (edited after the run)")
     return moved, match
+
+
+def guard(
+    chain: Chain, cred: Credential, adapters: Adapters, orig: RunState,
+    written_from: int, restore: Restore, options: Options,
+) -> Restore:
+    """Refuse (exit 3, nothing changed) when something the rollback would restore moved
+    since the run; the restore with each document's If-Match the version the run wrote."""
+    try:
+        moved, match = moved_since(chain, adapters.vault, adapters.config_center, cred, orig,
+                                   written_from, options.state_dir)
+    except ClientError as exc:
+        raise PreflightFailed(f"cannot check what moved since run {orig.run_id}: "
+                              f"{exc.message}; nothing was changed") from None
+    if moved and not options.force:
+        raise PreflightFailed(
+            f"rollback of {orig.run_id} refused, nothing was changed: it would overwrite "
+            "what moved since the run — " + "; ".join(moved),
+            hint=f"roll back the later run first, or re-run `rotate rollback {orig.run_id} "
+                 "--confirm --force` to overwrite these changes")
+    return dataclasses.replace(restore, config_match=match)

@@ -61,7 +61,7 @@ def test_rbac_json_is_one_list_with_the_service_account_first() -> None:
 
 def test_rbac_grants_exactly_the_permissions_doctor_checks() -> None:
     from rotate.chain.loader import load_chain
-    from rotate.clients.kube import kind_info
+    from rotate.clients.kube_kinds import kind_info
     from rotate.engine.access import permissions_needed
 
     chain = load_chain(EXAMPLE)
