@@ -164,6 +164,9 @@ class StepState:
     seconds: float | None = None
     detail: str = ""
     data: dict[str, Any] = field(default_factory=dict)  # merged start + done data
+    #: the position in the journal of the step's last ``step.start`` (0: never started) —
+    #: the order steps ran in across resumes, whatever the clocks of the hosts that ran them
+    started_seq: int = 0
 
 
 @dataclass
@@ -231,7 +234,7 @@ def load_file(path: Path, run_id: str) -> RunState:
                      started_at=str(records[0]["ts"]))
     by_index = {s.step.index: s for s in state.steps}
     process: Any = records[0]["data"].get("process")
-    for rec in records[1:]:
+    for seq, rec in enumerate(records[1:], start=1):
         event = rec.get("event", "")
         data = rec.get("data") or {}
         if event.startswith("step.") and "index" in rec:
@@ -239,6 +242,8 @@ def load_file(path: Path, run_id: str) -> RunState:
             if st is None:
                 continue
             _apply_step(st, event, str(rec["ts"]), data)
+            if event == "step.start":
+                st.started_seq = seq
             _track_undone(state, st.step.index, event)
         elif event == "run.undo":
             _add_undo(state, by_index, data)

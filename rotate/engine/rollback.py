@@ -90,9 +90,13 @@ def _backend_wrote(orig: RunState, written_from: int) -> int:
 def _config_wrote(orig: RunState) -> dict[str, int | None]:
     """service → the version the run last wrote its document as (None: it may have,
     unjournaled).  A ``config.undo`` of the run (its own restore after a failed stage ③)
-    counts: the run wrote that version too."""
+    counts: the run wrote that version too.
+
+    "Last" is in the order the steps ran (``started_seq``), not the plan's: a run resumed
+    after its undo wrote the new value, then the restore, then the new value again — and
+    its journal lists every ``config.write`` before any ``config.undo``."""
     out: dict[str, int | None] = {}
-    for st in orig.steps:
+    for st in sorted(orig.steps, key=lambda s: s.started_seq):
         if st.step.kind == "config.undo" and st.status == "done" \
                 and st.data.get("version") is not None:
             out[st.step.subject] = int(st.data["version"])

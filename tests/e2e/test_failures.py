@@ -331,7 +331,8 @@ def test_a_prepared_pod_that_never_starts_fails_before_the_switch_then_resume(
     "Order"): ``crashloop order`` makes order's new pod never start, so consumer.restart
     fails (exit 15) before provider.apply, Dragonfly still takes the old password, and the
     run puts documents and rollouts back.  Resumed once order is fixed, provider.apply
-    starts only after every consumer's new pod reported started."""
+    starts only after every consumer's new pod reported started; and the run, resumed after
+    its undo, rolls back like any other."""
     eventually(lambda: all(len(_pods(lab, svc)) == 1 and all(map(_ready, _pods(lab, svc)))
                            for svc in CONSUMERS), 60, "the previous test's rollouts settled")
     old_password = lab.bao_password()
@@ -371,6 +372,15 @@ def test_a_prepared_pod_that_never_starts_fails_before_the_switch_then_resume(
         [state] = pod["status"]["containerStatuses"]
         assert state["restartCount"] == 0
         assert parse_rfc3339(state["state"]["running"]["startedAt"]) <= parse_rfc3339(switch)
+    assert {svc: lab.readyz(svc) for svc in SHOP} == {svc: 200 for svc in SHOP}
+
+    # the run wrote each document three times (new value, undo, new value again): its
+    # rollback takes the last as its own, nothing moved since — no refusal, no --force
+    rolled = lab.rotate("rollback", run_id, "--confirm")
+    assert rolled.code == 0, rolled.output
+    assert lab.dragonfly_auth(old_password)
+    for svc in CONSUMERS:
+        assert lab.bootstrap(svc)["value"]["dragonfly"]["password"] == old_password
     assert {svc: lab.readyz(svc) for svc in SHOP} == {svc: 200 for svc in SHOP}
 
 

@@ -189,14 +189,15 @@ def test_sigint_cancels_the_run_and_exits_130(outcome: str) -> None:
     assert signal.getsignal(signal.SIGINT) is before  # handlers restored
 
 
-@pytest.mark.parametrize("verb", ["resume", "rollback"])
-def test_resume_without_confirm_changes_nothing(verb: str) -> None:
+@pytest.mark.parametrize(("verb", "act"), [("resume", "resume it"),
+                                            ("rollback", "roll it back")])
+def test_resume_without_confirm_changes_nothing(verb: str, act: str) -> None:
     engine = FakeEngine()
     result = invoke([verb, RUN_ID, "--state-dir", "my state"], engine)
     assert result.exit_code == 0
     assert [name for name, _ in engine.calls] == ["show"]
     # the command to act is exact: the location options typed are repeated
-    assert (f"Nothing was changed. To {verb} it: rotate {verb} {RUN_ID} --confirm "
+    assert (f"Nothing was changed. To {act}: rotate {verb} {RUN_ID} --confirm "
             "--state-dir 'my state'") in result.stderr
 
 

@@ -26,6 +26,7 @@ from tests.unit.engine_support import (
     journal_lines,
     options,
     resume,
+    rollback,
     run,
     world_fixture,  # noqa: F401 - fixture
 )
@@ -267,6 +268,29 @@ def test_the_switch_waits_for_the_prepared_pods_and_one_that_never_starts_fails_
     resumed = resume(world, tmp_path, report.run_id)
     assert resumed.status == "succeeded", resumed.message
     assert_rotated(world, tmp_path, report.run_id)
+
+
+def test_a_run_resumed_after_its_undo_rolls_back_without_force(world: World,
+                                                              tmp_path: Path) -> None:
+    """Each document was written three times by the same run — the new value (v2), the
+    undo's restore (v3), the resume's new value again (v4) — and the journal lists the
+    ``config.write`` steps before the ``config.undo`` ones.  The rollback must take v4, the
+    last write *in time*, as the run's own, and not refuse as if someone had edited the
+    documents since the run."""
+    world.unstarted.add("order")
+    report = run(world, tmp_path, timeout=0.5)
+    assert report.exit_code == 15, report.message
+    world.unstarted.discard("order")
+    assert resume(world, tmp_path, report.run_id).status == "succeeded"
+    assert [len(world.cc.docs[(n, "bootstrap")]) for n in CONSUMERS] == [4, 4, 4]
+
+    rb = rollback(world, tmp_path, report.run_id)
+    assert rb.status == "succeeded", rb.message
+    for name in CONSUMERS:
+        docs = world.cc.docs[(name, "bootstrap")]
+        assert len(docs) == 5 and docs[-1] == docs[0]  # the value before the run, as v5
+        assert world.running[name] == OLD
+    assert world.running["dragonfly"] == OLD
 
 
 def test_the_plan_says_what_started_means_without_a_startup_probe(world: World,

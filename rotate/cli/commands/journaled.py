@@ -49,6 +49,9 @@ if TYPE_CHECKING:
 EngineCall = Callable[[Any, Any, str, "Observer", "CancelToken", "Secret | None"],
                       "RunReport"]
 
+#: what acting on the run is called, after "To …:" ("rollback" is the noun)
+_ACT = {"resume": "resume it", "rollback": "roll it back"}
+
 Force = Annotated[bool, typer.Option(
     "--force", help="Roll back even though what it restores moved since the run (a later "
                     "run, a Config Center edit): those changes are overwritten.")]
@@ -89,7 +92,7 @@ def journaled_command(
             show_report(console, engine.show(options, run_id))
             again = " ".join(p for p in (f"rotate {verb} {run_id} --confirm",
                                          repeat_args(ctx)) if p)
-            console.note(f"Nothing was changed. To {verb} it: {again}")
+            console.note(f"Nothing was changed. To {_ACT[verb]}: {again}")
             raise typer.Exit(0)
         value = read_value_stdin(run_id) if value_stdin else None
         drive(ctx, console,
