@@ -31,12 +31,13 @@ def describe_state(run: Run, state: journal_mod.RunState) -> str:
         parts.append(f"the Secret {sec.namespace}/{sec.name} holds it")
     else:
         parts.append(f"the Secret {sec.namespace}/{sec.name} may still hold the old value")
-    rolled = {s.step.subject for s in state.done("provider.wait")}
-    for ref in cred.providers:
-        parts.append(f"{ref} rolled" if str(ref) in rolled
-                     else f"{ref} not rolled (may still run the old value)")
+    providers = _providers_state(state, [str(ref) for ref in cred.providers])
+    parts.extend(text for text, _ in providers)
     if state.start.consumers:
-        parts.extend(_consumers_state(state))
+        # under restart a provider refuses the old value once it switched (or may have)
+        moved = {how for _, how in providers} if state.strategy == "restart" else set()
+        switched = "yes" if "yes" in moved else "maybe" if "maybe" in moved else ""
+        parts.extend(_consumers_state(state, switched))
     if state.strategy == "overlap" and cred.overlap is not None:
         prev = cred.overlap.previous_key
         if state.done("backend.retire"):
@@ -46,8 +47,45 @@ def describe_state(run: Run, state: journal_mod.RunState) -> str:
     return "; ".join(parts)
 
 
-def _consumers_state(state: journal_mod.RunState) -> list[str]:
-    """The consumers' side of :func:`describe_state`: documents, tokens, rollouts."""
+def _providers_state(state: journal_mod.RunState,
+                     providers: list[str]) -> list[tuple[str, str]]:
+    """Per provider: its words, and whether it took the new value (``yes``, ``maybe``,
+    ``no``).  A rolled
+    provider (``provider.wait``) and one changed live (``provider.apply``, then
+    ``provider.verify``) are told apart: the second never rolls."""
+    def subjects(kind: str, *statuses: str) -> set[str]:
+        return {s.step.subject for s in state.steps
+                if s.step.kind == kind and s.status in statuses}
+
+    rolled = subjects("provider.wait", "done")
+    verified = subjects("provider.verify", "done")
+    applied = subjects("provider.apply", "done")
+    tried = subjects("provider.apply", "running", "failed", "interrupted")
+    restarted = subjects("provider.restart", "done", "running", "failed", "interrupted")
+    live = {s.step.subject for s in state.steps if s.step.kind == "provider.apply"}
+    out: list[tuple[str, str]] = []
+    for ref in providers:
+        if ref in rolled:
+            out.append((f"{ref} rolled", "yes"))
+        elif ref in verified:
+            out.append((f"{ref} takes the new value (changed live, verified)", "yes"))
+        elif ref in applied:
+            out.append((f"{ref} changed live, not verified yet", "yes"))
+        elif ref in tried:
+            out.append((f"{ref} may have been changed live", "maybe"))
+        elif ref in restarted:
+            out.append((f"{ref} restarted, its rollout not proven (may run either value)",
+                        "maybe"))
+        elif ref in live:
+            out.append((f"{ref} not changed yet (takes the old value)", "no"))
+        else:
+            out.append((f"{ref} not rolled (may still run the old value)", "no"))
+    return out
+
+
+def _consumers_state(state: journal_mod.RunState, switched: str) -> list[str]:
+    """The consumers' side of :func:`describe_state`: documents, tokens, rollouts;
+    ``switched``: ``yes`` a provider refuses the old value now, ``maybe`` it may, "" not."""
     parts: list[str] = []
     written = [s.step.subject for s in state.done("config.write")
                if s.step.index not in state.undone]
@@ -66,8 +104,8 @@ def _consumers_state(state: journal_mod.RunState) -> list[str]:
     started = [s.step.subject for s in state.done("consumer.restart")
                if s.step.index not in state.undone and s.step.subject not in done]
     if started:
-        parts.append(", ".join(started) + " restarted, new pods not proven Ready yet "
-                     "(old pods serve until they are)")
+        parts.append(", ".join(started) + " restarted, new pods not proven Ready yet"
+                     + ("" if switched else " (old pods serve until they are)"))
     consumers = state.start.consumers
     new = [c for c in consumers if c in done]
     old = [c for c in consumers if c not in done]
@@ -75,5 +113,7 @@ def _consumers_state(state: journal_mod.RunState) -> list[str]:
         parts.append(", ".join(new) + " rolled with the new value")
     if old:
         parts.append(", ".join(old) + (" still runs" if len(old) == 1 else " still run")
-                     + " with the old value")
+                     + " with the old value"
+                     + {"yes": ", which the provider refuses since the switch",
+                        "maybe": ", which the provider may refuse now"}.get(switched, ""))
     return parts

@@ -215,9 +215,10 @@ class Executor:
             self._fail(err)
             return
         except Interrupted:
+            state = journal_mod.load_file(run.journal.path, run.run_id)
             self._end("interrupted", EXIT_INTERRUPTED,
-                      "interrupted between steps; the run is resumable: "
-                      + resume_command(run.run_id))
+                      f"Interrupted between steps. State now: {describe_state(run, state)}. "
+                      + self._next_commands())
             return
         self._end("succeeded", EXIT_OK)
 
@@ -292,12 +293,17 @@ class Executor:
             return head + (f"Finish the undo with `{resume_command(run.run_id)}` or roll back "
                            f"with `{rollback_command(run.run_id)}` (add the same "
                            "--chain/--state-dir options as this run).")
+        return head + self._next_commands()
+
+    def _next_commands(self) -> str:
+        """The exact commands that continue or undo the run (a rollback: resume only)."""
+        run = self.run
         if run.start.operation == "rollback":
-            return head + (f"Resume the rollback with `{resume_command(run.run_id)}` "
-                           "(add the same --chain/--state-dir options as this run).")
-        return head + (f"Resume with `{resume_command(run.run_id)}` or roll back with "
-                       f"`{rollback_command(run.run_id)}` (add the same --chain/--state-dir "
-                       "options as this run).")
+            return (f"Resume the rollback with `{resume_command(run.run_id)}` "
+                    "(add the same --chain/--state-dir options as this run).")
+        return (f"Resume with `{resume_command(run.run_id)}` or roll back with "
+                f"`{rollback_command(run.run_id)}` (add the same --chain/--state-dir "
+                "options as this run).")
 
 
 def _joins(first: Kind, kind: Kind) -> bool:

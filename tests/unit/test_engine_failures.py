@@ -147,7 +147,8 @@ def test_failure_message_says_what_runs_with_which_value(world: World, tmp_path:
     assert "consumer.wait" in msg and "deployment/shop/order" in msg
     assert "holds v3" in msg and "deployment/dragonfly/dragonfly rolled" in msg
     assert "cart, user rolled with the new value" in msg
-    assert "order still runs with the old value" in msg
+    assert "order still runs with the old value, which the provider refuses since the " \
+        "switch" in msg
 
 
 def test_crash_after_vault_write_is_observed_not_rewritten(world: World, tmp_path: Path) -> None:

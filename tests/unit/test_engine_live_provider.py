@@ -145,6 +145,45 @@ def test_resume_after_an_interrupt_at_provider_apply_repeats_nothing(
     assert all(world.running[c] == _new(world) for c in CONSUMERS)
 
 
+def test_a_run_stopped_after_the_live_switch_says_the_provider_switched(
+        world: LiveWorld, tmp_path: Path) -> None:
+    """The failure message tells a provider changed live from one that rolled: Dragonfly
+    never rolls here, and after the swap the consumers' old pods are refused."""
+    cancel, observer = CancelToken(), RecordingObserver()
+    observer.on_start["consumer.wait"] = lambda _step: cancel.cancel()  # after the switch
+    report = _run(world, tmp_path, Strategy.restart, cancel, observer)
+    assert report.exit_code == 130, report.message
+    assert world.passwords() == [_new(world)]
+    msg = report.message
+    assert "deployment/dragonfly/dragonfly takes the new value (changed live, verified)" in msg
+    assert "not rolled" not in msg
+    assert "which the provider refuses since the switch" in msg
+    assert "old pods serve until they are" not in msg
+
+
+def test_a_run_stopped_in_the_live_switch_says_the_provider_may_have_changed(
+        world: LiveWorld, tmp_path: Path) -> None:
+    # provider.apply started: the journal cannot tell whether the swap happened
+    cancel, observer = CancelToken(), RecordingObserver()
+    observer.on_start["provider.apply"] = lambda _step: cancel.cancel()
+    report = _run(world, tmp_path, Strategy.restart, cancel, observer)
+    assert report.exit_code == 130, report.message
+    msg = report.message
+    assert "deployment/dragonfly/dragonfly may have been changed live" in msg
+    assert "which the provider may refuse now" in msg
+
+
+def test_a_run_stopped_before_the_live_switch_says_the_provider_is_unchanged(
+        world: LiveWorld, tmp_path: Path) -> None:
+    world.unstarted.add("order")  # a prepared pod that never starts: exit 15, undone
+    report = _run(world, tmp_path, Strategy.restart, timeout=0.5)
+    assert report.exit_code == 15, report.message
+    assert world.passwords() == [OLD]
+    msg = report.message
+    assert "deployment/dragonfly/dragonfly not changed yet (takes the old value)" in msg
+    assert "not rolled" not in msg and "refuses" not in msg
+
+
 def test_rollback_of_a_live_run_restores_the_old_password(world: LiveWorld,
                                                           tmp_path: Path) -> None:
     report = _run(world, tmp_path, Strategy.overlap)
