@@ -347,6 +347,9 @@ def test_a_prepared_pod_that_never_starts_fails_before_the_switch_then_resume(
     run_id = report["run_id"]
     assert "consumer.restart on deployment/shop/order failed" in report["message"]
     assert "new pods of deployment/shop/order to start" in report["message"]
+    # Dragonfly is changed in place (apply: redis-acl), and was not yet
+    assert ("deployment/dragonfly/dragonfly not changed yet (takes the old value)"
+            in report["message"])
     assert not {k for k in started_steps(lab, run_id) if k.startswith("provider.")}
     assert lab.dragonfly_auth(old_password)  # nothing switched
     undo = [s["kind"] for s in report["steps"] if s["kind"].endswith(".undo")]
