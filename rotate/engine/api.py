@@ -16,6 +16,7 @@ released when they return, whatever happened.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import secrets as _secrets
 import time
@@ -43,6 +44,7 @@ from rotate.engine.model import (
     Options,
     Plan,
     PlannedStep,
+    PreflightResult,
     RunReport,
     RunStart,
     RunSummary,
@@ -168,6 +170,29 @@ def _summary(state: journal_mod.RunState) -> RunSummary:
                       failed, state.operation)
 
 
+def _with_unfinished(observed: PreflightResult, options: Options,
+                     cred: Credential) -> PreflightResult:
+    """Preflight's checks with ``runs.unfinished`` first (rotate.engine.unfinished)."""
+    from rotate.engine.unfinished import unfinished_check
+
+    check = unfinished_check(options.state_dir, cred.name, force=options.force)
+    return dataclasses.replace(observed, checks=(check, *observed.checks))
+
+
+def _refuse_overtaken(options: Options, state: journal_mod.RunState) -> None:
+    """PreflightFailed (exit 3, nothing changed) when a later run of the credential changed
+    the chain: resuming this one would continue with a value the chain no longer holds."""
+    from rotate.engine.unfinished import describe, later_runs
+
+    later = later_runs(options.state_dir, state)
+    if later:
+        raise PreflightFailed(
+            f"run {state.run_id} cannot be resumed, nothing was changed: a later run of "
+            f"{state.credential} changed the chain since — {describe(later[0])}",
+            hint=f"act on the latest run instead (`rotate resume {later[0].run_id} --confirm` "
+                 f"or `rotate rollback {later[0].run_id} --confirm`)")
+
+
 class Engine:
     """Plans, runs, resumes and rolls back rotations with the adapters it is given."""
 
@@ -222,7 +247,7 @@ class Engine:
         adapters = self._adapters(chain, options)
         observed = preflight(chain, cred, adapters, strategy=strategy,
                              candidate=_candidate(cred, None), environ=self.environ)
-        return build_plan(chain, cred, strategy, observed)
+        return build_plan(chain, cred, strategy, _with_unfinished(observed, options, cred))
 
     def run(
         self, options: _Options, credential: str, observer: Observer, cancel: CancelToken,
@@ -248,8 +273,9 @@ class Engine:
             pre = PlannedStep(0, 0, PREFLIGHT, cred.name, "connectivity, permissions, traps")
             observer.step_started(pre)
             began = time.monotonic()
-            observed = preflight(chain, cred, adapters, strategy=strategy, candidate=candidate,
-                                 environ=self.environ)
+            observed = _with_unfinished(
+                preflight(chain, cred, adapters, strategy=strategy, candidate=candidate,
+                          environ=self.environ), options, cred)
             preflight_seconds = round(time.monotonic() - began, 3)
             the_plan = build_plan(chain, cred, strategy, observed)
             passed = sum(1 for c in the_plan.preflight if c.ok)
@@ -298,6 +324,7 @@ class Engine:
         state = journal_mod.load(options.state_dir, run_id)
         if state.status in ("succeeded", "rolled-back"):
             raise UsageError(f"run {run_id} is {state.status}; nothing to resume")
+        _refuse_overtaken(options, state)
         new_value = supplied_again(state, new_value)
         chain = self.load_chain(options)
         cred = chain.credential(state.credential)

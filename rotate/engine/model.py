@@ -55,7 +55,9 @@ class Options:
     kubeconfig: str | None = None
     value_stdin: bool = False
     take_over_lock: bool = False
-    force: bool = False  # rollback: overwrite what moved since the run (cli.md)
+    #: rollback: overwrite what moved since the run; rotate: start although the
+    #: credential's last run is unfinished (cli.md)
+    force: bool = False
 
 
 @dataclass(frozen=True)

@@ -30,12 +30,12 @@ from rotate.chain.model import Chain, Credential
 from rotate.clients.seams import ConfigCenter, Vault
 from rotate.core.errors import ClientError, NotFoundError, PreflightFailed, UsageError
 from rotate.core.strategy import Strategy
-from rotate.engine import journal as journal_mod
 from rotate.engine.journal import RunState
 from rotate.engine.kinds import undo_of
 from rotate.engine.kinds.base import PlanInput, Restore
 from rotate.engine.model import Adapters, Options, Phase, PlannedStep
 from rotate.engine.plan import number_steps
+from rotate.engine.unfinished import later_runs
 from rotate.stages import backend
 
 
@@ -111,20 +111,11 @@ def _config_wrote(orig: RunState) -> dict[str, int | None]:
 
 
 def _later_runs(state_dir: Path, orig: RunState) -> list[str]:
-    """Runs of the same credential started after ``orig`` (newest first), with their status."""
-    out = []
-    for run_id in journal_mod.list_run_ids(state_dir):
-        if run_id == orig.run_id:
-            continue
-        try:
-            other = journal_mod.load(state_dir, run_id)
-        except (UsageError, KeyError, ValueError, TypeError):
-            continue
-        if other.credential == orig.credential and other.started_at > orig.started_at:
-            what = "rollback of this run" if other.start.of_run == orig.run_id \
-                else other.operation
-            out.append(f"{run_id} ({what}, {other.status})")
-    return out
+    """Runs of the same credential that changed something after ``orig`` (newest first),
+    with their status."""
+    return [f"{other.run_id} ("
+            + ("rollback of this run" if other.start.of_run == orig.run_id else other.operation)
+            + f", {other.status})" for other in later_runs(state_dir, orig)]
 
 
 def moved_since(

@@ -358,6 +358,14 @@ def test_a_prepared_pod_that_never_starts_fails_before_the_switch_then_resume(
         assert lab.bootstrap(svc)["value"]["dragonfly"]["password"] == old_password
         assert {p["metadata"]["name"] for p in _pods(lab, svc)} == old_pods[svc]
 
+    # the chain is half-rotated (the backend and the Secret hold the new value): a second
+    # rotation refuses to start on top of it, changing nothing
+    version = lab.bao_version()
+    second = lab.rotate("dragonfly", "--confirm")
+    assert second.code == 3, second.output
+    assert "runs.unfinished" in second.output and f"rotate resume {run_id}" in second.output
+    assert lab.bao_version() == version
+
     resumed = lab.rotate("resume", run_id, "--confirm")
     assert resumed.code == 0, resumed.output
     assert lab.dragonfly_auth(lab.bao_password()) and not lab.dragonfly_auth(old_password)

@@ -76,6 +76,10 @@ def test_options_reach_the_engine(tmp_path: Path) -> None:
             options.kubeconfig, options.state_dir, options.take_over_lock) == (
         "overlap", 2, 90.0, "lab", "kc", Path("st"), True)
     assert options.chain_file == Path("rotate.yaml")
+    assert options.force is False
+    engine = FakeEngine()
+    assert invoke(["dragonfly", "--force"], engine).exit_code == 0
+    assert engine.calls[0][1].force is True  # start although the last run is unfinished
 
 
 def test_environment_defaults(tmp_path: Path) -> None:

@@ -46,6 +46,10 @@ from rotate.core.errors import EXIT_OK, EXIT_PREFLIGHT, PreflightFailed, UsageEr
 from rotate.core.secret import Secret
 from rotate.core.supplied import strip_line_end
 
+ForceStart = Annotated[bool, typer.Option(
+    "--force", help="Start although the credential's last run is unfinished (it failed or "
+                    "was interrupted after changing something); that run can then no longer "
+                    "be resumed.")]
 Credential = Annotated[str, typer.Argument(
     metavar="CREDENTIAL", show_default=False, help="A credential name from the chain file.")]
 
@@ -86,6 +90,7 @@ def rotate(
     kubeconfig: Kubeconfig = None,
     take_over_lock: TakeOverLock = False,
     report_file: ReportFile = None,
+    force: ForceStart = False,
 ) -> None:
     """Plan the rotation of CREDENTIAL (changes nothing), or run it with --confirm."""
     console = console_for(ctx, output, report_file)
@@ -93,7 +98,7 @@ def rotate(
     common = Common(chain=chain, state_dir=state_dir, strategy=strategy,
                     max_parallel=max_parallel, timeout=timeout, context=context,
                     kubeconfig=kubeconfig, value_stdin=value_stdin,
-                    take_over_lock=take_over_lock)
+                    take_over_lock=take_over_lock, force=force)
     new_value = read_value_stdin(credential) if (change and value_stdin) else None
     engine = state_of(ctx).engine()
     options = common.engine_options(engine)

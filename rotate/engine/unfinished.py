@@ -1,0 +1,97 @@
+"""A credential's runs as a sequence: the one that is left unfinished, and the ones that came
+after a given run — so that a new run does not start on top of a half-rotated chain, and a
+resume does not fight a run that came after it.
+
+Why: a run that failed or was interrupted after it changed something leaves the chain
+half-rotated on purpose, with ``resume`` and ``rollback`` as the ways out (chain.md).  A
+second rotation started on top of it writes another value, and the first run's resume
+would then continue with a value the chain no longer holds.  So:
+
+* ``rotate CREDENTIAL`` refuses (a failed preflight check, ``runs.unfinished``: exit 3,
+  nothing changed) while the credential's latest run changed something and did not finish —
+  unless ``--force``, which says in the plan that the run is left as it is;
+* ``rotate resume RUN`` refuses (exit 3) once a later run of the credential changed
+  something.
+
+Invariants: only the local journal (the state directory) is read — runs journaled on another
+machine are invisible here (the cluster's Lease only covers a run while it runs); a run that
+changed nothing (it stopped before its backend write began) never blocks; a journal that
+cannot be read is skipped, as ``rotate runs`` does.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rotate.core.errors import UsageError
+from rotate.core.findings import Check
+from rotate.engine import journal as journal_mod
+from rotate.engine.journal import PREFLIGHT, RunState
+
+#: a run in one of these states may have left the chain half-rotated
+_OPEN = ("running", "failed", "interrupted", "rollback-failed")
+
+CHECK = "runs.unfinished"
+
+
+def changed_something(state: RunState) -> bool:
+    """Whether the run began a step that changes the chain: a rotation, its backend write
+    (nothing before it changes anything); a rollback, any step."""
+    if state.operation == "rotate":
+        return any(s.step.kind == "backend.write" and s.status != "pending"
+                   for s in state.steps)
+    return any(s.step.kind != PREFLIGHT and s.status != "pending" for s in state.steps)
+
+
+def _runs_of(state_dir: Path, credential: str) -> list[RunState]:
+    """The credential's runs, newest first (unreadable journals skipped)."""
+    out = []
+    for run_id in journal_mod.list_run_ids(state_dir):
+        try:
+            state = journal_mod.load(state_dir, run_id)
+        except (UsageError, KeyError, ValueError, TypeError):
+            continue
+        if state.credential == credential:
+            out.append(state)
+    return out
+
+
+def latest_unfinished(state_dir: Path, credential: str) -> RunState | None:
+    """The credential's latest run that changed something, when it did not finish."""
+    for state in _runs_of(state_dir, credential):
+        if changed_something(state):
+            return state if state.status in _OPEN else None
+    return None
+
+
+def later_runs(state_dir: Path, orig: RunState) -> list[RunState]:
+    """Runs of ``orig``'s credential started after it that changed something, newest first."""
+    return [s for s in _runs_of(state_dir, orig.credential)
+            if s.run_id != orig.run_id and s.started_at > orig.started_at
+            and changed_something(s)]
+
+
+def describe(state: RunState) -> str:
+    """``RUN (rotate, interrupted at step 17 consumer.wait)`` — from its journal."""
+    stopped = next((s for s in state.steps if s.status in ("failed", "interrupted", "running")),
+                   None)
+    where = f" at step {stopped.step.index} {stopped.step.kind}" if stopped else ""
+    return f"{state.run_id} ({state.operation}, {state.status}{where})"
+
+
+def unfinished_check(state_dir: Path, credential: str, *, force: bool) -> Check:
+    """The preflight check ``runs.unfinished``: fatal unless ``force``."""
+    open_run = latest_unfinished(state_dir, credential)
+    if open_run is None:
+        return Check(CHECK, True, f"no unfinished run of {credential} in {state_dir}")
+    what = describe(open_run)
+    if force:
+        return Check(CHECK, True, f"run {what} is unfinished; --force: starting anyway, and "
+                     "that run can then no longer be resumed")
+    verb = "resume" if open_run.operation == "rollback" else "resume or roll back"
+    return Check(CHECK, False,
+                 f"run {what} is unfinished: {verb} it first (`rotate resume "
+                 f"{open_run.run_id} --confirm`"
+                 + ("" if open_run.operation == "rollback"
+                    else f", `rotate rollback {open_run.run_id} --confirm`")
+                 + "), or start anyway with --force")
