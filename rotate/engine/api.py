@@ -393,7 +393,7 @@ class Engine:
             finally:
                 journal.close()
             final = journal_mod.load(options.state_dir, rb_id)
-            if final.status == "succeeded" and steps:
+            if final.status == "succeeded":  # nothing to roll back also settles the run
                 _mark_rolled_back(options, run_id, rb_id)
             return report_from(final)
         finally:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from rotate.core.errors import PreflightFailed, TemporaryError
+from rotate.core.errors import PermanentError, PreflightFailed, TemporaryError
 from rotate.core.waiting import CancelToken
 from tests.fakes import World
 from tests.unit.engine_support import (
@@ -102,3 +102,19 @@ def test_force_starts_anyway_and_the_overtaken_run_cannot_be_resumed(
     with pytest.raises(PreflightFailed) as refused:
         rollback(world, tmp_path, first)
     assert f"later runs: {second.run_id} (rotate, succeeded)" in refused.value.message
+
+
+def test_a_rollback_with_nothing_to_restore_settles_the_run(world: World,
+                                                            tmp_path: Path) -> None:
+    # the write was refused: the run changed nothing, but the journal cannot know that
+    # until its rollback looks at the backend — which then settles it as rolled back
+    world.vault.faults.arm("write", PermanentError("vault", "write", "refused"), times=-1)
+    failed = run(world, tmp_path)
+    assert failed.exit_code == 10, failed.message
+    world.vault.faults.clear()
+    assert not _check(world, tmp_path)[0]
+    rb = rollback(world, tmp_path, failed.run_id)
+    assert rb.status == "succeeded" and "nothing to roll back" in rb.message
+    assert world.engine().show(options(tmp_path), failed.run_id).status == "rolled-back"
+    assert _check(world, tmp_path)[0]
+    assert run(world, tmp_path).status == "succeeded"
