@@ -63,14 +63,25 @@ def _providers_state(state: journal_mod.RunState,
     tried = subjects("provider.apply", "running", "failed", "interrupted")
     restarted = subjects("provider.restart", "done", "running", "failed", "interrupted")
     live = {s.step.subject for s in state.steps if s.step.kind == "provider.apply"}
+    retiring = {s.step.subject for s in state.steps if s.step.kind == "provider.retire"}
+    retired = subjects("provider.retire", "done")
+
+    def overlap(ref: str) -> str:
+        """An overlap's live provider holds both values until its ``provider.retire``."""
+        if ref not in retiring:
+            return ""
+        return (", and no longer the old one (retired)" if ref in retired
+                else ", and still the old one until provider.retire")
+
     out: list[tuple[str, str]] = []
     for ref in providers:
         if ref in rolled:
             out.append((f"{ref} rolled", "yes"))
         elif ref in verified:
-            out.append((f"{ref} takes the new value (changed live, verified)", "yes"))
+            out.append((f"{ref} takes the new value (changed live, verified){overlap(ref)}",
+                        "yes"))
         elif ref in applied:
-            out.append((f"{ref} changed live, not verified yet", "yes"))
+            out.append((f"{ref} changed live, not verified yet{overlap(ref)}", "yes"))
         elif ref in tried:
             out.append((f"{ref} may have been changed live", "maybe"))
         elif ref in restarted:

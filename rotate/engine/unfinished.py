@@ -88,9 +88,9 @@ def unfinished_check(state_dir: Path, credential: str, *, force: bool) -> Check:
     if force:
         return Check(CHECK, True, f"run {what} is unfinished; --force: starting anyway, and "
                      "that run can then no longer be resumed")
-    verb = "resume" if open_run.operation == "rollback" else "resume or roll back"
+    verb = "resume it" if open_run.operation == "rollback" else "resume it or roll it back"
     return Check(CHECK, False,
-                 f"run {what} is unfinished: {verb} it first (`rotate resume "
+                 f"run {what} is unfinished: {verb} first (`rotate resume "
                  f"{open_run.run_id} --confirm`"
                  + ("" if open_run.operation == "rollback"
                     else f", `rotate rollback {open_run.run_id} --confirm`")

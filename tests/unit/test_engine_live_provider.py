@@ -184,6 +184,17 @@ def test_a_run_stopped_before_the_live_switch_says_the_provider_is_unchanged(
     assert "not rolled" not in msg and "refuses" not in msg
 
 
+def test_a_stopped_overlap_run_says_the_provider_still_takes_the_old_value(
+        world: LiveWorld, tmp_path: Path) -> None:
+    cancel, observer = CancelToken(), RecordingObserver()
+    observer.on_start["config.write"] = lambda _step: cancel.cancel()  # before the retire
+    report = _run(world, tmp_path, Strategy.overlap, cancel, observer)
+    assert report.exit_code == 130, report.message
+    assert world.passwords() == [OLD, _new(world)]
+    assert ("deployment/dragonfly/dragonfly takes the new value (changed live, verified), "
+            "and still the old one until provider.retire") in report.message
+
+
 def test_rollback_of_a_live_run_restores_the_old_password(world: LiveWorld,
                                                           tmp_path: Path) -> None:
     report = _run(world, tmp_path, Strategy.overlap)
