@@ -73,24 +73,20 @@ def _providers_state(state: journal_mod.RunState,
         return (", and no longer the old one (retired)" if ref in retired
                 else ", and still the old one until provider.retire")
 
+    # what each provider is said to be: the first row whose steps name it
+    said = (
+        (rolled, "rolled", "yes", False),
+        (verified, "takes the new value (changed live, verified)", "yes", True),
+        (applied, "changed live, not verified yet", "yes", True),
+        (tried, "may have been changed live", "maybe", False),
+        (restarted, "restarted, its rollout not proven (may run either value)", "maybe", False),
+        (live, "not changed yet (takes the old value)", "no", False),
+    )
     out: list[tuple[str, str]] = []
     for ref in providers:
-        if ref in rolled:
-            out.append((f"{ref} rolled", "yes"))
-        elif ref in verified:
-            out.append((f"{ref} takes the new value (changed live, verified){overlap(ref)}",
-                        "yes"))
-        elif ref in applied:
-            out.append((f"{ref} changed live, not verified yet{overlap(ref)}", "yes"))
-        elif ref in tried:
-            out.append((f"{ref} may have been changed live", "maybe"))
-        elif ref in restarted:
-            out.append((f"{ref} restarted, its rollout not proven (may run either value)",
-                        "maybe"))
-        elif ref in live:
-            out.append((f"{ref} not changed yet (takes the old value)", "no"))
-        else:
-            out.append((f"{ref} not rolled (may still run the old value)", "no"))
+        words, how, both = next(((w, h, b) for names, w, h, b in said if ref in names),
+                                ("not rolled (may still run the old value)", "no", False))
+        out.append((f"{ref} {words}" + (overlap(ref) if both else ""), how))
     return out
 
 
