@@ -402,13 +402,7 @@ class Engine:
     # ------------------------------------------------------------------ read-only views
 
     def runs(self, options: _Options) -> list[RunSummary]:
-        out: list[RunSummary] = []
-        for run_id in journal_mod.list_run_ids(options.state_dir):
-            try:
-                out.append(_summary(journal_mod.load(options.state_dir, run_id)))
-            except (UsageError, KeyError, ValueError, TypeError):
-                continue  # an unreadable journal must not hide the others
-        return out
+        return [_summary(state) for state in journal_mod.load_runs(options.state_dir)]
 
     def show(self, options: _Options, run_id: str) -> RunReport:
         from rotate.engine.executor import report_from

@@ -34,7 +34,7 @@ from __future__ import annotations
 import json
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -355,3 +355,15 @@ def list_run_ids(state_dir: Path) -> list[str]:
         return []
     ids = [p.name for p in root.iterdir() if (p / JOURNAL_NAME).is_file()]
     return sorted(ids, reverse=True)
+
+
+def load_runs(state_dir: Path) -> Iterator[RunState]:
+    """Every run's state, newest first, read one journal at a time as the caller asks (a
+    caller that stops early reads no more); an unreadable journal is skipped — it must not
+    hide the others."""
+    for run_id in list_run_ids(state_dir):
+        try:
+            state = load(state_dir, run_id)
+        except (UsageError, KeyError, ValueError, TypeError):
+            continue
+        yield state

@@ -21,9 +21,9 @@ cannot be read is skipped, as ``rotate runs`` does.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
-from rotate.core.errors import UsageError
 from rotate.core.findings import Check
 from rotate.engine import journal as journal_mod
 from rotate.engine.journal import PREFLIGHT, RunState
@@ -43,17 +43,9 @@ def changed_something(state: RunState) -> bool:
     return any(s.step.kind != PREFLIGHT and s.status != "pending" for s in state.steps)
 
 
-def _runs_of(state_dir: Path, credential: str) -> list[RunState]:
-    """The credential's runs, newest first (unreadable journals skipped)."""
-    out = []
-    for run_id in journal_mod.list_run_ids(state_dir):
-        try:
-            state = journal_mod.load(state_dir, run_id)
-        except (UsageError, KeyError, ValueError, TypeError):
-            continue
-        if state.credential == credential:
-            out.append(state)
-    return out
+def _runs_of(state_dir: Path, credential: str) -> Iterator[RunState]:
+    """The credential's runs, newest first, read as asked (unreadable journals skipped)."""
+    return (s for s in journal_mod.load_runs(state_dir) if s.credential == credential)
 
 
 def latest_unfinished(state_dir: Path, credential: str) -> RunState | None:

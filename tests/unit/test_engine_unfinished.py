@@ -118,3 +118,14 @@ def test_a_rollback_with_nothing_to_restore_settles_the_run(world: World,
     assert world.engine().show(options(tmp_path), failed.run_id).status == "rolled-back"
     assert _check(world, tmp_path)[0]
     assert run(world, tmp_path).status == "succeeded"
+
+
+def test_an_unreadable_journal_hides_neither_the_runs_nor_an_unfinished_one(
+        world: World, tmp_path: Path) -> None:
+    first = _interrupted(world, tmp_path)
+    broken = tmp_path / "state" / "runs" / "29991231T000000Z-dragonfly-0000"
+    broken.mkdir(parents=True)
+    (broken / "journal.jsonl").write_text('{"event": "step.start"}\n')  # no run.start
+    assert [r.run_id for r in world.engine().runs(options(tmp_path))] == [first]
+    ok, detail = _check(world, tmp_path)
+    assert not ok and detail.startswith(f"run {first} ")
