@@ -50,9 +50,8 @@ def describe_state(run: Run, state: journal_mod.RunState) -> str:
 def _providers_state(state: journal_mod.RunState,
                      providers: list[str]) -> list[tuple[str, str]]:
     """Per provider: its words, and whether it took the new value (``yes``, ``maybe``,
-    ``no``).  A rolled
-    provider (``provider.wait``) and one changed live (``provider.apply``, then
-    ``provider.verify``) are told apart: the second never rolls."""
+    ``no``).  A rolled provider (``provider.wait``) and one changed live (``provider.apply``,
+    then ``provider.verify``) are told apart: the second never rolls."""
     def subjects(kind: str, *statuses: str) -> set[str]:
         return {s.step.subject for s in state.steps
                 if s.step.kind == kind and s.status in statuses}

@@ -86,6 +86,14 @@ def _run(world: LiveWorld, tmp_path: Path, strategy: Strategy,
                               observer or RecordingObserver(), cancel or CancelToken())
 
 
+def _stopped_at(kind: str, world: LiveWorld, tmp_path: Path, strategy: Strategy
+                ) -> RunReport:
+    """A run interrupted (SIGINT's CancelToken) as its first step of ``kind`` starts."""
+    cancel, observer = CancelToken(), RecordingObserver()
+    observer.on_start[kind] = lambda _step: cancel.cancel()
+    return _run(world, tmp_path, strategy, cancel, observer)
+
+
 def _new(world: LiveWorld) -> str:
     return world.vault.current("infra/dragonfly", "password")
 
@@ -131,9 +139,7 @@ def test_verify_fails_with_12_when_the_provider_does_not_take_the_value(
 
 def test_resume_after_an_interrupt_at_provider_apply_repeats_nothing(
         world: LiveWorld, tmp_path: Path) -> None:
-    cancel, observer = CancelToken(), RecordingObserver()
-    observer.on_start["provider.verify"] = lambda _step: cancel.cancel()  # apply is done
-    first = _run(world, tmp_path, Strategy.overlap, cancel, observer)
+    first = _stopped_at("provider.verify", world, tmp_path, Strategy.overlap)  # apply is done
     assert first.exit_code == 130, first.message
     assert world.passwords() == [OLD, _new(world)]  # applied: both valid, nothing retired
     versions = len(world.vault.versions["infra/dragonfly"])
@@ -149,9 +155,7 @@ def test_a_run_stopped_after_the_live_switch_says_the_provider_switched(
         world: LiveWorld, tmp_path: Path) -> None:
     """The failure message tells a provider changed live from one that rolled: Dragonfly
     never rolls here, and after the swap the consumers' old pods are refused."""
-    cancel, observer = CancelToken(), RecordingObserver()
-    observer.on_start["consumer.wait"] = lambda _step: cancel.cancel()  # after the switch
-    report = _run(world, tmp_path, Strategy.restart, cancel, observer)
+    report = _stopped_at("consumer.wait", world, tmp_path, Strategy.restart)  # after the switch
     assert report.exit_code == 130, report.message
     assert world.passwords() == [_new(world)]
     msg = report.message
@@ -164,9 +168,7 @@ def test_a_run_stopped_after_the_live_switch_says_the_provider_switched(
 def test_a_run_stopped_in_the_live_switch_says_the_provider_may_have_changed(
         world: LiveWorld, tmp_path: Path) -> None:
     # provider.apply started: the journal cannot tell whether the swap happened
-    cancel, observer = CancelToken(), RecordingObserver()
-    observer.on_start["provider.apply"] = lambda _step: cancel.cancel()
-    report = _run(world, tmp_path, Strategy.restart, cancel, observer)
+    report = _stopped_at("provider.apply", world, tmp_path, Strategy.restart)
     assert report.exit_code == 130, report.message
     msg = report.message
     assert "deployment/dragonfly/dragonfly may have been changed live" in msg
@@ -186,9 +188,7 @@ def test_a_run_stopped_before_the_live_switch_says_the_provider_is_unchanged(
 
 def test_a_stopped_overlap_run_says_the_provider_still_takes_the_old_value(
         world: LiveWorld, tmp_path: Path) -> None:
-    cancel, observer = CancelToken(), RecordingObserver()
-    observer.on_start["config.write"] = lambda _step: cancel.cancel()  # before the retire
-    report = _run(world, tmp_path, Strategy.overlap, cancel, observer)
+    report = _stopped_at("config.write", world, tmp_path, Strategy.overlap)  # before the retire
     assert report.exit_code == 130, report.message
     assert world.passwords() == [OLD, _new(world)]
     assert ("deployment/dragonfly/dragonfly takes the new value (changed live, verified), "
@@ -237,9 +237,7 @@ def pg_world(tmp_path: Path) -> PgLiveWorld:
 def test_postgres_cut_sends_a_verifier_then_resume_and_rollback(pg_world: PgLiveWorld,
                                                                 tmp_path: Path) -> None:
     server = pg_world.connector.postgres
-    cancel, observer = CancelToken(), RecordingObserver()
-    observer.on_start["provider.verify"] = lambda _step: cancel.cancel()  # apply is done
-    first = _run(pg_world, tmp_path, Strategy.restart, cancel, observer)
+    first = _stopped_at("provider.verify", pg_world, tmp_path, Strategy.restart)  # apply is done
     assert first.exit_code == 130, first.message
     new = _new(pg_world)
     assert server.accepts("app", Secret(new)) and not server.accepts("app", Secret(OLD))
