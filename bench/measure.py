@@ -199,6 +199,9 @@ def _critical_path(lives: Sequence[PodLife], es_events: Sequence[Event], params:
                                           for p in pods)
     starts = tuple(p.started - p.created for p in pods
                    if p.started is not None and p.created is not None)
+    # prepared while ESO reacted: a new consumer pod existed before ESO had synced
+    beside_eso = prepared and eso is not None and any(
+        p.created is not None and p.created < eso.synced for p in pods)
     readies = [p.ready for p in pods if p.ready is not None]
     catch_up = (max(0.0, max(readies) - switch)
                 if prepared and switch is not None and readies else None)
@@ -209,7 +212,7 @@ def _critical_path(lives: Sequence[PodLife], es_events: Sequence[Event], params:
         eso_reaction=eso.seconds if eso else None, provider_change=change,
         consumer_rollouts=rollouts, max_parallel=params.max_parallel,
         readyz=readyz_rtt(first) if first else None, provider_how=how, prepared=prepared,
-        consumer_starts=starts, catch_up=catch_up)
+        consumer_starts=starts, catch_up=catch_up, beside_eso=beside_eso)
 
 
 #: the journaled kinds of a live provider change (no pod rolls)

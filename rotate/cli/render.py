@@ -30,8 +30,8 @@ def stage_label(stage: int) -> str:
 
 def group_label(steps: Sequence[PlannedStep], i: int) -> str:
     """The label of the stage group starting at ``steps[i]``.  A group the plan runs ahead of
-    a lower stage of the same phase (restart strategy: consumers prepared before the provider
-    switches, their tokens minted while ESO syncs — chain.md "Order") says so."""
+    a lower stage of the same phase (restart strategy: consumers prepared while ESO syncs,
+    before the provider switches — chain.md "Order") says so."""
     step = steps[i]
     after = next((s for s in steps[i + 1:] if s.stage != step.stage), None)
     if after is None or after.stage >= step.stage or after.phase != step.phase:
@@ -39,8 +39,8 @@ def group_label(steps: Sequence[PlannedStep], i: int) -> str:
     if after.stage == 3:
         return (f"{stage_label(step.stage)}, prepared before {stage_label(after.stage)} "
                 "(new pods wait unready for it)")
-    return (f"{stage_label(step.stage)}, prepared during {stage_label(after.stage)} "
-            "(needs no new value in the cluster)")
+    return (f"{stage_label(step.stage)}, prepared during {stage_label(after.stage)}, before "
+            f"{stage_label(3)} (new pods wait unready for it)")
 
 
 def aligned(rows: Sequence[Sequence[str]], indent: str = "  ") -> list[str]:

@@ -26,11 +26,13 @@ step still has its own start/done records.  Consecutive parallel steps of kinds 
 thread (its document before its restart; its rollout proven before its readyz,
 its readyz before its old tokens are revoked), consumers independent of one another — so
 no consumer waits for the slowest of a whole kind before its next step.  Once a step of a
-group fails, no further step of that group starts; the steps already running finish.  A group
-of ``while_syncing`` steps planned right before a ``syncs`` step (the token mints before
-sync.wait, rotate.engine.plan) runs beside it, on a thread of its own: the mints take the time
-ESO takes anyway; both finish before the next step, and a failure of either ends the run as a
-group's would.
+group fails, no further step of that group starts; the steps already running finish.  The
+groups of ``prepares`` steps planned right before a ``syncs`` step (restart strategy: the
+token mints, the harvest, each consumer's document and restart before sync.wait,
+rotate.engine.plan) run beside it, in order, on a thread of their own: the consumers' new
+pods start while ESO reacts.  Both sides finish before the next step (the provider's switch);
+a failure of either ends the run as a group's would, and a failed wait starts no further
+prepared step.
 """
 
 from __future__ import annotations
@@ -137,12 +139,14 @@ class Executor:
                             seconds=seconds, detail=detail)
         self.observer.step_finished(step, record)
 
-    def _run_group(self, group: Sequence[PlannedStep]) -> None:
+    def _run_group(self, group: Sequence[PlannedStep],
+                   stop: threading.Event | None = None) -> None:
+        """``group``'s steps; none starts once ``stop`` is set (by a failed step of the group,
+        or from outside: the wait the group runs beside failed)."""
+        stop = threading.Event() if stop is None else stop
         if len(group) == 1 or self.run.max_parallel <= 1:
-            for step in group:
-                self._run_step(step)
+            self._run_lane(group, stop)
             return
-        stop = threading.Event()  # a step failed: start no more (module doc)
         errors: list[_StepError] = []
         with ThreadPoolExecutor(max_workers=self.run.max_parallel,
                                 thread_name_prefix="rotate-step") as pool:
@@ -179,28 +183,39 @@ class Executor:
                 groups.append([step])
         i = 0
         while i < len(groups):
-            if i + 1 < len(groups) and _beside(groups[i], groups[i + 1]):
-                self._run_beside(groups[i], groups[i + 1][0])
-                i += 2
+            side = _beside(groups, i)
+            if side:
+                self._run_beside(groups[i:i + side], groups[i + side][0])
+                i += side + 1
             else:
                 self._run_group(groups[i])
                 i += 1
 
-    def _run_beside(self, group: Sequence[PlannedStep], wait: PlannedStep) -> None:
-        """``group`` (the token mints) on a thread of its own while ``wait`` (sync.wait) runs
-        on this one: the mints take the time ESO takes to react, not time of their own.  Both
-        finish before the run goes on; a failure of either is raised as a group's would be
-        (an interruption first, else the lowest-numbered step)."""
+    def _run_beside(self, side: Sequence[Sequence[PlannedStep]], wait: PlannedStep) -> None:
+        """The ``side`` groups (the prepared steps), in order, on a thread of their own while
+        ``wait`` (sync.wait) runs on this one: the consumers are prepared in the time ESO
+        takes to react.  Both finish before the run goes on; a failed wait starts no further
+        prepared step (those running finish); a failure of either is raised as a group's
+        would be (an interruption first, else the lowest-numbered step)."""
         errors: list[_StepError] = []
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="rotate-beside") as side:
-            mints = side.submit(self._run_group, group)
+        stop = threading.Event()
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="rotate-beside") as pool:
+            prepared = pool.submit(self._run_groups, side, stop)
             try:
                 self._run_step(wait)
             except _StepError as err:
                 errors.append(err)
-            _gather(errors, mints.exception())
+                stop.set()
+            _gather(errors, prepared.exception())
         if errors:
             raise _first(errors)
+
+    def _run_groups(self, groups: Sequence[Sequence[PlannedStep]],
+                    stop: threading.Event) -> None:
+        for group in groups:
+            if stop.is_set():
+                return
+            self._run_group(group, stop)
 
     def execute(self, steps: Sequence[PlannedStep]) -> None:
         """Run ``steps`` (already filtered to what is left to do); journal ``run.end``."""
@@ -330,11 +345,18 @@ def _first(errors: Sequence[_StepError]) -> _StepError:
     return min(errors, key=lambda e: e.step.index)
 
 
-def _beside(group: Sequence[PlannedStep], then: Sequence[PlannedStep]) -> bool:
-    """Whether ``group`` runs beside ``then``: steps of a ``while_syncing`` kind planned right
-    before the one step of a ``syncs`` kind (rotate.engine.plan)."""
-    return (len(then) == 1 and kind_of(then[0]).syncs
-            and all(kind_of(step).while_syncing for step in group))
+def _beside(groups: Sequence[Sequence[PlannedStep]], i: int) -> int:
+    """How many groups from ``groups[i]`` run beside the group after them: groups of
+    ``prepares`` steps right before the one step of a ``syncs`` kind (rotate.engine.plan);
+    0 when ``groups[i]`` is not the first of such a run.  The kinds alone say so: only a
+    rotation under the restart strategy plans ``prepares`` steps before sync.wait."""
+    j = i
+    while j < len(groups) and all(kind_of(step).prepares for step in groups[j]):
+        j += 1
+    if j == i or j == len(groups):
+        return 0
+    then = groups[j]
+    return j - i if len(then) == 1 and kind_of(then[0]).syncs else 0
 
 
 def _lanes(group: Sequence[PlannedStep]) -> list[list[PlannedStep]]:

@@ -8,16 +8,17 @@ holding the versions it expects ("v7 → v8 (cas=7)").  This module only walks t
 rotation order (:data:`rotate.engine.kinds.ROTATION`) and numbers their steps.
 
 Under the ``restart`` strategy a rotation *prepares* the consumers before stage ③: the steps
-of every ``prepares`` kind (harvest, document writes, token mints, consumer restarts) move
-ahead of the first stage-③ step, in their own order, so the new consumer pods are already
-started — unready, the old pods still serving — when the provider switches; they become
-Ready within a readiness period instead of a pod start (chain.md "Order").  A draft marked
-``late`` (a workload whose old pods would go before new ones are Ready) stays where the
-kind is in :data:`ROTATION`.  Of the prepared steps, those of a ``while_syncing`` kind (the
-token mints) move further, right before the ``syncs`` step (sync.wait), and the executor
-runs them beside it: they need no new value in the cluster, so they run while ESO reacts
-instead of in every consumer's way after it.  The overlap strategy and rollbacks keep the
-plain order.
+of every ``prepares`` kind (token mints, harvest, document writes, consumer restarts) move
+right before the ``syncs`` step (sync.wait), in their own order, and the executor runs them
+beside it.  So the new consumer pods start while ESO reacts and are already started —
+unready, the old pods still serving — when the provider switches; they become Ready within a
+readiness period instead of a pod start, and ESO's reaction is no longer in their way
+(chain.md "Order").  They need the new value only from the backend, where backend.write put
+it: the harvest builds the documents with it in place of what the Secret holds, and
+sync.wait then proves the Secret holds exactly that value before anything switches.  A draft
+marked ``late`` (a workload whose old pods would go before new ones are Ready) stays where
+the kind is in :data:`ROTATION`, after the switch.  The overlap strategy and rollbacks keep
+the plain order.
 """
 
 from __future__ import annotations
@@ -33,13 +34,12 @@ from rotate.engine.targets import backend_target
 
 
 def ordered_drafts(kinds: Iterable[Kind], inp: PlanInput) -> list[tuple[Kind, Draft]]:
-    """Every kind's drafts in run order (prepared ones ahead of stage ③, the token mints
-    right before sync.wait — see above)."""
+    """Every kind's drafts in run order (the prepared ones right before sync.wait, ahead of
+    stage ③ — see above)."""
     drafted = [(kind, draft) for kind in kinds for draft in kind.plan(inp)]
     if not inp.prepare_first or not any(kind.stage == 3 for kind, _ in drafted):
         return drafted
-    prepared = _move_ahead(drafted, lambda kind: kind.stage == 3, lambda kind: kind.prepares)
-    return _move_ahead(prepared, lambda kind: kind.syncs, lambda kind: kind.while_syncing)
+    return _move_ahead(drafted, lambda kind: kind.syncs, lambda kind: kind.prepares)
 
 
 def _move_ahead(drafted: list[tuple[Kind, Draft]], before: Callable[[Kind], bool],

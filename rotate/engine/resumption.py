@@ -58,7 +58,8 @@ def trigger_again(state: journal_mod.RunState,
     fresh one (a kind's ``resume_after``), when the trigger is not among them already: ESO
     may have missed the first trigger (it was down or stalled), so the wait gets a fresh
     request and a fresh trigger time to prove.  The wait need not be the first step left:
-    the token mints planned before it (rotate.engine.plan) may be left too."""
+    the consumers' prepared steps planned right before it (rotate.engine.plan) may be left
+    too; the trigger then goes before them, so that they run beside the wait again."""
     from rotate.engine.kinds import kind_of
 
     for i, step in enumerate(remaining):
@@ -66,8 +67,11 @@ def trigger_again(state: journal_mod.RunState,
         if again is not None:
             if any(s.kind == again for s in remaining[:i]):
                 return remaining
+            at = i
+            while at > 0 and kind_of(remaining[at - 1]).prepares:
+                at -= 1
             trigger = [st.step for st in state.steps if st.step.kind == again]
-            return [*remaining[:i], *trigger, *remaining[i:]]
+            return [*remaining[:at], *trigger, *remaining[at:]]
     return remaining
 
 

@@ -395,6 +395,55 @@ def test_a_prepared_pod_that_never_starts_fails_before_the_switch_then_resume(
     assert {svc: lab.readyz(svc) for svc in SHOP} == {svc: 200 for svc in SHOP}
 
 
+def test_a_sync_that_never_comes_undoes_the_consumers_prepared_beside_it(lab: Lab) -> None:
+    """The consumers are prepared while ESO reacts (chain.md "Order"); with ESO stalled the
+    run fails at sync.wait (exit 11) and puts documents and rollouts back, with no failed
+    request and Dragonfly untouched.  Resumed once ESO answers, it triggers ESO again,
+    prepares again and completes."""
+    eventually(lambda: all(len(_pods(lab, svc)) == 1 and all(map(_ready, _pods(lab, svc)))
+                           and _rolled_out(lab, svc) for svc in CONSUMERS), 60,
+               "the previous test's rollouts settled")
+    old_password = lab.bao_password()
+    old_pods = {svc: {p["metadata"]["name"] for p in _pods(lab, svc)} for svc in CONSUMERS}
+    docs = {svc: lab.bootstrap(svc)["version"] for svc in CONSUMERS}
+    load = _consumer_load(lab)
+    try:
+        lab.fault("eso-stall")
+        try:
+            res = lab.rotate("dragonfly", "--confirm", "--timeout", "8s", "-o", "json")
+        finally:
+            lab.fault("eso-stall", None, clear=True)
+        assert res.code == 11, res.output
+        report = json.loads(res.stdout)
+        run_id = report["run_id"]
+        assert [s["kind"] for s in report["steps"] if s["status"] == "failed"] == ["sync.wait"]
+        assert "no consumer uses the new value" in report["message"]
+        undo = [s["kind"] for s in report["steps"] if s["kind"].endswith(".undo")]
+        assert undo == ["config.undo"] * 3 + ["consumer.undo"] * 3
+        assert not {k for k in started_steps(lab, run_id) if k.startswith("provider.")}
+        assert lab.dragonfly_auth(old_password)
+        for svc in CONSUMERS:
+            doc = lab.bootstrap(svc)
+            assert doc["version"] == docs[svc] + 2  # written during the sync, then restored
+            assert doc["value"]["dragonfly"]["password"] == old_password
+            assert {p["metadata"]["name"] for p in _pods(lab, svc)} == old_pods[svc]
+        eventually(lambda: all(_ready(p) for svc in CONSUMERS for p in _pods(lab, svc)),
+                   30, "the old consumer pods Ready")
+        assert {svc: lab.readyz(svc) for svc in SHOP} == {svc: 200 for svc in SHOP}
+    finally:
+        samples = load.stop()
+    assert [s for s in samples if not s.ok] == []
+
+    resumed = lab.rotate("resume", run_id, "--confirm")
+    assert resumed.code == 0, resumed.output
+    new_password = lab.bao_password()
+    assert lab.dragonfly_auth(new_password) and not lab.dragonfly_auth(old_password)
+    assert lab.secret_value("dragonfly", "dragonfly-password-secret", "password") == new_password
+    for svc in CONSUMERS:
+        assert lab.bootstrap(svc)["value"]["dragonfly"]["password"] == new_password
+    assert {svc: lab.readyz(svc) for svc in SHOP} == {svc: 200 for svc in SHOP}
+
+
 def live_tokens(lab: Lab, svc: str) -> list[dict[str, object]]:
     """The consumer's unrevoked Config Center tokens, from outside the tool."""
     listed = lab.cc("GET", f"/v1/services/{svc}/tokens").json()

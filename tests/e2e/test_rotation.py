@@ -43,10 +43,12 @@ def test_plan_changes_nothing(lab: Lab) -> None:
     assert doc["kind"] == "plan" and doc["consumers"] == ["cart", "order", "user"]
     kinds = [s["kind"] for s in doc["steps"]]
     assert kinds.index("backend.write") < kinds.index("sync.trigger") < kinds.index("sync.wait")
-    # restart strategy: the consumers are prepared before the provider switches (chain.md);
-    # Dragonfly's password is changed live (redis-acl), then proven from outside
-    assert kinds.index("sync.wait") < kinds.index("config.write") < kinds.index(
-        "consumer.restart") < kinds.index("provider.apply") < kinds.index("provider.verify")
+    # restart strategy: the consumers are prepared while ESO reacts, before the provider
+    # switches (chain.md "Order"); Dragonfly's password is changed live (redis-acl), then
+    # proven from outside
+    assert kinds.index("sync.trigger") < kinds.index("config.write") < kinds.index(
+        "consumer.restart") < kinds.index("sync.wait") < kinds.index(
+        "provider.apply") < kinds.index("provider.verify")
     assert kinds.index("provider.verify") < kinds.index("consumer.wait") < kinds.index(
         "readyz.check")
     assert snapshot(lab) == before
@@ -108,17 +110,19 @@ def test_rotation_end_to_end(lab: Lab) -> None:
     # Every readyz is 200.
     assert {svc: lab.readyz(svc) for svc in SHOP} == {svc: 200 for svc in SHOP}
 
-    # The token mints ran beside the wait for ESO (chain.md "Order"): the wait started
-    # before the last mint was done, and ended before the first document was written.
+    # The consumers were prepared beside the wait for ESO (chain.md "Order"): the wait
+    # started before the first restart was proven, and the switch came after both.
     records = lab.journal_events(report["run_id"])
 
     def lines(event: str, kind: str) -> list[int]:
         return [i for i, r in enumerate(records) if (r["event"], r.get("kind")) == (event, kind)]
 
-    minted, writes = lines("step.done", "token.mint"), lines("step.start", "config.write")
-    assert len(minted) == len(writes) == len(CONSUMERS)
-    assert lines("step.start", "sync.wait")[0] < max(minted)
-    assert lines("step.done", "sync.wait")[0] < min(writes)
+    restarted = lines("step.done", "consumer.restart")
+    assert len(restarted) == len(CONSUMERS)
+    [wait_start], [wait_done] = lines("step.start", "sync.wait"), lines("step.done", "sync.wait")
+    [switch] = lines("step.start", "provider.apply")
+    assert wait_start < min(restarted)
+    assert max(*restarted, wait_done) < switch
 
     # Events tell the story where operators look, with the run id, on what the run changed.
     run_id = report["run_id"]

@@ -184,6 +184,26 @@ def test_prepared_critical_path_counts_pod_starts_then_the_catch_up() -> None:
     assert "catch-up 0.90" in line
 
 
+def test_a_critical_path_prepared_during_esos_reaction_takes_the_longer_of_the_two() -> None:
+    """Consumers prepared beside sync.wait: ESO's reaction and the pod starts both begin
+    after the backend write, so only the longer of them is on the path — a stricter floor
+    than their sum, which the line still shows for comparison with earlier runs."""
+    cp = analysis.CriticalPath(1.2, 0.4, (6.0,) * 4, 2, 0.01, provider_how="live",
+                               prepared=True, consumer_starts=(2.0, 3.0, 2.0, 1.0),
+                               catch_up=0.9, beside_eso=True)
+    assert cp.in_sequence == pytest.approx(1.2 + 4.0 + 0.9 + 0.4 + 0.01)
+    assert cp.total == pytest.approx(4.0 + 0.9 + 0.4 + 0.01)  # the starts outlast ESO
+    slow_eso = analysis.CriticalPath(5.0, 0.4, (), 2, 0.01, prepared=True,
+                                     consumer_starts=(2.0, 3.0), catch_up=0.9,
+                                     beside_eso=True)
+    assert slow_eso.total == pytest.approx(5.0 + 0.9 + 0.4 + 0.01)
+    line = analysis.render_critical_path([analysis.RunResult("rotate", 0, 7.0, 0, cp, {})])
+    assert line.startswith("critical path, prepared during ESO's reaction (median of 1 runs): "
+                           "5.31 s = the longer of ESO reaction 1.20 and consumer pod starts "
+                           "at max-parallel 2 4.00")
+    assert line.endswith("the same parts one after the other (the earlier definition): 6.51 s")
+
+
 def test_pod_lives_record_when_every_container_started() -> None:
     start = 1767225700.0
     fresh = "2026-01-01T00:01:45Z"

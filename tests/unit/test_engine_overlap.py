@@ -30,7 +30,7 @@ PATH = "infra/dragonfly"
 PREV = "password_previous"
 OLD = "old-password-0123456789abcdefghijklmn"
 PHASE_1 = ["preflight", "backend.write", "sync.trigger", "sync.wait", "provider.restart",
-           "provider.wait", "config.harvest", *["config.write"] * 3, *["token.mint"] * 3,
+           "provider.wait", *["token.mint"] * 3, "config.harvest", *["config.write"] * 3,
            *["consumer.restart"] * 3, *["consumer.wait"] * 3, *["readyz.check"] * 3]
 PHASE_2 = ["backend.retire", "sync.wait", "provider.restart", "provider.wait"]
 

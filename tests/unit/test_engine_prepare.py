@@ -18,7 +18,7 @@ import pytest
 from rotate.core.errors import TemporaryError
 from rotate.core.waiting import CancelToken
 from rotate.engine import journal as journal_mod
-from rotate.engine.model import PlannedStep, RunReport
+from rotate.engine.model import PlannedStep, RunReport, StepRecord
 from rotate.stages.rollout import RESTARTED_AT, RUN_ID_ANNOTATION
 from tests.fakes import CONSUMERS, World
 from tests.unit.engine_support import (
@@ -47,9 +47,10 @@ def test_consumers_are_prepared_before_the_provider_switches(world: World,
                                                              tmp_path: Path) -> None:
     plan = world.engine().plan(options(tmp_path), "dragonfly")
     steps = [s.kind for s in plan.steps]
-    # the tokens are minted while ESO reacts: they need no new value in the cluster
-    assert steps[:6] == ["backend.write", "sync.trigger", *["token.mint"] * 3, "sync.wait"]
-    assert steps[6:13] == PREPARED
+    # everything the consumers need is prepared while ESO reacts, before sync.wait's proof
+    assert steps[:5] == ["backend.write", "sync.trigger", *["token.mint"] * 3]
+    assert steps[5:12] == PREPARED
+    assert steps[12] == "sync.wait"
     assert steps[13:15] == ["provider.restart", "provider.wait"]
     assert steps[15:18] == ["consumer.wait"] * 3
     restart = next(s for s in plan.steps if s.kind == "consumer.restart")
@@ -127,23 +128,24 @@ def test_a_provider_that_fails_undoes_the_prepared_consumers(world: World,
     assert_rotated(world, tmp_path, report.run_id)
 
 
-def test_tokens_minted_while_eso_syncs_stay_valid_when_the_sync_fails(world: World,
-                                                                      tmp_path: Path) -> None:
-    """The mints run before sync.wait; a sync that never comes fails the run (exit 11) with
-    every consumer holding two valid tokens — the old one its pods use, the new one in its
-    Secret — and nothing of what pods read changed: no document written, no rollout, no
-    undo.  The resume proves the sync and finishes; the old tokens go at the end."""
+def test_a_sync_that_never_comes_undoes_the_consumers_prepared_beside_it(
+        world: World, tmp_path: Path) -> None:
+    """The consumers are prepared while ESO reacts; a sync that never comes fails the run
+    (exit 11) and what was prepared is undone — documents restored, pod templates back, the
+    old pods serving — while every consumer keeps two valid tokens (the old one its pods
+    use, the new one in its Secret).  The resume triggers ESO again, prepares again, and
+    finishes with the one value written."""
     world.eso_mode = "stall"
     report = run(world, tmp_path, timeout=0.4)
     assert (report.status, report.exit_code) == ("failed", 11), report.message
-    done = [s.kind for s in report.steps if s.status == "done"]
-    assert done == ["preflight", "backend.write", "sync.trigger", *["token.mint"] * 3]
-    assert not [s for s in report.steps if s.kind.endswith(".undo")]
+    assert [s.kind for s in report.steps if s.status == "failed"] == ["sync.wait"]
+    undo = [(s.kind, s.status) for s in report.steps if s.kind.endswith(".undo")]
+    assert undo == [("config.undo", "done")] * 3 + [("consumer.undo", "done")] * 3
+    assert_prepared_undone(world, report.run_id)
     for name in CONSUMERS:
-        assert len(world.cc.docs[(name, "bootstrap")]) == 1  # no document written
         assert len([t for t in world.cc.tokens[name] if not t["revoked"]]) == 2
-        assert world.running[name] == OLD
-    assert world.rollouts == []
+    assert "dragonfly/dragonfly" not in world.rollouts
+    assert "no consumer uses the new value" in report.message
     assert ("new machine tokens delivered for cart, order, user (the old ones stay valid "
             "until the run's last step)") in report.message
     assert f"rotate resume {report.run_id} --confirm" in report.message
@@ -151,20 +153,49 @@ def test_tokens_minted_while_eso_syncs_stay_valid_when_the_sync_fails(world: Wor
     world.eso_mode = "ok"
     resumed = resume(world, tmp_path, report.run_id)
     assert resumed.status == "succeeded", resumed.message
+    triggers = [r for r in journal_lines(tmp_path, report.run_id)
+                if r["event"] == "step.start" and r["kind"] == "sync.trigger"]
+    assert len(triggers) == 2
     assert_rotated(world, tmp_path, report.run_id)
 
 
-def test_the_mints_run_beside_the_sync_wait(world: World, tmp_path: Path) -> None:
-    """cart's mint is held at its start until sync.wait has started: one after the other,
-    the mints would all have to finish first and the hold would run out at its deadline."""
+def test_the_documents_hold_the_value_written_before_the_secret_does(
+        world: World, tmp_path: Path) -> None:
+    """The harvest runs while the Secret still holds the old value: each document carries
+    the value backend.write put in the backend (sync.wait then proves the Secret holds that
+    same value before the provider switches)."""
+    world.eso_mode = "stall"
+    seen: dict[str, str] = {}
+
+    def written(step: PlannedStep, record: StepRecord) -> None:
+        secret = world.kube.read_secret_key("dragonfly", "dragonfly-password-secret",
+                                            "password")
+        seen[step.subject] = secret.reveal() if secret is not None else ""
+    obs = RecordingObserver()
+    obs.on_finish["config.write"] = written
+    report = run(world, tmp_path, obs, timeout=0.4)
+    assert report.exit_code == 11, report.message
+    new = world.vault.current("infra/dragonfly", "password")
+    for name in CONSUMERS:
+        assert seen[name] == OLD  # what the Secret held when the document was written
+        assert world.cc.docs[(name, "bootstrap")][1]["dragonfly"]["password"] == new
+
+
+@pytest.mark.parametrize("kind", ["token.mint", "config.harvest", "config.write",
+                                  "consumer.restart"])
+def test_the_prepared_steps_run_beside_the_sync_wait(world: World, tmp_path: Path,
+                                                     kind: str) -> None:
+    """The first step of ``kind`` is held at its start until sync.wait has started: one
+    after the other, every prepared step would have to finish first (they are planned
+    before it) and the hold would run out."""
     obs = RecordingObserver()
     waiting, released = threading.Event(), []
     obs.on_start["sync.wait"] = lambda step: waiting.set()
 
     def hold(step: PlannedStep) -> None:
-        if step.subject == "cart":
+        if not released:
             released.append(waiting.wait(timeout=5.0))
-    obs.on_start["token.mint"] = hold
+    obs.on_start[kind] = hold
     report = run(world, tmp_path, obs)
     assert report.status == "succeeded", report.message
     assert released == [True]
@@ -251,9 +282,9 @@ def test_the_switch_waits_for_the_prepared_pods_and_one_that_never_starts_fails_
     report = run(world, tmp_path, timeout=0.5)
     assert (report.status, report.exit_code) == ("failed", 15), report.message
     assert report.message.startswith(
-        "Step 12 consumer.restart on deployment/shop/order failed: wait: new pods of "
+        "Step 11 consumer.restart on deployment/shop/order failed: wait: new pods of "
         "deployment/shop/order to start: timed out")
-    order = next(s for s in report.steps if s.index == 12)
+    order = next(s for s in report.steps if s.index == 11)
     assert order.status == "pending" and order.detail.startswith("undone by step")
     started = [r["kind"] for r in journal_lines(tmp_path, report.run_id)
                if r["event"] == "step.start"]
@@ -340,27 +371,35 @@ def test_a_consumer_restart_reads_its_workload_once_before_its_patch(
 
 def test_the_harvest_reads_a_source_the_consumers_share_once(
         world: World, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # cart, order and user all take /dragonfly/password from the credential's Secret: one
-    # read builds the three documents (at 100 consumers, 99 requests fewer, one snapshot)
-    reads: list[tuple[str, str, str]] = []
+    # cart, order and user all take /dragonfly/host and /dragonfly/port from the provider's
+    # Service: one read builds the three documents (at 100 consumers, 99 requests fewer, one
+    # snapshot).  Their /dragonfly/password is the value the run wrote to the backend: the
+    # credential's Secret is not read at all (it may still hold the old value).
+    reads: list[tuple[str, ...]] = []
     harvesting = [False]
-    read = world.kube.read_secret_key
+    read, get = world.kube.read_secret_key, world.kube.get
 
-    def counting(namespace: str, name: str, key: str) -> Any:
+    def counting_read(namespace: str, name: str, key: str) -> Any:
         if harvesting[0]:
-            reads.append((namespace, name, key))
+            reads.append(("Secret", namespace, name, key))
         return read(namespace, name, key)
 
+    def counting_get(kind: str, namespace: str | None, name: str) -> Any:
+        if harvesting[0]:
+            reads.append((kind, namespace or "", name))
+        return get(kind, namespace, name)
+
     def switch(on: bool) -> Any:
-        def flip(step: PlannedStep) -> None:
+        def flip(step: PlannedStep, *record: StepRecord) -> None:
             harvesting[0] = on
         return flip
 
-    monkeypatch.setattr(world.kube, "read_secret_key", counting)
+    monkeypatch.setattr(world.kube, "read_secret_key", counting_read)
+    monkeypatch.setattr(world.kube, "get", counting_get)
     obs = RecordingObserver()
     obs.on_start["config.harvest"] = switch(True)
-    obs.on_start["config.write"] = switch(False)
+    obs.on_finish["config.harvest"] = switch(False)
     report = run(world, tmp_path, obs)
     assert report.status == "succeeded", report.message
-    assert reads.count(("dragonfly", "dragonfly-password-secret", "password")) == 1
+    assert reads == [("Service", "dragonfly", "dragonfly")]
     assert_rotated(world, tmp_path, report.run_id)

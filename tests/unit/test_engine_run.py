@@ -15,12 +15,13 @@ from tests.unit.engine_support import (
     world_fixture,  # noqa: F401 - fixture
 )
 
-#: restart strategy: the consumers are prepared (documents, tokens, new pods started) before
-#: the provider switches; their rollouts complete after it (chain.md "Order")
+#: restart strategy: the consumers are prepared (tokens, documents, new pods started) while
+#: ESO reacts, before the provider switches; their rollouts complete after it (chain.md
+#: "Order")
 EXPECTED_KINDS = (
     ["preflight", "backend.write", "sync.trigger"] + ["token.mint"] * 3
-    + ["sync.wait", "config.harvest"] + ["config.write"] * 3 + ["consumer.restart"] * 3
-    + ["provider.restart", "provider.wait"]
+    + ["config.harvest"] + ["config.write"] * 3 + ["consumer.restart"] * 3
+    + ["sync.wait", "provider.restart", "provider.wait"]
     + ["consumer.wait"] * 3 + ["readyz.check"] * 3 + ["token.revoke"] * 3
 )
 

@@ -46,11 +46,13 @@ Kind = type[StepKind[Any]]
 #: A rotation, in order: phase 1 (① backend → ② sync → ③ providers → ④ consumers), the
 #: overlap strategy's phase 2 (each of its kinds plans nothing under ``restart``), then the
 #: old tokens revoked.  Under ``restart`` the plan moves the steps of the kinds that
-#: ``prepares`` ahead of stage ③ (rotate.engine.plan.ordered_drafts).
+#: ``prepares`` ahead of stage ③, beside ② sync.wait (rotate.engine.plan.ordered_drafts).
+#: The token mints come first of ④: a token needs nothing else, and taking them out of the
+#: consumers' lanes (document → restart) keeps a mint's requests out of every lane's way.
 ROTATION: tuple[Kind, ...] = (
     BackendWrite, SyncTrigger, SyncWait, ProviderRestart, ProviderWait, ApplyLive,
     VerifyProvider,
-    ConfigHarvest, ConfigWrite, TokenMint, ConsumerRestart, ConsumerWait, ReadyzCheck,
+    TokenMint, ConfigHarvest, ConfigWrite, ConsumerRestart, ConsumerWait, ReadyzCheck,
     BackendRetire, SyncWaitRetire, ProviderRestartRetire, ProviderWaitRetire, RetireLive,
     VerifyRetired,
     TokenRevoke,

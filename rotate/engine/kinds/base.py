@@ -16,10 +16,10 @@ action and how it is undone.  A kind declares
 * ``result`` — the typed data its ``step.done`` record holds (:class:`StepData`), which later
   steps read back through :meth:`Run.result`;
 * ``undo`` — the kinds a rollback runs to undo it (``()``: nothing to undo);
-* ``prepares`` — under the ``restart`` strategy its steps run *before* stage ③ (a consumer
-  made ready for the new value while the provider still holds the old one), unless a draft
-  says ``late``; ``compensate`` — the kind that undoes such a prepared step within the run
-  when the stage it was prepared ahead of fails (rotate.engine.undo).
+* ``prepares`` — under the ``restart`` strategy its steps run *before* stage ③, while ESO
+  reacts (a consumer made ready for the new value while the provider still holds the old
+  one), unless a draft says ``late``; ``compensate`` — the kind that undoes such a prepared
+  step within the run when a step it was prepared ahead of fails (rotate.engine.undo).
 
 Invariant, shared by every kind: a step is idempotent with respect to the journal.
 ``io.prior`` holds what earlier attempts recorded (``io.record`` journals a fact *before* the
@@ -257,13 +257,11 @@ class StepKind(ABC, Generic[D]):
     lane: ClassVar[str | None] = None
     result: ClassVar[type[StepData]]
     undo: ClassVar[tuple[type[StepKind[Any]], ...]]
-    #: under the restart strategy its steps (but a draft's ``late`` ones) run before stage ③
+    #: under the restart strategy its steps (but a draft's ``late`` ones) run before stage ③,
+    #: beside the ``syncs`` step: they need the new value only from the backend, never from
+    #: the cluster or the provider (rotate.engine.plan)
     prepares: ClassVar[bool] = False
-    #: a ``prepares`` kind whose steps need neither the cluster nor the provider to hold the
-    #: new value, and whose change no pod starting meanwhile is hurt by: under the restart
-    #: strategy they are planned right before the ``syncs`` step and run beside it
-    while_syncing: ClassVar[bool] = False
-    #: the step that waits for ESO's sync (``while_syncing`` steps run beside it)
+    #: the step that waits for ESO's sync (the prepared steps run beside it)
     syncs: ClassVar[bool] = False
     #: undoes a prepared step of this kind when the stage it ran ahead of fails (None: the
     #: step leaves nothing a consumer would read before the provider switches)

@@ -1,5 +1,12 @@
 """④ ``config.harvest``: every consumer's Config Center document resolved (values read from
-the cluster and the backend) and validated against its schema, before any is written."""
+the cluster and the backend) and validated against its schema, before any is written.
+
+The credential's own Secret key resolves to the value this run put in the backend, not to
+what the Secret holds when the harvest reads it: under the restart strategy the harvest runs
+while ESO reacts (rotate.engine.plan), when the Secret may still hold the old value.  It is
+the same document either way once the sync is proven — sync.wait proves the Secret holds
+exactly that value — and preflight validated the documents the same way, with the candidate
+in place of the Secret's value."""
 
 from __future__ import annotations
 
@@ -7,7 +14,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from rotate.chain.model import SecretKeyRef
 from rotate.core.errors import RejectedError
+from rotate.core.secret import Secret
+from rotate.engine.kinds.backend_write import ensure_value
 from rotate.engine.kinds.base import Draft, Outcome, PlanInput, Run, StepData, StepIO, StepKind
 from rotate.stages import harvest
 
@@ -21,11 +31,16 @@ def document(run: Run, name: str) -> Mapping[str, Any]:
     """The document harvested for ``name`` (harvested again after a resume: reads only)."""
     doc = run.documents.get(name)
     if doc is None:
-        doc = harvest.harvest(run.adapters.kube, run.service(name))
+        doc = harvest.harvest(run.adapters.kube, run.service(name), new_value(run))
         if not doc.ok:
             raise RejectedError("rotate", "harvest", "; ".join(str(p) for p in doc.problems))
         run.documents[name] = doc
     return doc.value
+
+
+def new_value(run: Run) -> dict[SecretKeyRef, Secret]:
+    """The credential's Secret key → the value this run wrote to the backend (module doc)."""
+    return {run.credential.secret: ensure_value(run)}
 
 
 #: a harvest of more consumers than this names the first ones and the last
@@ -63,8 +78,9 @@ class ConfigHarvest(StepKind[Harvested]):
 
     def act(self, run: Run, io: StepIO) -> Outcome[Harvested]:
         reads = harvest.SharedReads(run.adapters.kube)  # each shared source read once
+        override = new_value(run)
         for name in run.start.consumers:
-            run.documents[name] = harvest.harvest(reads, run.service(name))
+            run.documents[name] = harvest.harvest(reads, run.service(name), override)
         return Outcome(Harvested(run.start.consumers), "")
 
     def prove(self, run: Run, io: StepIO, acted: Outcome[Harvested]) -> Outcome[Harvested]:

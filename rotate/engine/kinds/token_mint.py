@@ -38,10 +38,6 @@ class TokenMint(StepKind[TokenMinted]):
     #: prepared before stage ③ and never compensated: the old token stays valid until
     #: token.revoke, the last step, so old pods keep working with it either way
     prepares: ClassVar[bool] = True
-    #: minted while ESO reacts (beside sync.wait): a new token takes nothing away — the old
-    #: one stays valid until token.revoke — and needs no new value in the cluster, so a pod
-    #: that starts meanwhile simply reads a valid token (chain.md "Order")
-    while_syncing: ClassVar[bool] = True
     result: ClassVar[type[StepData]] = TokenMinted
     undo: ClassVar[tuple[type[StepKind[Any]], ...]] = ()  # a rollback mints a fresh one
 
