@@ -19,20 +19,13 @@ documents and consumer rollouts started before the provider switched) is undone 
 steps journaled like any other (rotate.engine.undo); the run then ends with the failed
 kind's exit code and a message saying what was undone.
 
-Consecutive steps of a kind declared ``parallel`` (consumer rollouts and readyz checks) run
-with bounded parallelism (``max_parallel`` threads); the journal is thread-safe and each
-step still has its own start/done records.  Consecutive parallel steps of kinds that share a
-``lane`` form one group run per consumer: each consumer's steps in plan order on one
-thread (its document before its restart; its rollout proven before its readyz,
-its readyz before its old tokens are revoked), consumers independent of one another — so
-no consumer waits for the slowest of a whole kind before its next step.  Once a step of a
-group fails, no further step of that group starts; the steps already running finish.  The
-groups of ``prepares`` steps planned right before a ``syncs`` step (restart strategy: the
-token mints, the harvest, each consumer's document and restart before sync.wait,
-rotate.engine.plan) run beside it, in order, on a thread of their own: the consumers' new
-pods start while ESO reacts.  Both sides finish before the next step (the provider's switch);
-a failure of either ends the run as a group's would, and a failed wait starts no further
-prepared step.
+Steps run in groups (rotate.engine.grouping): a group of parallel steps with bounded
+parallelism, each consumer's steps of a lane group in plan order on one thread, and the
+consumers' prepared steps beside sync.wait, on a thread of their own.  Once a step of a group
+fails, no further step of that group starts; the steps already running finish, and the run
+ends with the lowest-numbered failed step (an interruption first).  Beside sync.wait both
+sides finish before the next step (the provider's switch), and a failed wait starts no
+further prepared step.
 """
 
 from __future__ import annotations
@@ -53,11 +46,12 @@ from rotate.core.errors import (
 )
 from rotate.core.refs import ObjectRef
 from rotate.core.waiting import wait_for
+from rotate.engine import grouping
 from rotate.engine import journal as journal_mod
 from rotate.engine import undo as undo_mod
 from rotate.engine.chain_state import describe_state
 from rotate.engine.events import RunEvents
-from rotate.engine.kinds import Kind, kind_of
+from rotate.engine.kinds import kind_of
 from rotate.engine.kinds.base import Outcome, Run, StepData, StepIO
 from rotate.engine.lock import Lease, Locks
 from rotate.engine.model import Observer, PlannedStep, RunReport, StepRecord
@@ -150,7 +144,7 @@ class Executor:
         errors: list[_StepError] = []
         with ThreadPoolExecutor(max_workers=self.run.max_parallel,
                                 thread_name_prefix="rotate-step") as pool:
-            futures = [pool.submit(self._run_lane, lane, stop) for lane in _lanes(group)]
+            futures = [pool.submit(self._run_lane, lane, stop) for lane in grouping.lanes(group)]
             for fut in futures:
                 _gather(errors, fut.exception())
         if errors:
@@ -175,15 +169,10 @@ class Executor:
         if steps:
             # Indexes are the plan's; on resume the first steps are already done.
             self.observer.set_total(steps[-1].index)
-        groups: list[list[PlannedStep]] = []
-        for step in steps:
-            if groups and _joins(kind_of(groups[-1][0]), kind_of(step)):
-                groups[-1].append(step)
-            else:
-                groups.append([step])
+        groups = grouping.groups_of(steps)
         i = 0
         while i < len(groups):
-            side = _beside(groups, i)
+            side = grouping.beside(groups, i)
             if side:
                 self._run_beside(groups[i:i + side], groups[i + side][0])
                 i += side + 1
@@ -321,11 +310,6 @@ class Executor:
                 "options as this run).")
 
 
-def _joins(first: Kind, kind: Kind) -> bool:
-    """Whether a step of ``kind`` joins the group whose first step is of ``first``."""
-    if not (first.parallel and kind.parallel):
-        return False
-    return first is kind or (first.lane is not None and first.lane == kind.lane)
 
 
 def _gather(errors: list[_StepError], exc: BaseException | None) -> None:
@@ -345,29 +329,8 @@ def _first(errors: Sequence[_StepError]) -> _StepError:
     return min(errors, key=lambda e: e.step.index)
 
 
-def _beside(groups: Sequence[Sequence[PlannedStep]], i: int) -> int:
-    """How many groups from ``groups[i]`` run beside the group after them: groups of
-    ``prepares`` steps right before the one step of a ``syncs`` kind (rotate.engine.plan);
-    0 when ``groups[i]`` is not the first of such a run.  The kinds alone say so: only a
-    rotation under the restart strategy plans ``prepares`` steps before sync.wait."""
-    j = i
-    while j < len(groups) and all(kind_of(step).prepares for step in groups[j]):
-        j += 1
-    if j == i or j == len(groups):
-        return 0
-    then = groups[j]
-    return j - i if len(then) == 1 and kind_of(then[0]).syncs else 0
 
 
-def _lanes(group: Sequence[PlannedStep]) -> list[list[PlannedStep]]:
-    """The group's units of work, in plan order: one step each for a group of one kind; for a
-    lane group, each subject's steps in plan order."""
-    if all(kind_of(s) is kind_of(group[0]) for s in group):
-        return [[s] for s in group]
-    by_subject: dict[str, list[PlannedStep]] = {}
-    for step in group:
-        by_subject.setdefault(step.subject, []).append(step)
-    return list(by_subject.values())
 
 
 def resume_command(run_id: str) -> str:
