@@ -259,18 +259,40 @@ def _rollout_dragonfly_chain(lab: Lab) -> str:
     return str(copy)
 
 
+def _settled(lab: Lab) -> tuple[dict[str, set[str]], dict[str, int]]:
+    """Once the previous test's rollouts settled: each consumer's pods and document version."""
+    eventually(lambda: all(len(_pods(lab, svc)) == 1 and all(map(_ready, _pods(lab, svc)))
+                           and _rolled_out(lab, svc) for svc in CONSUMERS), 60,
+               "the previous test's rollouts settled")
+    old_pods = {svc: {p["metadata"]["name"] for p in _pods(lab, svc)} for svc in CONSUMERS}
+    return old_pods, {svc: lab.bootstrap(svc)["version"] for svc in CONSUMERS}
+
+
+def _assert_prepared_undone(lab: Lab, report: dict[str, Any], old_pods: dict[str, set[str]],
+                            docs: dict[str, int], old_password: str) -> None:
+    """The run undid what it prepared: each document written, then restored as a new
+    version holding the old password; each consumer back on its old pods, Ready again."""
+    assert "no consumer uses the new value" in report["message"]
+    undo = [s["kind"] for s in report["steps"] if s["kind"].endswith(".undo")]
+    assert undo == ["config.undo"] * 3 + ["consumer.undo"] * 3
+    for svc in CONSUMERS:
+        doc = lab.bootstrap(svc)
+        assert doc["version"] == docs[svc] + 2
+        assert doc["value"]["dragonfly"]["password"] == old_password
+        assert {p["metadata"]["name"] for p in _pods(lab, svc)} == old_pods[svc]  # settled
+    # (a probe may miss on a loaded machine: Ready again within a few periods)
+    eventually(lambda: all(_ready(p) for svc in CONSUMERS for p in _pods(lab, svc)),
+               30, "the old consumer pods Ready")
+
+
 def test_provider_failure_undoes_the_prepared_consumers_then_resume_prepares_first(
         lab: Lab) -> None:
     """``provider-crashloop``: the run exits 12 having put documents and rollouts back, with
     no failed request; its resume starts the new consumer pods — running, unready, the old
     pods serving — *before* the provider switches, then completes once the provider does."""
-    eventually(lambda: all(len(_pods(lab, svc)) == 1 and all(map(_ready, _pods(lab, svc)))
-                           and _rolled_out(lab, svc) for svc in CONSUMERS), 60,
-               "the previous test's rollouts settled")
+    old_pods, docs = _settled(lab)
     chain = _rollout_dragonfly_chain(lab)
     old_password = lab.bao_password()
-    old_pods = {svc: {p["metadata"]["name"] for p in _pods(lab, svc)} for svc in CONSUMERS}
-    docs = {svc: lab.bootstrap(svc)["version"] for svc in CONSUMERS}
     load = _consumer_load(lab)
     try:
         lab.fault("provider-crashloop")
@@ -280,18 +302,7 @@ def test_provider_failure_undoes_the_prepared_consumers_then_resume_prepares_fir
             assert res.code == 12, res.output
             report = json.loads(res.stdout)
             run_id = report["run_id"]
-            assert "no consumer uses the new value" in report["message"]
-            undo = [s["kind"] for s in report["steps"] if s["kind"].endswith(".undo")]
-            assert undo == ["config.undo"] * 3 + ["consumer.undo"] * 3
-            for svc in CONSUMERS:
-                doc = lab.bootstrap(svc)
-                assert doc["version"] == docs[svc] + 2  # written, then restored as a new one
-                assert doc["value"]["dragonfly"]["password"] == old_password
-                pods = _pods(lab, svc)
-                assert {p["metadata"]["name"] for p in pods} == old_pods[svc]  # settled
-            # (a probe may miss on a loaded machine: Ready again within a few periods)
-            eventually(lambda: all(_ready(p) for svc in CONSUMERS for p in _pods(lab, svc)),
-                       30, "the old consumer pods Ready")
+            _assert_prepared_undone(lab, report, old_pods, docs, old_password)
             assert {svc: lab.readyz(svc) for svc in SHOP} == {svc: 200 for svc in SHOP}
             assert [s for s in load.samples if not s.ok] == []
 
@@ -400,12 +411,8 @@ def test_a_sync_that_never_comes_undoes_the_consumers_prepared_beside_it(lab: La
     run fails at sync.wait (exit 11) and puts documents and rollouts back, with no failed
     request and Dragonfly untouched.  Resumed once ESO answers, it triggers ESO again,
     prepares again and completes."""
-    eventually(lambda: all(len(_pods(lab, svc)) == 1 and all(map(_ready, _pods(lab, svc)))
-                           and _rolled_out(lab, svc) for svc in CONSUMERS), 60,
-               "the previous test's rollouts settled")
+    old_pods, docs = _settled(lab)
     old_password = lab.bao_password()
-    old_pods = {svc: {p["metadata"]["name"] for p in _pods(lab, svc)} for svc in CONSUMERS}
-    docs = {svc: lab.bootstrap(svc)["version"] for svc in CONSUMERS}
     load = _consumer_load(lab)
     try:
         lab.fault("eso-stall")
@@ -417,18 +424,9 @@ def test_a_sync_that_never_comes_undoes_the_consumers_prepared_beside_it(lab: La
         report = json.loads(res.stdout)
         run_id = report["run_id"]
         assert [s["kind"] for s in report["steps"] if s["status"] == "failed"] == ["sync.wait"]
-        assert "no consumer uses the new value" in report["message"]
-        undo = [s["kind"] for s in report["steps"] if s["kind"].endswith(".undo")]
-        assert undo == ["config.undo"] * 3 + ["consumer.undo"] * 3
         assert not {k for k in started_steps(lab, run_id) if k.startswith("provider.")}
         assert lab.dragonfly_auth(old_password)
-        for svc in CONSUMERS:
-            doc = lab.bootstrap(svc)
-            assert doc["version"] == docs[svc] + 2  # written during the sync, then restored
-            assert doc["value"]["dragonfly"]["password"] == old_password
-            assert {p["metadata"]["name"] for p in _pods(lab, svc)} == old_pods[svc]
-        eventually(lambda: all(_ready(p) for svc in CONSUMERS for p in _pods(lab, svc)),
-                   30, "the old consumer pods Ready")
+        _assert_prepared_undone(lab, report, old_pods, docs, old_password)
         assert {svc: lab.readyz(svc) for svc in SHOP} == {svc: 200 for svc in SHOP}
     finally:
         samples = load.stop()
