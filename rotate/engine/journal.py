@@ -34,6 +34,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -348,13 +349,38 @@ def has_ended(state_dir: Path, run_id: str) -> bool:
 
 
 def list_run_ids(state_dir: Path) -> list[str]:
-    """Run ids with a journal, newest first (run ids start with a UTC timestamp)."""
+    """Run ids with a journal, newest first.
+
+    A run id starts with its UTC start to the second; runs started within the same second
+    (a rotation and the resume or rollback an operator types right after a failure, two
+    credentials started by one script) are ordered by their ``run.start`` record's time, to
+    the microsecond — the id's random suffix would order them by chance, and "newest first"
+    decides which run ``runs.unfinished`` takes as a credential's latest."""
     check_state_dir(state_dir)
     root = state_dir / "runs"
     if not root.is_dir():
         return []
     ids = [p.name for p in root.iterdir() if (p / JOURNAL_NAME).is_file()]
-    return sorted(ids, reverse=True)
+    seconds = Counter(_second(i) for i in ids)
+
+    def newest(run_id: str) -> tuple[str, str]:
+        tied = seconds[_second(run_id)] > 1
+        return _second(run_id), _start_time(root / run_id) if tied else ""
+
+    return sorted(ids, key=newest, reverse=True)
+
+
+def _second(run_id: str) -> str:
+    return run_id.split("-", 1)[0]
+
+
+def _start_time(run: Path) -> str:
+    """The first record's RFC 3339 time (always with microseconds); "" when unreadable."""
+    try:
+        with (run / JOURNAL_NAME).open(encoding="utf-8") as f:
+            return str(json.loads(f.readline()).get("ts", ""))
+    except (OSError, ValueError, AttributeError):
+        return ""
 
 
 def load_runs(state_dir: Path) -> Iterator[RunState]:

@@ -58,6 +58,24 @@ def test_a_state_dir_that_is_a_file_is_a_usage_error(tmp_path: Path) -> None:
         journal_mod.list_run_ids(not_a_dir)
 
 
+def test_runs_started_within_one_second_are_newest_first_by_their_start_record(
+        tmp_path: Path) -> None:
+    """Run ids are exact to the second only: within one second the journal's run.start time
+    orders them (the random suffixes here would order them the other way)."""
+    state = tmp_path / "state"
+    started = {"20261203T070000Z-dragonfly-ffff": "2026-12-03T07:00:00.100000Z",
+               "20261203T070000Z-dragonfly-0000": "2026-12-03T07:00:00.900000Z",
+               "20261203T065959Z-dragonfly-9999": "2026-12-03T06:59:59.999999Z",
+               "20261203T070001Z-dragonfly-1111": "2026-12-03T07:00:01.000000Z"}
+    for run_id, ts in started.items():
+        path = journal_mod.journal_path(state, run_id)
+        path.parent.mkdir(parents=True)
+        path.write_text(json.dumps({"ts": ts, "event": "run.start", "data": {}}) + "\n")
+    assert journal_mod.list_run_ids(state) == [
+        "20261203T070001Z-dragonfly-1111", "20261203T070000Z-dragonfly-0000",
+        "20261203T070000Z-dragonfly-ffff", "20261203T065959Z-dragonfly-9999"]
+
+
 def _journal(state: Path, *, pid: int, host: str, ended: bool = False) -> None:
     """A journal as a run on ``host`` with ``pid`` leaves it, killed in its first step."""
     path = journal_mod.journal_path(state, RUN)
