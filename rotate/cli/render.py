@@ -31,8 +31,13 @@ def stage_label(stage: int) -> str:
 def group_label(steps: Sequence[PlannedStep], i: int) -> str:
     """The label of the stage group starting at ``steps[i]``.  A group the plan runs ahead of
     a lower stage of the same phase (restart strategy: consumers prepared while ESO syncs,
-    before the provider switches — chain.md "Order") says so."""
+    before the provider switches — chain.md "Order") says so, and so does the sync group
+    they run beside."""
     step = steps[i]
+    before = steps[i - 1] if i else None
+    if (before is not None and step.stage == 2 and before.stage > step.stage
+            and before.phase == step.phase):
+        return f"{stage_label(step.stage)} (beside the {stage_label(before.stage)} steps above)"
     after = next((s for s in steps[i + 1:] if s.stage != step.stage), None)
     if after is None or after.stage >= step.stage or after.phase != step.phase:
         return stage_label(step.stage)

@@ -65,6 +65,20 @@ def test_consumers_are_prepared_before_the_provider_switches(world: World,
     assert world.rollouts[-1] == "dragonfly/dragonfly"
 
 
+def test_the_plan_text_says_which_steps_run_beside_the_sync(world: World,
+                                                           tmp_path: Path) -> None:
+    from rotate.cli.render import plan_lines
+
+    plan = world.engine().plan(options(tmp_path), "dragonfly")
+    heads = [line.strip() for line in plan_lines(plan) if line.startswith("  ") and
+             line.strip()[:1] in "①②③④"]
+    assert heads == ["① backend", "② sync",
+                     "④ consumers, prepared during ② sync, before ③ provider (new pods wait "
+                     "unready for it)",
+                     "② sync (beside the ④ consumers steps above)",
+                     "③ provider", "④ consumers"]
+
+
 def test_a_consumer_whose_old_pods_go_first_is_rolled_after_the_switch(
         world: World, tmp_path: Path) -> None:
     world.kube.raw("Deployment", "shop", "order")["spec"]["strategy"] = {"type": "Recreate"}
