@@ -86,6 +86,10 @@ def makespan(durations: Sequence[float], max_parallel: int) -> float:
     return max(slots)
 
 
+#: the orders a run can take (CriticalPath.order), in the order the critical path lines list them
+BESIDE_ESO, PREPARED, IN_ORDER = "prepared during ESO's reaction", "prepared", "in order"
+
+
 @dataclass(frozen=True)
 class CriticalPath:
     """The chain's floor for one run, in seconds; ``None`` parts were not observed.
@@ -126,10 +130,17 @@ class CriticalPath:
     beside_eso: bool = False
 
     @property
+    def order(self) -> str:
+        """Which of the orders above the run took (the critical path line names it)."""
+        if not self.prepared:
+            return IN_ORDER
+        return BESIDE_ESO if self.beside_eso else PREPARED
+
+    @property
     def consumers(self) -> float:
         """The consumers' share: their rollouts, or their starts plus the catch-up."""
         if self.prepared:
-            return makespan(self.consumer_starts, self.max_parallel) + (self.catch_up or 0.0)
+            return self.starts + (self.catch_up or 0.0)
         return makespan(self.consumer_rollouts, self.max_parallel)
 
     @property
@@ -150,7 +161,7 @@ class CriticalPath:
     def total(self) -> float | None:
         """The floor of the order the run took (class doc)."""
         whole = self.in_sequence
-        if whole is None or not (self.prepared and self.beside_eso):
+        if whole is None or self.order != BESIDE_ESO:
             return whole
         eso = self.eso_reaction or 0.0
         return whole - eso - self.starts + max(eso, self.starts)
@@ -256,11 +267,11 @@ def render_table(rows: Sequence[Row], services: Sequence[str]) -> str:
 def render_critical_path(results: Sequence[RunResult]) -> str:
     """One line per order seen: the median critical path and its parts."""
     lines = []
-    for prepared, beside in ((True, True), (True, False), (False, False)):
-        cps = [r.critical_path for r in results if r.critical_path.prepared is prepared
-               and (r.critical_path.beside_eso and prepared) is beside]
+    for order in (BESIDE_ESO, PREPARED, IN_ORDER):
+        cps = [r.critical_path for r in results if r.critical_path.order == order]
         if cps:
-            lines.append(_render_beside(cps) if beside else _render_order(cps, prepared))
+            lines.append(_render_beside(cps) if order == BESIDE_ESO
+                         else _render_order(cps, order))
     return "\n".join(lines)
 
 
@@ -270,7 +281,7 @@ def _med(values: Iterable[float | None]) -> str:
 
 def _render_beside(cps: Sequence[CriticalPath]) -> str:
     how = "/".join(sorted({c.provider_how for c in cps}))
-    return (f"critical path, prepared during ESO's reaction (median of {len(cps)} runs): "
+    return (f"critical path, {BESIDE_ESO} (median of {len(cps)} runs): "
             f"{_med(c.total for c in cps)} s = the longer of ESO reaction "
             f"{_med(c.eso_reaction for c in cps)} and consumer pod starts at max-parallel "
             f"{cps[0].max_parallel} {_med(c.starts for c in cps)} + provider change ({how}) "
@@ -279,19 +290,17 @@ def _render_beside(cps: Sequence[CriticalPath]) -> str:
             f"after the other (the earlier definition): {_med(c.in_sequence for c in cps)} s")
 
 
-def _render_order(cps: Sequence[CriticalPath], prepared: bool) -> str:
-    med = _med
+def _render_order(cps: Sequence[CriticalPath], order: str) -> str:
     how = "/".join(sorted({c.provider_how for c in cps}))
-    if prepared:
+    if order == PREPARED:
         middle = (f"consumer pod starts at max-parallel {cps[0].max_parallel} "
-                  f"{med(makespan(c.consumer_starts, c.max_parallel) for c in cps)} + provider "
-                  f"change ({how}) {med(c.provider_change for c in cps)} + catch-up "
-                  f"{med(c.catch_up for c in cps)}")
+                  f"{_med(c.starts for c in cps)} + provider change ({how}) "
+                  f"{_med(c.provider_change for c in cps)} + catch-up "
+                  f"{_med(c.catch_up for c in cps)}")
     else:
-        middle = (f"provider change ({how}) {med(c.provider_change for c in cps)} + slowest "
+        middle = (f"provider change ({how}) {_med(c.provider_change for c in cps)} + slowest "
                   f"consumer rollouts at max-parallel {cps[0].max_parallel} "
-                  f"{med(c.consumers for c in cps)}")
-    order = "prepared" if prepared else "in order"
-    return (f"critical path, {order} (median of {len(cps)} runs): {med(c.total for c in cps)} s"
-            f" = ESO reaction {med(c.eso_reaction for c in cps)} + {middle} + readyz "
+                  f"{_med(c.consumers for c in cps)}")
+    return (f"critical path, {order} (median of {len(cps)} runs): {_med(c.total for c in cps)} s"
+            f" = ESO reaction {_med(c.eso_reaction for c in cps)} + {middle} + readyz "
             f"{_num(_median(c.readyz for c in cps), '.3f')}")
