@@ -57,10 +57,16 @@ def latest_unfinished(state_dir: Path, credential: str) -> RunState | None:
 
 
 def later_runs(state_dir: Path, orig: RunState) -> list[RunState]:
-    """Runs of ``orig``'s credential started after it that changed something, newest first."""
-    return [s for s in _runs_of(state_dir, orig.credential)
-            if s.run_id != orig.run_id and s.started_at > orig.started_at
-            and changed_something(s)]
+    """Runs of ``orig``'s credential started after it that changed something, newest first.
+    Reading stops at ``orig`` itself: the runs listed after it are older (a resume or a
+    rollback need not read the journal of every run the state directory ever kept)."""
+    later: list[RunState] = []
+    for state in _runs_of(state_dir, orig.credential):
+        if state.run_id == orig.run_id:
+            break
+        if state.started_at > orig.started_at and changed_something(state):
+            later.append(state)
+    return later
 
 
 def describe(state: RunState) -> str:
