@@ -36,6 +36,9 @@ from bench.world import BENCH_DIR, BenchError, Lab, Target, load_targets, tool
 from rotate.core.durations import parse_duration
 
 KINDS = ("rotate", "runbook")
+#: the niceness of the lab a run starts (rotate_lab.priority): at 10 a lab session weighs
+#: about a ninth of a measured command's, so the command gets a core when it wants one
+LAB_NICE = 10
 
 
 def _bounded(lo: float, hi: float,
@@ -78,6 +81,11 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--services", type=_bounded(3, 100, int),
                     help="consumers of dragonfly, passed to `rotate lab up --services N` "
                     "(3-100; default: the lab's 3)")
+    ap.add_argument("--lab-nice", type=_bounded(0, 19, int), metavar="N",
+                    help=f"niceness of the lab this run starts (`rotate lab up --nice N`; "
+                    f"default {LAB_NICE}, 0 for the lab's own default): the measured "
+                    "commands then get a core when they want one, as beside a real cluster "
+                    "(docs/performance.md)")
     ap.add_argument("--rps", type=_bounded(0.5, 100, float), default=20.0,
                     help="requests per second on each service's /work (default 20)")
     ap.add_argument("--out", type=Path, help="results directory (default "
@@ -233,10 +241,19 @@ def cpu_line(segs: list[Segment]) -> str:
     return line
 
 
+def nice_line(nice: int) -> str:
+    """Which CPU priority the lab ran at, beside the measured commands at their own."""
+    return (f"lab at nice {nice}: every lab process and pod yields the CPU to the measured "
+            "commands (as a cluster runs on other machines than the operator's)" if nice else
+            "lab at nice 0: the measured commands share the CPU with each lab process and "
+            "pod as equals")
+
+
 def write_outputs(out: Path, args: argparse.Namespace, segs: list[Segment],
                   results: list[analysis.RunResult], services: list[str], table: str,
                   params: chain_params.ChainParams,
-                  requests: list[dict[str, int]], floors: list[floor.Floor]) -> None:
+                  requests: list[dict[str, int]], floors: list[floor.Floor],
+                  lab_nice: int) -> None:
     load1, load5, load15 = os.getloadavg()
     doc = {
         "command": " ".join(sys.argv),
@@ -244,6 +261,7 @@ def write_outputs(out: Path, args: argparse.Namespace, segs: list[Segment],
         "credential": params.credential, "strategy": params.strategy,
         "max_parallel": params.max_parallel, "rps": args.rps, "services": services,
         "consumers": list(params.consumers), "loadavg": [load1, load5, load15],
+        "lab_nice": lab_nice,
         "rotate_overhead": [{**vars(o), "own": o.own} for o in (
             overhead.overhead_of(g) for g in segs if g.kind == "rotate")],
         "rotate_api_requests": requests,
@@ -289,15 +307,17 @@ def run(args: argparse.Namespace) -> int:
         raise BenchError("--no-lab-up needs --dir DIR of a running lab")
     try:
         if args.no_lab_up:
-            if args.services is not None:
-                raise BenchError("--services sizes a lab this run starts; it cannot resize "
-                                 "the lab of --no-lab-up")
+            for given, option in ((args.services, "--services"), (args.lab_nice, "--lab-nice")):
+                if given is not None:
+                    raise BenchError(f"{option} sets up a lab this run starts; it cannot "
+                                     "change the lab of --no-lab-up")
             lab.borrow()
         else:
             if args.services is not None:
                 lab.check_services_option()
-            print(f"lab up (realistic) in {lab.dir} …", file=sys.stderr)
-            lab.up("realistic", args.services)
+            nice = LAB_NICE if args.lab_nice is None else args.lab_nice
+            print(f"lab up (realistic, nice {nice}) in {lab.dir} …", file=sys.stderr)
+            lab.up("realistic", args.services, nice)
         if lab.profile() != "realistic":
             print(f"warning: the lab in {lab.dir} runs profile {lab.profile()}, not "
                   "realistic: timings are not comparable", file=sys.stderr)
@@ -328,14 +348,14 @@ def run(args: argparse.Namespace) -> int:
                  + "\n\n" + analysis.render_critical_path(results))
         overheads = [overhead.overhead_of(g) for g in segs if g.kind == "rotate"]
         split = "\n".join(line for line in (
-            time_split(segs), cpu_line(segs),
+            time_split(segs), cpu_line(segs), nice_line(lab.nice()),
             overhead.render(overheads, requests, len(params.consumers)),
             floor.render(floors, [o.startup for o in overheads]),
             floor.render_headroom(floors, [r.critical_path.total for r in results
                                            if r.kind == "rotate"])) if line)
         print(table + "\n" + split)
         write_outputs(out, args, segs, results, services, table + "\n" + split, params,
-                      requests, floors)
+                      requests, floors, lab.nice())
         cpu = os.times()
         print(f"\nresults: {out / 'results.json'}\ntimeline: {out / 'timeline.svg'}\n"
               f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; the harness "

@@ -85,8 +85,8 @@ class Lab:
             raise BenchError("--services: this lab's `rotate lab up` has no --services "
                              "option yet (issue 8 item 4); run without --services")
 
-    def up(self, profile: str, services: int | None) -> None:
-        args = ["up", "--profile", profile]
+    def up(self, profile: str, services: int | None, nice: int = 0) -> None:
+        args = ["up", "--profile", profile, "--nice", str(nice)]
         if services is not None:
             self.check_services_option()
             args += ["--services", str(services)]
@@ -121,6 +121,14 @@ class Lab:
             return ""
         done = self.run("down", timeout=120.0)
         return (done.stdout + done.stderr).strip()
+
+    def nice(self) -> int:
+        """The niceness the lab was started at (0 for a lab from before ``--nice``)."""
+        try:
+            value = json.loads((self.dir / "lab.json").read_text()).get("nice")
+        except (OSError, ValueError):
+            return 0
+        return value if isinstance(value, int) else 0
 
     def profile(self) -> str | None:
         try:

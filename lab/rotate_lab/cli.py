@@ -34,7 +34,7 @@ class LabControl(Protocol):
 
     def up(
         self, dir: Path, profile: str, reloader: bool, *, on_progress: Callable[[str], None],
-        services: int | None = None,
+        services: int | None = None, nice: int = 0,
     ) -> Any: ...
 
     def down(self, dir: Path) -> list[str]: ...
@@ -84,7 +84,8 @@ def show_status(console: Console, status: dict[str, Any]) -> None:
         return
     running = status.get("running")
     lines = [f"lab in {status.get('dir')}"
-             + ("" if running is None else (": running" if running else ": not running"))]
+             + ("" if running is None else (": running" if running else ": not running"))
+             + (f", at nice {status['nice']}" if status.get("nice") else "")]
     lines += aligned(_status_rows(status))
     faults = status.get("faults") or {}
     if faults:
@@ -107,12 +108,16 @@ def up(
         "--services", metavar="N", show_default=False,
         help="Consumers of dragonfly: cart, order, user and N-3 generated ones "
              "(3-100).")] = None,
+    nice: Annotated[int, typer.Option(
+        "--nice", metavar="N", help="Run every lab process and pod at niceness N (0-19), so "
+        "that commands run beside the lab get the CPU first, as beside a real "
+        "cluster.")] = 0,
     output: OutputOpt = Output.text,
 ) -> None:
     """Start everything in the background; return when every workload is Ready."""
     console = console_for(ctx, output)
     result = lab_control(ctx).up(dir, profile.value, reloader, on_progress=console.note,
-                                 services=services)
+                                 services=services, nice=nice)
     status = result if isinstance(result, dict) else {"dir": str(dir)}
     show_status(console, status)
     if not console.json_mode:

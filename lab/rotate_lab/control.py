@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from rotate.core.errors import RotateError, UsageError
-from rotate_lab import processes
+from rotate_lab import priority, processes
 from rotate_lab.context import FAULT_KINDS, Faults, Profile, choose_octet
 from rotate_lab.labdir import PARTS, LabDir, running
 
@@ -61,8 +61,10 @@ class LabFailed(RotateError):
 
 
 def up(dir: str | Path, profile: str = "fast", reloader: bool = False, *,
-       on_progress: Progress | None = None, services: int | None = None) -> dict[str, Any]:
-    """Start the lab in ``dir``; return :func:`status` plus ``elapsed_seconds``.
+       on_progress: Progress | None = None, services: int | None = None,
+       nice: int = 0) -> dict[str, Any]:
+    """Start the lab in ``dir``, every process at niceness ``nice`` (:mod:`priority`);
+    return :func:`status` plus ``elapsed_seconds``.
 
     Two ``up`` on one directory at once serialise on ``DIR/.up.lock``: the second one then
     finds the lab running and reports it.
@@ -77,15 +79,20 @@ def up(dir: str | Path, profile: str = "fast", reloader: bool = False, *,
         from rotate_lab.scaled_shop import check_count
 
         check_count(services)
+    try:
+        priority.check(nice)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     d = LabDir(Path(dir).expanduser().resolve())
     d.root.mkdir(parents=True, exist_ok=True)
     with open(d / ".up.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        return _up_locked(d, profile, reloader, on_progress or (lambda _msg: None), services)
+        return _up_locked(d, profile, reloader, on_progress or (lambda _msg: None), services,
+                          nice)
 
 
 def _up_locked(d: LabDir, profile: str, reloader: bool, say: Progress,
-               services: int | None = None) -> dict[str, Any]:
+               services: int | None = None, nice: int = 0) -> dict[str, Any]:
     from rotate_lab import launch  # heavy imports only when starting
 
     live, recs = running(d)
@@ -104,7 +111,7 @@ def _up_locked(d: LabDir, profile: str, reloader: bool, say: Progress,
     os.chmod(d.secrets, 0o700)
     processes.write_json(d / "faults.json", {})
     try:
-        launch.start_all(d, profile, reloader, say, services)
+        launch.start_all(d, profile, reloader, say, services, nice)
         # each generated consumer is one more Python process to start on 2 cores
         extra = 1.5 * max(0, (services or 0) - 3)
         wait_ready(d, deadline=time.monotonic() + UP_DEADLINE[profile] + extra, say=say)
@@ -301,6 +308,7 @@ def status(dir: str | Path) -> dict[str, Any]:
         "profile": meta.get("profile"),
         "reloader": bool(meta.get("reloader")),
         "services": meta.get("services"),
+        "nice": d.nice(),
         "api_requests": api_requests,
         "network": f"127.{meta['net_octet']}.0.0/16" if "net_octet" in meta else None,
         "parts": {

@@ -64,6 +64,11 @@ class LabDir:
         data = processes.read_json(self / "lab.json")
         return data if isinstance(data, dict) else {}
 
+    def nice(self) -> int:
+        """The niceness ``up`` started the lab at (``lab.json``; 0 for a lab from before it)."""
+        value = self.meta().get("nice")
+        return value if isinstance(value, int) else 0
+
     def recorded(self) -> list[Recorded]:
         """The detached parts, in stop order; marker = the lab dir in their cmdline."""
         pids = processes.read_json(self / "pids.json")

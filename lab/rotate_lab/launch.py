@@ -65,11 +65,12 @@ def record_pid(d: LabDir, part: str, pid: int) -> None:
 
 
 def start_all(d: LabDir, profile: str, reloader: bool, say: Say,
-              services: int | None = None) -> None:
-
+              services: int | None = None, nice: int = 0) -> None:
+    """Start every part; each at niceness ``nice`` (kept in ``lab.json``, read by
+    :meth:`LabDir.nice`), and the pods at the cluster's through the kubelet."""
     octet = choose_octet()
     meta: dict[str, Any] = {"profile": profile, "reloader": reloader, "net_octet": octet,
-                            "started_at": time.time(), "services": services}
+                            "started_at": time.time(), "services": services, "nice": nice}
     from rotate_lab import scaled_shop
 
     generated = scaled_shop.generate(d.root, shopfiles.packaged_dir(d.root), services)
@@ -123,7 +124,7 @@ def start_all(d: LabDir, profile: str, reloader: bool, say: Say,
             "--profile", profile, "--net-octet", str(octet)]
     if reloader:
         argv.append("--reloader")
-    pid = processes.spawn(argv, log=d.log("cluster"), cwd=d.root)
+    pid = processes.spawn(argv, log=d.log("cluster"), cwd=d.root, nice=d.nice())
     record_pid(d, "cluster", pid)
     port = int(wait_file(d, "cluster", pid, port_file, timeout=30.0))
     server = f"https://127.0.0.1:{port}"
@@ -156,7 +157,7 @@ def start_kube_proxy(d: LabDir) -> int:
     port_file = d / "kube-proxy.port"
     port_file.unlink(missing_ok=True)
     pid = processes.spawn([sys.executable, "-m", "rotate_lab.kubeproxy", "--dir", str(d.root)],
-                          log=d.log("kube_proxy"), cwd=d.root)
+                          log=d.log("kube_proxy"), cwd=d.root, nice=d.nice())
     record_pid(d, "kube_proxy", pid)
     wait_file(d, "kube_proxy", pid, port_file, timeout=30.0)
     return pid
@@ -207,7 +208,7 @@ def spawn_config_center(d: LabDir) -> tuple[int, Path]:
         "--port-file", str(port_file),
         "--admin-token-file", str(d.secret("config-center-admin-token")),
         "--faults-file", str(d / "faults.json"),
-    ], log=d.log("config_center"), cwd=d.root)
+    ], log=d.log("config_center"), cwd=d.root, nice=d.nice())
     record_pid(d, "config_center", pid)
     return pid, port_file
 
@@ -300,7 +301,7 @@ def start_openbao(d: LabDir, password: str | None, acl_password: str | None = No
     from rotate_lab.control import BAO_SECRET_PATH
 
     try:
-        bao = openbao.start(d.root)
+        bao = openbao.start(d.root, nice=d.nice())
         record_pid(d, "openbao", bao.pid)
         try:
             data, _ = openbao.get_secret(bao.addr, bao.root_token, BAO_SECRET_PATH)

@@ -185,7 +185,7 @@ class BaoProcess:
         processes.stop([self.record], timeout)
 
 
-def start(dir: Path, port: int = 0, *, init: bool = True) -> BaoProcess:
+def start(dir: Path, port: int = 0, *, init: bool = True, nice: int = 0) -> BaoProcess:
     """Start ``bao server`` for the lab in ``dir``; by default also init/unseal/mount."""
     base = dir / "openbao"
     data = base / "data"
@@ -203,7 +203,7 @@ def start(dir: Path, port: int = 0, *, init: bool = True) -> BaoProcess:
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("VAULT_", "BAO_"))}  # a user's VAULT_ADDR must not leak in
     pid = processes.spawn([bao_binary(), "server", f"-config={config}"],
-                          log=dir / "logs" / "openbao.log", cwd=base, env=env)
+                          log=dir / "logs" / "openbao.log", cwd=base, env=env, nice=nice)
     bao = BaoProcess(dir=dir, pid=pid, port=port)
     try:
         bao.wait_listening()

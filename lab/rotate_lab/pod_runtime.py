@@ -20,6 +20,7 @@ import threading
 import time
 from typing import IO, TYPE_CHECKING, Any
 
+from rotate_lab import priority
 from rotate_lab.containers import (
     ConfigError,
     Launch,
@@ -203,6 +204,8 @@ class ContainerRuntime:
                 launch.argv, env=launch.env, cwd=pod.dir, stdout=log, stderr=subprocess.STDOUT,
                 stdin=subprocess.PIPE if launch.stdin is not None else subprocess.DEVNULL,
                 start_new_session=True)
+            # the pod's own session: as lab-yielding as this kubelet thread (priority.py)
+            priority.set_session(proc.pid, priority.current())
         except OSError as exc:
             self.waiting = ("RunContainerError", f"cannot start {launch.argv[0]}: "
                             f"{exc.strerror or 'error'}")

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from rotate_lab import priority
+
 
 @dataclass(frozen=True)
 class Recorded:
@@ -85,8 +87,9 @@ def ours(rec: Recorded) -> bool:
 
 
 def spawn(argv: Sequence[str], *, log: Path, cwd: Path | None = None,
-          env: dict[str, str] | None = None) -> int:
-    """Start a detached process (own session, stdin closed, output appended to ``log``).
+          env: dict[str, str] | None = None, nice: int = 0) -> int:
+    """Start a detached process (own session, stdin closed, output appended to ``log``),
+    process and session at niceness ``nice`` (:mod:`rotate_lab.priority`).
 
     Detached so that the lab outlives the ``rotate lab up`` that started it, and so that a
     Ctrl-C in the user's terminal is not delivered to the lab's process group.
@@ -95,9 +98,10 @@ def spawn(argv: Sequence[str], *, log: Path, cwd: Path | None = None,
     out: IO[bytes]
     with open(log, "ab") as out:
         proc = subprocess.Popen(
-            list(argv), stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-            cwd=cwd, env=env, start_new_session=True, close_fds=True,
+            priority.wrapped(argv, nice), stdin=subprocess.DEVNULL, stdout=out,
+            stderr=subprocess.STDOUT, cwd=cwd, env=env, start_new_session=True, close_fds=True,
         )
+    priority.set_session(proc.pid, nice)
     return proc.pid
 
 

@@ -123,12 +123,12 @@ def _require_tools() -> None:
                     "in place)")
 
 
-def start_lab(lab_dir: Path, *, reloader: bool = False) -> LabHandle:
+def start_lab(lab_dir: Path, *, reloader: bool = False, nice: int = 0) -> LabHandle:
     from rotate_lab import control
 
     _require_tools()
     try:
-        result = control.up(lab_dir, "fast", reloader, on_progress=lambda _m: None)
+        result = control.up(lab_dir, "fast", reloader, on_progress=lambda _m: None, nice=nice)
     except BaseException:
         control.down(lab_dir)
         raise
@@ -156,14 +156,15 @@ def lab_env(lab: LabHandle) -> dict[str, str]:
 
 @pytest.fixture
 def fresh_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., LabHandle]]:
-    """A factory: ``fresh_lab(reloader=True)`` starts a private lab, stopped at teardown."""
+    """A factory: ``fresh_lab(reloader=True, nice=0)`` starts a private lab, stopped at
+    teardown."""
     started: list[Path] = []
     with ExitStack() as dirs:
 
-        def make(*, reloader: bool = False) -> LabHandle:
+        def make(*, reloader: bool = False, nice: int = 0) -> LabHandle:
             lab_dir = dirs.enter_context(labdirs.lab_dir(tmp_path_factory, "freshlab"))
             started.append(lab_dir)
-            return start_lab(lab_dir, reloader=reloader)
+            return start_lab(lab_dir, reloader=reloader, nice=nice)
 
         yield make
         from rotate_lab import control

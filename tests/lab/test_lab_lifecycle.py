@@ -21,7 +21,7 @@ from typing import Any
 
 import httpx
 import pytest
-from rotate_lab import control, processes
+from rotate_lab import control, priority, processes
 
 from rotate.core.errors import UsageError
 from tests.lab.conftest import LabHandle, read_env_file
@@ -295,6 +295,29 @@ def test_up_again_after_down_keeps_openbao_and_config_center_state(
                       timeout=5, headers={"Authorization": f"Bearer {token}"}).json()
     assert after == before  # kept, not re-seeded
     assert lab.readyz("cart") == 200
+
+
+def test_a_lab_at_a_niceness_runs_every_part_and_pod_there(
+        fresh_lab: Callable[..., LabHandle]) -> None:
+    lab = fresh_lab(nice=7)
+    pids = lab.recorded_pids()
+    assert sum(k.startswith("pod ") for k in pids) >= 11, pids
+    # each part and pod, and every thread of it (a Go runtime starts threads at once)
+    niceness = {f"{k} thread {t.name}": priority.process_niceness(int(t.name))
+                for k, p in pids.items() for t in Path(f"/proc/{p}/task").iterdir()}
+    niceness = {k: v for k, v in niceness.items() if v is not None}  # not one that just ended
+    assert len(niceness) > len(pids) and niceness == {k: 7 for k in niceness}
+    sessions = {k: priority.session_niceness(p) for k, p in pids.items()}
+    if any(v is not None for v in sessions.values()):  # a kernel with autogroup
+        assert sessions == {k: 7 for k in pids}
+    assert lab.up_result["nice"] == 7 and control.status(lab.dir)["nice"] == 7
+    assert priority.process_niceness(os.getpid()) == 0  # the caller's own is untouched
+
+
+def test_up_refuses_a_niceness_out_of_range_before_starting_anything(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="--nice -1: must be 0-19"):
+        control.up(tmp_path, "fast", nice=-1)
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_failed_up_shows_the_part_log_and_stops_what_it_started(tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,6 +15,7 @@ from bench.world import BenchError, Lab
 
 @pytest.mark.parametrize("argv", [["--runs", "0"], ["--rps", "-1"], ["--max-parallel", "x"],
                                   ["--services", "101"], ["--strategy", "fast"],
+                                  ["--lab-nice", "20"], ["--lab-nice", "-1"],
                                   ["--step-timeout", "5x"], ["--step-timeout", "0s"]])
 def test_out_of_range_options_are_usage_errors(argv: list[str],
                                                capsys: pytest.CaptureFixture[str]) -> None:
@@ -35,6 +37,31 @@ def test_no_lab_up_without_a_running_lab_says_so(tmp_path: Path, repo_root: Path
 def test_no_lab_up_needs_a_dir(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert rotation.main(["--no-lab-up", "--out", str(tmp_path)]) == 1
     assert "--no-lab-up needs --dir" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("option", [["--services", "10"], ["--lab-nice", "0"]])
+def test_options_that_set_up_a_lab_are_refused_with_no_lab_up(
+        option: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["--no-lab-up", "--dir", str(tmp_path / "lab"), "--out", str(tmp_path / "o")]
+    assert rotation.main(argv + option) == 1
+    assert f"{option[0]} sets up a lab this run starts" in capsys.readouterr().err
+
+
+def test_the_lab_is_started_at_the_bench_niceness_and_reported(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    started: list[list[str]] = []
+
+    def fake_run(self: Lab, *args: str, timeout: float = 60.0) -> Any:
+        started.append(list(args))
+        (self.dir / "lab.json").write_text('{"nice": 10}')
+        return subprocess.CompletedProcess(args, 1, "", "stop here")
+
+    monkeypatch.setattr(Lab, "run", fake_run)
+    assert rotation.main(["--out", str(tmp_path / "o"), "--dir", str(tmp_path)]) == 1
+    assert started[0][:5] == ["up", "--profile", "realistic", "--nice", "10"]
+    assert Lab(tmp_path).nice() == 10
+    assert rotation.nice_line(10).startswith("lab at nice 10: every lab process and pod")
+    assert Lab(tmp_path / "none").nice() == 0
 
 
 def _params() -> chain_params.ChainParams:

@@ -34,14 +34,16 @@ class LabFailed(RotateError):
 class FakeLab:
     calls: list[tuple[Any, ...]] = field(default_factory=list)
     fail_up: bool = False
+    reported: dict[str, Any] = field(default_factory=lambda: STATUS)
 
     def up(self, dir: Path, profile: str, reloader: bool, *,
-           on_progress: Callable[[str], None], services: int | None = None) -> dict[str, Any]:
+           on_progress: Callable[[str], None], services: int | None = None,
+           nice: int = 0) -> dict[str, Any]:
         if services is not None:
             from rotate_lab.scaled_shop import check_count
 
             check_count(services)
-        self.calls.append(("up", dir, profile, reloader))
+        self.calls.append(("up", dir, profile, reloader) + ((nice,) if nice else ()))
         on_progress("starting openbao")
         if self.fail_up:
             raise LabFailed("lab up failed (openbao): exited 1", hint="logs: DIR/logs")
@@ -53,7 +55,7 @@ class FakeLab:
 
     def status(self, dir: Path) -> dict[str, Any]:
         self.calls.append(("status", dir))
-        return STATUS
+        return self.reported
 
     def fault(self, dir: Path, kind: str | None, target: str | None,
               clear: bool) -> dict[str, Any]:
@@ -79,6 +81,19 @@ def test_up_services_out_of_range_is_exit_2() -> None:
     assert result.exit_code == 2, result.stderr
     assert "--services 101 is out of range: 3 to 100" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_up_passes_nice() -> None:
+    lab = FakeLab()
+    result = invoke(["lab", "up", "--nice", "10", "--dir", "L"], lab=lab)
+    assert result.exit_code == 0, result.stderr
+    assert lab.calls == [("up", Path("L"), "fast", False, 10)]
+
+
+def test_status_text_names_a_lab_at_a_niceness() -> None:
+    result = invoke(["lab", "status"], lab=FakeLab(reported={**STATUS, "nice": 10}))
+    assert result.exit_code == 0
+    assert result.stdout.splitlines()[0] == "lab in /w/.rotate-lab: running, at nice 10"
 
 
 def test_up_failure_exits_with_the_error_and_its_hint() -> None:
