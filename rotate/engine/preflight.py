@@ -9,7 +9,7 @@ the value itself is never shown, only the problems (service, path, reason).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from rotate.chain.model import (
@@ -20,55 +20,63 @@ from rotate.chain.model import (
     strategy_problem,
 )
 from rotate.clients.seams import ConfigCenter, Kube, Vault
-from rotate.core.durations import format_duration
-from rotate.core.errors import ClientError, NotFoundError
+from rotate.core.errors import NotFoundError
 from rotate.core.refs import ObjectRef
 from rotate.core.secret import Secret
 from rotate.core.strategy import Strategy
 from rotate.core.urls import display_url
 from rotate.engine.access import check_permissions, check_vault_capabilities, permissions_needed
+from rotate.engine.collector import Collector, Fanned, note_uid
 from rotate.engine.fanout import fan_out
 from rotate.engine.model import Adapters, Check, PreflightResult, Trap
-from rotate.engine.targets import workload_ref
-from rotate.stages import (
-    backend,
-    harvest,
-    provider_access,
-    reloader_presence,
-    rollout,
-    staged,
-    surge,
-    sync,
-    tokens,
-    traps,
-)
+from rotate.engine.preflight_workloads import workload_findings
+from rotate.stages import backend, harvest, provider_access, sync, tokens, traps
 from rotate.stages.provider_apply import accounts_for
-
-
-class _Collector:
-    def __init__(self) -> None:
-        self.checks: list[Check] = []
-
-    def run(self, name: str, fn: Callable[[], str], *, fatal: bool = True) -> bool:
-        """Run one check: ``fn`` returns the detail on success, raises ClientError otherwise."""
-        try:
-            detail = fn()
-        except ClientError as exc:
-            self.checks.append(Check(name, False, exc.message, fatal))
-            return False
-        self.checks.append(Check(name, True, detail, fatal))
-        return True
-
-    def add(self, name: str, ok: bool, detail: str, fatal: bool = True) -> None:
-        self.checks.append(Check(name, ok, detail, fatal))
 
 
 def preflight(
     chain: Chain, credential: Credential, adapters: Adapters, *, strategy: Strategy,
     candidate: Secret, environ: Mapping[str, str] | None = None,
 ) -> PreflightResult:
-    col = _Collector()
-    kube, vault, cc = adapters.kube, adapters.vault, adapters.config_center
+    """Every check of chain.md "Preconditions", observe only.
+
+    The parts — the backend and the providers' access, the sync objects, the workloads, the
+    Config Center, the documents — read nothing another part writes, so they run at once,
+    each on a thread of its own: the plan waits for the slowest part, not for their sum
+    (issue 8; about ten round trips one after the other before).  Their checks and traps are
+    put together in this fixed order whatever order they finish in, so the plan reads the
+    same every time.  Objects read by two parts (the ExternalSecret, the workloads) record
+    their uids under one key each, so the parts share ``uids``.
+    """
+    head, overlap = _strategy(credential, strategy)
+    kube = adapters.kube
+    consumers = consumers_of(chain, credential.name)
+    uids: dict[ObjectRef, str] = {}  # objects read here: the run's events need no GET of them
+    with ThreadPoolExecutor(max_workers=5, thread_name_prefix="rotate-preflight-part") as pool:
+        backend_f = pool.submit(_backend_and_access, chain, credential, adapters, strategy,
+                                environ or {})
+        sync_f = pool.submit(_sync_objects, chain, credential, kube, overlap, uids)
+        workloads_f = pool.submit(workload_findings, chain, credential, kube, consumers, uids)
+        cc_f = pool.submit(_config_center, chain, adapters.config_center, consumers)
+        docs_f = pool.submit(_documents, chain, credential, kube, consumers, candidate)
+        (backend_col, access_col, version), sync_col = backend_f.result(), sync_f.result()
+        workloads, (cc_col, config_versions, token_ids) = workloads_f.result(), cc_f.result()
+        docs_col = docs_f.result()
+    parts = (head, backend_col, sync_col, access_col, workloads.found, cc_col, docs_col)
+    return PreflightResult(
+        checks=tuple(c for part in parts for c in part.checks),
+        traps=tuple(t for part in parts for t in part.traps), current_version=version,
+        consumers=consumers, config_versions=config_versions, token_ids=token_ids,
+        reloader=workloads.reloader, ondelete=tuple(workloads.ondelete),
+        no_surge=workloads.no_surge,
+        thinned={ref: note for ref, note in workloads.thinned.items() if note},
+        unprobed=tuple(workloads.unprobed), uids=uids,
+    )
+
+
+def _strategy(credential: Credential, strategy: Strategy) -> tuple[Collector, bool]:
+    """The ``strategy`` check, and whether the run overlaps with a previous key."""
+    col = Collector()
     overlap = strategy == Strategy.overlap
     live_overlap = overlap and credential.overlap is None and credential.live_applies != () \
         and strategy_problem(credential, "overlap") is None
@@ -86,8 +94,16 @@ def preflight(
                 f"overlap (previous value kept in {credential.overlap.previous_key})")
     else:
         col.add("strategy", True, strategy)
+    return col, overlap
 
-    # ① backend
+
+def _backend_and_access(
+    chain: Chain, credential: Credential, adapters: Adapters, strategy: Strategy,
+    environ: Mapping[str, str],
+) -> tuple[Collector, Collector, int | None]:
+    """① the backend; then, with its current version, the live providers' access (two
+    collectors: the plan lists the access checks after the sync objects')."""
+    col, access, vault = Collector(), Collector(), adapters.vault
     version: list[int | None] = [None]
 
     def backend_version() -> str:
@@ -100,22 +116,27 @@ def preflight(
     if col.run("backend.reachable", backend_version):
         col.run("backend.capabilities",
                 lambda: check_vault_capabilities(vault, chain, credential))
+    if version[0]:
+        for check, fn in live_provider_checks(adapters, credential, strategy, version[0],
+                                              environ):
+            access.run(check, fn)
+    return col, access, version[0]
 
-    # permissions
+
+def _sync_objects(chain: Chain, credential: Credential, kube: Kube, overlap: bool,
+                  uids: dict[ObjectRef, str]) -> Collector:
+    """The permissions, the lock's namespace, and ② the ExternalSecret and its Secret."""
+    col = Collector()
     col.run("kubernetes.permissions", _perms_fn(kube, chain, credential))
     col.run("kubernetes.lock-namespace", lambda: _exists(
         kube, ObjectRef("Namespace", "", chain.cluster.lock_namespace)))
-
-    # ② sync
-    found_traps: list[Trap] = []
-    uids: dict[ObjectRef, str] = {}  # objects read here: the run's events need no GET of them
     es_ref = credential.external_secret
     es_ref = ObjectRef("ExternalSecret", es_ref.namespace, es_ref.name)
 
     def es_ready() -> str:
         es = kube.get("ExternalSecret", es_ref.namespace, es_ref.name)
-        _note_uid(uids, es_ref, es)
-        found_traps.extend(traps.external_secret_traps(es, es_ref))
+        note_uid(uids, es_ref, es)
+        col.traps.extend(traps.external_secret_traps(es, es_ref))
         ok, detail = sync.is_ready(es)
         if not ok:
             raise NotFoundError("eso", f"{es_ref}", f"not Ready: {detail}")
@@ -138,106 +159,36 @@ def preflight(
         return f"secret {sec} exists"
 
     col.run("secret.exists", target_secret)
-    if version[0]:
-        for check, fn in live_provider_checks(adapters, credential, strategy, version[0],
-                                              environ or {}):
-            col.run(check, fn)
+    return col
 
-    # ③ providers / ④ consumers
-    reloader: dict[str, str] = {}
-    ondelete: list[str] = []
-    no_surge: dict[str, str] = {}
-    thinned: dict[str, str] = {}
-    unprobed: list[str] = []
-    grace = chain.defaults.reloader_grace
 
-    vso_seen: dict[str, list[dict[str, Any]]] = {}
-
-    def vso_objects(namespace: str) -> list[dict[str, Any]]:
-        """VSO objects in ``namespace``; none when VSO is not installed (404)."""
-        if namespace not in vso_seen:
-            found: list[dict[str, Any]] = []
-            for kind in rollout.VSO_KINDS:
-                try:
-                    found += kube.list(kind, namespace)
-                except NotFoundError:
-                    pass
-                except ClientError as exc:
-                    col.add(f"vso.visible {namespace}", False,
-                            f"cannot list {kind} in {namespace} ({exc.reason}): a Vault "
-                            "Secrets Operator rolloutRestartTargets would go unnoticed",
-                            fatal=False)
-            vso_seen[namespace] = found
-        return vso_seen[namespace]
-
-    sightings: dict[bool, reloader_presence.Sighting] = {}
-
-    def sighting(who: str) -> reloader_presence.Sighting:
-        """Reloader is looked for (once); for Wave or VSO the tool cannot tell."""
-        if not who.startswith("Reloader"):
-            return reloader_presence.Sighting("unknown", f"no check for {who.split(' ')[0]}")
-        if True not in sightings:
-            sightings[True] = reloader_presence.find_reloader(kube)
-        return sightings[True]
-
-    def workload(ref: ObjectRef, role: str, sink: list[Trap]) -> Callable[[], str]:
-        def check() -> str:
-            obj = kube.get(ref.kind, ref.namespace, ref.name)
-            _note_uid(uids, ref, obj)
-            vso = rollout.vso_watches(vso_objects(ref.namespace), ref.kind, ref.name)
-            sink.extend(traps.workload_traps(obj, ref, role=role, secret_name=sec.name,
-                                             grace=grace, rolled_by=vso))
-            other = rollout.reloader_watches(obj, sec.name) or vso
-            if other and role == "provider":
-                reloader[str(ref)] = reloader_presence.wait_phrase(
-                    other, sighting(other), format_duration(grace))
-            if rollout.update_strategy(obj) == "OnDelete":
-                ondelete.append(str(ref))
-            if role == "consumer":
-                surged = surge.verdict(obj)
-                (thinned if surged.early else no_surge)[str(ref)] = surged.note
-                if surged.early and staged.no_startup_probe(obj):
-                    unprobed.append(str(ref))
-            done, message = rollout.rollout_status(obj)
-            if not done:
-                raise NotFoundError("kubernetes", str(ref), f"not healthy now: {message}")
-            return message
-        return check
-
-    for ref in credential.providers:
-        col.run(f"provider.healthy {ref}", workload(ref, "provider", found_traps))
-    consumers = consumers_of(chain, credential.name)
-    refs = {name: workload_ref(chain.services[name]) for name in consumers}
-    for name in consumers:  # sequential: a namespace's VSO objects are listed once
-        vso_objects(refs[name].namespace)
-
-    def consumer_health(name: str) -> Fanned:
-        local, sink = _Collector(), list[Trap]()
-        local.run(f"consumer.healthy {name}", workload(refs[name], "consumer", sink))
-        return Fanned(local.checks, sink)
-
-    _merge(col, found_traps, fan_out(consumers, consumer_health))
-    # the consumer checks ran on threads: lists they appended to are put back in chain order
-    order = [str(r) for r in credential.providers] + [str(refs[n]) for n in consumers]
-    ondelete.sort(key=lambda r: order.index(r) if r in order else len(order))
-    unprobed.sort(key=lambda r: order.index(r) if r in order else len(order))
-
-    # Config Center, documents, tokens
+def _config_center(
+    chain: Chain, cc: ConfigCenter, consumers: tuple[str, ...],
+) -> tuple[Collector, dict[str, int | None], dict[str, tuple[str, ...]]]:
+    """The Config Center, each consumer's document and tokens; with each document's version
+    and each consumer's live token ids (absent when unreadable)."""
+    col = Collector()
     config_versions: dict[str, int | None] = {}
     token_ids: dict[str, tuple[str, ...]] = {}
     if consumers and col.run("configcenter.reachable", lambda: _healthy(cc.health, cc.url)):
         found = fan_out(consumers, lambda name: _config_center_checks(
             cc, name, chain.services[name].config_key))
-        _merge(col, found_traps, found)
+        col.merge(found)
         for name, fanned in zip(consumers, found, strict=True):
             config_versions[name], token_ids[name] = fanned.facts
             if fanned.facts[1] is None:
                 del token_ids[name]
+    return col, config_versions, token_ids
 
-    reads = harvest.SharedReads(kube)  # the consumers' shared sources, read once
+
+def _documents(chain: Chain, credential: Credential, kube: Kube, consumers: tuple[str, ...],
+               candidate: Secret) -> Collector:
+    """Each consumer's document, harvested with the candidate value, validates; its readyz
+    Service exists."""
+    col, reads = Collector(), harvest.SharedReads(kube)  # shared sources, read once
 
     def documents(name: str) -> Fanned:
-        local = _Collector()
+        local = Collector()
         svc = chain.services[name]
         doc = harvest.harvest(reads, svc, {credential.secret: candidate})
         if doc.ok:
@@ -249,42 +200,14 @@ def preflight(
                 kube, ObjectRef("Service", svc.namespace, svc.readyz.service or svc.name)))
         return Fanned(local.checks, [])
 
-    _merge(col, found_traps, fan_out(consumers, documents))
-
-    return PreflightResult(
-        checks=tuple(col.checks), traps=tuple(found_traps), current_version=version[0],
-        consumers=consumers, config_versions=config_versions, token_ids=token_ids,
-        reloader=reloader, ondelete=tuple(ondelete), no_surge=no_surge,
-        thinned={ref: note for ref, note in thinned.items() if note},
-        unprobed=tuple(unprobed), uids=uids,
-    )
-
-
-def _note_uid(uids: dict[ObjectRef, str], ref: ObjectRef, obj: Mapping[str, Any]) -> None:
-    uid = rollout.metadata(obj).get("uid")
-    if uid:
-        uids[ref] = str(uid)  # one key per thread's object: safe from the preflight pool
-
-
-@dataclass(frozen=True)
-class Fanned:
-    """What one consumer's checks found, merged in chain order (see :func:`fan_out`)."""
-
-    checks: list[Check]
-    traps: list[Trap]
-    facts: tuple[Any, Any] = (None, None)
-
-
-def _merge(col: _Collector, found_traps: list[Trap], results: Iterable[Fanned]) -> None:
-    for fanned in results:
-        col.checks.extend(fanned.checks)
-        found_traps.extend(fanned.traps)
+    col.merge(fan_out(consumers, documents))
+    return col
 
 
 def _config_center_checks(cc: ConfigCenter, name: str, key: str) -> Fanned:
     """The consumer's document exists, is writable, and which tokens it holds now; facts =
     (the document's version or None, the live token ids or None when unreadable)."""
-    local = _Collector()
+    local = Collector()
     version: list[int | None] = [None]
     ids: list[tuple[str, ...] | None] = [None]
 
@@ -383,7 +306,7 @@ def doctor_checks(
 ) -> list[Check]:
     """Connectivity + every permission any credential's run needs; no credential required.
     An adapter that could not be built (None) is reported by the caller and skipped here."""
-    col = _Collector()
+    col = Collector()
     vault_ok = vault is not None and col.run(
         "backend.reachable", lambda: _healthy(vault.health, vault.address))
     if kube is not None:

@@ -1,0 +1,113 @@
+"""Preflight's workloads part: are the providers and consumers healthy, and how will each one
+roll (chain.md "Preconditions", "Traps")?
+
+Observe only.  It reads each workload once, the Vault Secrets Operator objects of each
+namespace once, and looks for Reloader once; the consumers' reads fan out, and what they
+found is put back in chain order, so the output does not depend on which thread finished
+first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from rotate.chain.model import Chain, Credential
+from rotate.clients.seams import Kube
+from rotate.core.durations import format_duration
+from rotate.core.errors import ClientError, NotFoundError
+from rotate.core.refs import ObjectRef
+from rotate.engine.collector import Collector, Fanned, note_uid
+from rotate.engine.fanout import fan_out
+from rotate.engine.model import Trap
+from rotate.engine.targets import workload_ref
+from rotate.stages import reloader_presence, rollout, staged, surge, traps
+
+
+@dataclass
+class WorkloadFindings:
+    """The workloads part's checks and traps, and what the plan needs to know of each
+    workload (the fields of ``PreflightResult`` of the same names)."""
+
+    found: Collector = field(default_factory=Collector)
+    reloader: dict[str, str] = field(default_factory=dict)
+    ondelete: list[str] = field(default_factory=list)
+    no_surge: dict[str, str] = field(default_factory=dict)
+    thinned: dict[str, str] = field(default_factory=dict)
+    unprobed: list[str] = field(default_factory=list)
+
+
+def workload_findings(chain: Chain, credential: Credential, kube: Kube,
+                      consumers: tuple[str, ...], uids: dict[ObjectRef, str]) -> WorkloadFindings:
+    out = WorkloadFindings()
+    col, grace, secret_name = out.found, chain.defaults.reloader_grace, credential.secret.name
+    vso_seen: dict[str, list[dict[str, Any]]] = {}
+    sightings: dict[bool, reloader_presence.Sighting] = {}
+
+    def vso_objects(namespace: str) -> list[dict[str, Any]]:
+        """VSO objects in ``namespace``; none when VSO is not installed (404)."""
+        if namespace not in vso_seen:
+            found: list[dict[str, Any]] = []
+            for kind in rollout.VSO_KINDS:
+                try:
+                    found += kube.list(kind, namespace)
+                except NotFoundError:
+                    pass
+                except ClientError as exc:
+                    col.add(f"vso.visible {namespace}", False,
+                            f"cannot list {kind} in {namespace} ({exc.reason}): a Vault "
+                            "Secrets Operator rolloutRestartTargets would go unnoticed",
+                            fatal=False)
+            vso_seen[namespace] = found
+        return vso_seen[namespace]
+
+    def sighting(who: str) -> reloader_presence.Sighting:
+        """Reloader is looked for (once); for Wave or VSO the tool cannot tell."""
+        if not who.startswith("Reloader"):
+            return reloader_presence.Sighting("unknown", f"no check for {who.split(' ')[0]}")
+        if True not in sightings:
+            sightings[True] = reloader_presence.find_reloader(kube)
+        return sightings[True]
+
+    def workload(ref: ObjectRef, role: str, sink: list[Trap]) -> Callable[[], str]:
+        def check() -> str:
+            obj = kube.get(ref.kind, ref.namespace, ref.name)
+            note_uid(uids, ref, obj)
+            vso = rollout.vso_watches(vso_objects(ref.namespace), ref.kind, ref.name)
+            sink.extend(traps.workload_traps(obj, ref, role=role, secret_name=secret_name,
+                                             grace=grace, rolled_by=vso))
+            other = rollout.reloader_watches(obj, secret_name) or vso
+            if other and role == "provider":
+                out.reloader[str(ref)] = reloader_presence.wait_phrase(
+                    other, sighting(other), format_duration(grace))
+            if rollout.update_strategy(obj) == "OnDelete":
+                out.ondelete.append(str(ref))
+            if role == "consumer":
+                surged = surge.verdict(obj)
+                (out.thinned if surged.early else out.no_surge)[str(ref)] = surged.note
+                if surged.early and staged.no_startup_probe(obj):
+                    out.unprobed.append(str(ref))
+            done, message = rollout.rollout_status(obj)
+            if not done:
+                raise NotFoundError("kubernetes", str(ref), f"not healthy now: {message}")
+            return message
+        return check
+
+    for ref in credential.providers:
+        col.run(f"provider.healthy {ref}", workload(ref, "provider", col.traps))
+    refs = {name: workload_ref(chain.services[name]) for name in consumers}
+    for name in consumers:  # sequential: a namespace's VSO objects are listed once
+        vso_objects(refs[name].namespace)
+
+    def consumer_health(name: str) -> Fanned:
+        local, sink = Collector(), list[Trap]()
+        local.run(f"consumer.healthy {name}", workload(refs[name], "consumer", sink))
+        return Fanned(local.checks, sink)
+
+    col.merge(fan_out(consumers, consumer_health))
+    # the consumer checks ran on threads: lists they appended to are put back in chain order
+    order = [str(r) for r in credential.providers] + [str(refs[n]) for n in consumers]
+    out.ondelete.sort(key=lambda r: order.index(r) if r in order else len(order))
+    out.unprobed.sort(key=lambda r: order.index(r) if r in order else len(order))
+    return out
