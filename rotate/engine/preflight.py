@@ -33,6 +33,10 @@ from rotate.engine.preflight_workloads import workload_findings
 from rotate.stages import backend, harvest, provider_access, sync, tokens, traps
 from rotate.stages.provider_apply import accounts_for
 
+#: one thread per part of :func:`preflight`; 1 runs them one after the other, as before
+#: (``bench/plan_rtt.py`` compares the two)
+PART_THREADS = 5
+
 
 def preflight(
     chain: Chain, credential: Credential, adapters: Adapters, *, strategy: Strategy,
@@ -52,7 +56,8 @@ def preflight(
     kube = adapters.kube
     consumers = consumers_of(chain, credential.name)
     uids: dict[ObjectRef, str] = {}  # objects read here: the run's events need no GET of them
-    with ThreadPoolExecutor(max_workers=5, thread_name_prefix="rotate-preflight-part") as pool:
+    with ThreadPoolExecutor(max_workers=PART_THREADS,
+                            thread_name_prefix="rotate-preflight-part") as pool:
         backend_f = pool.submit(_backend_and_access, chain, credential, adapters, strategy,
                                 environ or {})
         sync_f = pool.submit(_sync_objects, chain, credential, kube, overlap, uids)

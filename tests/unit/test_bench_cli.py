@@ -58,7 +58,7 @@ def test_the_lab_is_started_at_the_bench_niceness_and_reported(
 
     monkeypatch.setattr(Lab, "run", fake_run)
     assert rotation.main(["--out", str(tmp_path / "o"), "--dir", str(tmp_path)]) == 1
-    assert started[0][:5] == ["up", "--profile", "realistic", "--nice", "10"]
+    assert started[0][:5] == ["up", "--profile", "realistic", "--nice", str(rotation.LAB_NICE)]
     assert Lab(tmp_path).nice() == 10
     assert rotation.nice_line(10).startswith("lab at nice 10: every lab process and pod")
     assert Lab(tmp_path / "none").nice() == 0
