@@ -42,13 +42,15 @@ test: install bytecode
 	$(BIN)/lint-imports --no-logo
 	$(BIN)/pytest -q
 
-# `make bench` = start-up cost, then the rotation benchmark (brings up its own realistic lab
-# in bench/results/<time>/lab and stops it). BENCH_ARGS passes options, e.g.
+# `make bench` = start-up cost, the plan's latency against slow APIs (bench/plan_rtt.py), then
+# the rotation benchmark (brings up its own realistic lab in bench/results/<time>/lab and
+# stops it). BENCH_ARGS passes options, e.g.
 # `make bench-rotation BENCH_ARGS="--runs 1 --strategy restart"`.
 BENCH_ARGS ?=
 
 bench: install
 	@rc=0; $(BIN)/python bench/startup.py || rc=1; \
+	  $(BIN)/python -m bench.plan_rtt || rc=1; \
 	  $(BIN)/python -m bench.rotation $(BENCH_ARGS) || rc=1; exit $$rc
 
 bench-rotation: install

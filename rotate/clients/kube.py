@@ -47,6 +47,8 @@ from rotate.core.timestamps import rfc3339, utcnow
 from rotate.core.urls import display_url
 
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+#: connections kept to the API server (see KubeClient.__init__)
+POOL_SIZE = 32
 
 
 _PATCH_CONTENT = {
@@ -119,6 +121,10 @@ class KubeClient:
                 _load_in_cluster(cfg, serviceaccount_dir or SERVICEACCOUNT_DIR)
             except Exception:
                 raise UsageError("no kubeconfig found (set KUBECONFIG or --kubeconfig)") from None
+        # preflight's parts fan out at once (up to 3 × 8 requests) and a run's lanes and
+        # watches add theirs: a pool smaller than that opens and discards connections
+        # (urllib3 logs each discard as a warning); the default is 5 per CPU
+        cfg.connection_pool_maxsize = max(int(cfg.connection_pool_maxsize or 0), POOL_SIZE)
         self._urllib3 = urllib3
         where = f"kubeconfig {kubeconfig}" if kubeconfig else (
             "the kubeconfig (KUBECONFIG or ~/.kube/config)")

@@ -7,10 +7,12 @@ The service proxy reaches a small HTTP server this test starts on 127.0.0.1.
 from __future__ import annotations
 
 import base64
+import logging
 import secrets
 import threading
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -37,8 +39,13 @@ PASSWORD = "Kube-Secret-Value-" + secrets.token_hex(8)
 
 
 class _Readyz(BaseHTTPRequestHandler):
+    #: ``GET /meet`` answers once this many requests are open at once
+    meeting: threading.Barrier | None = None
+
     def do_GET(self) -> None:
-        status = 200 if self.path == "/readyz" else 503
+        if self.path == "/meet" and self.meeting is not None:
+            self.meeting.wait()
+        status = 200 if self.path in ("/readyz", "/meet") else 503
         body = b"ok" if status == 200 else b"not ready"
         self.send_response(status)
         self.send_header("Content-Length", str(len(body)))
@@ -252,6 +259,24 @@ def test_service_proxy(lab: Lab) -> None:
     assert kube.proxy_get("shop", "cart", "http", "/readyz") == 200
     assert kube.proxy_get("shop", "cart", 8080, "/broken") == 503
     assert kube.proxy_get("shop", "nothing", "http", "/readyz") == 503  # no endpoints
+
+
+def test_requests_at_once_keep_their_connections(
+        lab: Lab, caplog: pytest.LogCaptureFixture) -> None:
+    # Preflight's parts fan out at once and a run adds its lanes and watches: up to ~30
+    # requests in flight.  Each connection goes back to the pool afterwards; a smaller pool
+    # discards the extra ones, and urllib3 logs a warning for each on the user's stderr.
+    kube, n = lab.client(), 24
+    _Readyz.meeting = threading.Barrier(n, timeout=10)
+    try:
+        with caplog.at_level(logging.WARNING, logger="urllib3"), \
+                ThreadPoolExecutor(max_workers=n) as pool:
+            codes = list(pool.map(lambda _i: kube.proxy_get("shop", "cart", "http", "/meet"),
+                                  range(n)))
+    finally:
+        _Readyz.meeting = None
+    assert codes == [200] * n
+    assert [r.getMessage() for r in caplog.records if "pool is full" in r.getMessage()] == []
 
 
 def test_unreachable_server_is_temporary(lab: Lab) -> None:

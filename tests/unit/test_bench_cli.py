@@ -64,6 +64,19 @@ def test_the_lab_is_started_at_the_bench_niceness_and_reported(
     assert Lab(tmp_path / "none").nice() == 0
 
 
+def test_plan_rtt_prints_both_sides_and_refuses_bad_input(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from bench import plan_rtt
+
+    assert plan_rtt.main(["--rtt", "0", "--runs", "1"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(":")[0] for line in lines] == [
+        "RTT 0 ms, preflight's parts one after the other", "RTT 0 ms, preflight's parts at once"]
+    with pytest.raises(SystemExit) as exc:
+        plan_rtt.main(["--rtt", "5000"])
+    assert exc.value.code == 2
+
+
 def _params() -> chain_params.ChainParams:
     return chain_params.ChainParams(
         credential="dragonfly", strategy="restart", kv_mount="secret", kv_path="p",
