@@ -97,7 +97,7 @@ def test_status_json_has_the_lab_md_keys(lab: LabHandle) -> None:
     # The Dragonfly address is real: AUTH with OpenBao's password succeeds, a wrong one not.
     assert redis_auth(parts["dragonfly"]["addr"], lab.bao_password())
     assert not redis_auth(parts["dragonfly"]["addr"], "not-the-password-0123456789")
-    assert st["profile"] == "fast" and st["faults"] == {}
+    assert st["profile"] == "fast" and st["faults"] == {} and st["nice"] == 0
     assert parts["postgres"]["addr"].endswith(":5432") and parts["postgres"]["healthy"]
 
 
