@@ -42,7 +42,7 @@ def preflight(
     chain: Chain, credential: Credential, adapters: Adapters, *, strategy: Strategy,
     candidate: Secret, environ: Mapping[str, str] | None = None,
 ) -> PreflightResult:
-    """Every check of chain.md "Preconditions", observe only.
+    """Every check of chain.md "Preflight", observe only.
 
     The parts — the backend and the providers' access, the sync objects, the workloads, the
     Config Center, the documents — read nothing another part writes, so they run at once,

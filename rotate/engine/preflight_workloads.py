@@ -1,5 +1,5 @@
 """Preflight's workloads part: are the providers and consumers healthy, and how will each one
-roll (chain.md "Preconditions", "Traps")?
+roll (chain.md "Preflight", "Traps preflight catches")?
 
 Observe only.  It reads each workload once, the Vault Secrets Operator objects of each
 namespace once, and looks for Reloader once; the consumers' reads fan out, and what they
