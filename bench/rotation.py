@@ -319,6 +319,7 @@ def run(args: argparse.Namespace) -> int:
             nice = LAB_NICE if args.lab_nice is None else args.lab_nice
             print(f"lab up (realistic, nice {nice}) in {lab.dir} …", file=sys.stderr)
             lab.up("realistic", args.services, nice)
+        lab_nice = lab.nice()  # read once: the run's output line and results.json name it
         if lab.profile() != "realistic":
             print(f"warning: the lab in {lab.dir} runs profile {lab.profile()}, not "
                   "realistic: timings are not comparable", file=sys.stderr)
@@ -349,14 +350,14 @@ def run(args: argparse.Namespace) -> int:
                  + "\n\n" + analysis.render_critical_path(results))
         overheads = [overhead.overhead_of(g) for g in segs if g.kind == "rotate"]
         split = "\n".join(line for line in (
-            time_split(segs), cpu_line(segs), nice_line(lab.nice()),
+            time_split(segs), cpu_line(segs), nice_line(lab_nice),
             overhead.render(overheads, requests, len(params.consumers)),
             floor.render(floors, [o.startup for o in overheads]),
             floor.render_headroom(floors, [r.critical_path.total for r in results
                                            if r.kind == "rotate"])) if line)
         print(table + "\n" + split)
         write_outputs(out, args, segs, results, services, table + "\n" + split, params,
-                      requests, floors, lab.nice())
+                      requests, floors, lab_nice)
         cpu = os.times()
         print(f"\nresults: {out / 'results.json'}\ntimeline: {out / 'timeline.svg'}\n"
               f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; the harness "

@@ -122,20 +122,21 @@ class Lab:
         done = self.run("down", timeout=120.0)
         return (done.stdout + done.stderr).strip()
 
-    def nice(self) -> int:
-        """The niceness the lab was started at (0 for a lab from before ``--nice``)."""
-        try:
-            value = json.loads((self.dir / "lab.json").read_text()).get("nice")
-        except (OSError, ValueError):
-            return 0
-        return value if isinstance(value, int) else 0
-
-    def profile(self) -> str | None:
+    def _meta(self) -> dict[str, Any]:
+        """``DIR/lab.json``, or {} when it is missing or unreadable."""
         try:
             meta = json.loads((self.dir / "lab.json").read_text())
         except (OSError, ValueError):
-            return None
-        value = meta.get("profile")
+            return {}
+        return meta if isinstance(meta, dict) else {}
+
+    def nice(self) -> int:
+        """The niceness the lab was started at (0 for a lab from before ``--nice``)."""
+        value = self._meta().get("nice")
+        return value if isinstance(value, int) else 0
+
+    def profile(self) -> str | None:
+        value = self._meta().get("profile")
         return str(value) if value is not None else None
 
     def kubectl_json(self, *args: str) -> Any:

@@ -67,11 +67,3 @@ def session_niceness(pid: int) -> int | None:
         return None
     return int(text.split("nice")[-1])
 
-
-def process_niceness(pid: int) -> int | None:
-    """The niceness of ``pid``'s main thread, or None if it is gone."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return int(stat.rsplit(")", 1)[-1].split()[16])

@@ -45,13 +45,27 @@ def cmdline(pid: int) -> str | None:
     return raw.replace(b"\0", b" ").decode("utf-8", "replace").strip()
 
 
-def _state(pid: int) -> str | None:
+def _stat_after_comm(pid: int) -> list[str] | None:
+    """The fields of ``/proc/<pid>/stat`` after ``comm`` (the state first), or None if the
+    process (or thread id) is gone."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
     # "pid (comm) S ..." — comm may hold spaces and parentheses; the state follows the last ")".
-    return stat.rsplit(")", 1)[-1].split()[0] if ")" in stat else None
+    return stat.rsplit(")", 1)[-1].split() if ")" in stat else None
+
+
+def _state(pid: int) -> str | None:
+    fields = _stat_after_comm(pid)
+    return fields[0] if fields else None
+
+
+def niceness(pid: int) -> int | None:
+    """The niceness of the thread ``pid`` (a process's main thread, or a thread id from
+    ``/proc/<pid>/task``), or None if it is gone (rotate_lab.priority)."""
+    fields = _stat_after_comm(pid)
+    return int(fields[16]) if fields else None
 
 
 def alive(pid: int) -> bool:

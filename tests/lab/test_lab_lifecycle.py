@@ -303,7 +303,7 @@ def test_a_lab_at_a_niceness_runs_every_part_and_pod_there(
     pids = lab.recorded_pids()
     assert sum(k.startswith("pod ") for k in pids) >= 11, pids
     # each part and pod, and every thread of it (a Go runtime starts threads at once)
-    niceness = {f"{k} thread {t.name}": priority.process_niceness(int(t.name))
+    niceness = {f"{k} thread {t.name}": processes.niceness(int(t.name))
                 for k, p in pids.items() for t in Path(f"/proc/{p}/task").iterdir()}
     niceness = {k: v for k, v in niceness.items() if v is not None}  # not one that just ended
     assert len(niceness) > len(pids) and niceness == {k: 7 for k in niceness}
@@ -311,7 +311,7 @@ def test_a_lab_at_a_niceness_runs_every_part_and_pod_there(
     if any(v is not None for v in sessions.values()):  # a kernel with autogroup
         assert sessions == {k: 7 for k in pids}
     assert lab.up_result["nice"] == 7 and control.status(lab.dir)["nice"] == 7
-    assert priority.process_niceness(os.getpid()) == 0  # the caller's own is untouched
+    assert processes.niceness(os.getpid()) == 0  # the caller's own is untouched
 
 
 def test_up_refuses_a_niceness_out_of_range_before_starting_anything(tmp_path: Path) -> None:
