@@ -42,12 +42,17 @@ def mint_and_deliver(
 
     ``on_minted(id)`` runs between minting and delivery, so the caller can journal the id of
     a token that exists before it is delivered (and revoke it later if delivery fails).
+    The Secret is written without a read first; only a missing one is created (empty), then
+    written.
     """
-    ensure_secret(kube, namespace, secret_name)
     minted = cc.mint_token(service, label)
     if on_minted is not None:
         on_minted(minted.id)
-    kube.write_secret_key(namespace, secret_name, key, minted.token)
+    try:
+        kube.write_secret_key(namespace, secret_name, key, minted.token)
+    except NotFoundError:  # rare (a consumer mounts its token Secret): no GET before each
+        ensure_secret(kube, namespace, secret_name)
+        kube.write_secret_key(namespace, secret_name, key, minted.token)
     return minted.id
 
 

@@ -171,6 +171,21 @@ class PlanInput:
         return not self.overlap and self.restore is None
 
 
+@dataclass(frozen=True)
+class Observed:
+    """What preflight read moments before a fresh run's first step: each consumer's
+    document version and its live token ids.
+
+    A step's first attempt records these (``io.record``) instead of reading them again: one
+    round trip less per consumer on its way to the restart (issue 8), and a document write
+    sends exactly the ``If-Match`` its plan line shows, so a write made by someone else since
+    preflight is refused (412), never overwritten.  Empty for a resumed run, which may come
+    hours later: its steps find their earlier records, or read anew."""
+
+    config_versions: Mapping[str, int | None] = field(default_factory=dict)
+    token_ids: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+
 @dataclass
 class Run:
     """Everything a run's steps share.  ``value`` lives only here, in memory."""
@@ -190,6 +205,8 @@ class Run:
     documents: dict[str, Document] = field(default_factory=dict)
     #: typed results of the steps done so far: (kind, phase, subject) → data
     results: dict[tuple[str, Phase, str], StepData] = field(default_factory=dict)
+    #: what preflight read just before (a fresh run only; see :class:`Observed`)
+    observed: Observed = field(default_factory=Observed)
     #: watched copies of objects every waiter of the run reads (made on first use);
     #: :meth:`close` ends them when the run ends
     caches: KubeCaches = field(init=False)

@@ -123,8 +123,10 @@ class ConfigWrite(StepKind[ConfigWritten]):
         doc = document(run, svc.name)
         if "previous_version" in io.prior:
             prev = io.prior["previous_version"]
-        else:
-            prev = cc.get_version_number(svc.name, svc.config_key)
+        else:  # the version preflight read (the plan's If-Match), else read it now
+            seen = run.observed.config_versions
+            prev = (seen[svc.name] if svc.name in seen
+                    else cc.get_version_number(svc.name, svc.config_key))
             io.record(previous_version=prev)
         version = cc.put_key(svc.name, svc.config_key, doc,
                              if_match=int(prev) if prev is not None else None)

@@ -54,7 +54,9 @@ class TokenMint(StepKind[TokenMinted]):
     def act(self, run: Run, io: StepIO) -> Outcome[TokenMinted]:
         cc, svc = run.adapters.config_center, run.service(io.step.subject)
         if "previous_ids" not in io.prior:
-            io.record(previous_ids=tokens.current_ids(cc, svc.name))
+            held = run.observed.token_ids.get(svc.name)  # preflight's read, moments ago
+            io.record(previous_ids=list(held) if held is not None
+                      else tokens.current_ids(cc, svc.name))
         if "mint_intent" not in io.prior:
             # journaled before any token exists: a kill -9 between minting and journaling its
             # id leaves a token tagged with the run id, created after this time, which

@@ -1,0 +1,71 @@
+"""A fresh run acts on what its preflight read (rotate.engine.kinds.base.Observed).
+
+The document write sends the If-Match its plan line shows, so a document someone else wrote
+after preflight is refused, not overwritten; the old tokens revoked at the end are those
+preflight saw, so a token someone else minted meanwhile stays live.  On the fakes: the other
+writer acts at the run's backend write, after preflight and before the consumers' steps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from rotate.core.secret import Secret
+from tests.fakes import World
+from tests.unit.engine_support import (
+    options,
+    run,
+    world_fixture,  # noqa: F401 - fixture
+)
+
+KEY = ("cart", "bootstrap")
+
+
+def at_backend_write(world: World, act: Callable[[], None]) -> None:
+    """Run ``act`` once, as the run writes the backend (its first change, after preflight)."""
+    write = world.vault.write
+    fired: list[bool] = []
+
+    def act_then_write(path: str, data: Mapping[str, Secret], *, cas: int) -> int:
+        if not fired:
+            fired.append(True)
+            act()
+        return write(path, data, cas=cas)
+
+    world.vault.write = act_then_write  # type: ignore[method-assign]
+
+
+def test_a_document_written_after_preflight_is_not_overwritten(world: World,
+                                                               tmp_path: Path) -> None:
+    before = world.cc.get_version_number(*KEY)
+    assert before is not None
+    plan = world.engine().plan(options(tmp_path), "dragonfly")
+    write = next(s for s in plan.steps if s.kind == "config.write" and s.subject == "cart")
+    assert f"If-Match {before}" in write.detail
+    theirs: dict[str, Any] = {"written": "by someone else"}
+    at_backend_write(world, lambda: world.cc.put_key(*KEY, theirs, if_match=before))
+
+    report = run(world, tmp_path)
+
+    assert report.exit_code == 13, report.message  # config.write failed
+    failed = next(s for s in report.steps if s.status == "failed")
+    assert (failed.kind, failed.target.split(" ")[0]) == ("config.write", "shop/cart")
+    assert "version moved" in report.message
+    doc = world.cc.get_key(*KEY)
+    assert (doc.version, doc.value) == (before + 1, theirs)
+
+
+def test_a_token_minted_after_preflight_is_not_revoked(world: World, tmp_path: Path) -> None:
+    seen = {t.id for t in world.cc.list_tokens("cart") if not t.revoked}
+    assert seen
+    theirs: list[str] = []
+    at_backend_write(world, lambda: theirs.append(world.cc.mint_token("cart", "someone").id))
+
+    report = run(world, tmp_path)
+
+    assert report.exit_code == 0, report.message
+    live = {t.id for t in world.cc.list_tokens("cart") if not t.revoked}
+    assert theirs and theirs[0] in live  # not the run's to revoke
+    assert not seen & live  # every token preflight saw is revoked
