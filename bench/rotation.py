@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
 
-from bench import analysis, chain_params, floor, overhead, timeline
+from bench import analysis, chain_params, floor, overhead, reaction, timeline
 from bench.measure import (
     COMMAND_TIMEOUT,
     Segment,
@@ -352,6 +352,8 @@ def run(args: argparse.Namespace) -> int:
         split = "\n".join(line for line in (
             time_split(segs), cpu_line(segs), nice_line(lab_nice),
             overhead.render(overheads, requests, len(params.consumers)),
+            reaction.render([reaction.reaction_of(g, params.consumers) for g in segs
+                             if g.kind == "rotate"]),
             floor.render(floors, [o.startup for o in overheads]),
             floor.render_headroom(floors, [r.critical_path.total for r in results
                                            if r.kind == "rotate"])) if line)
