@@ -31,7 +31,7 @@ import uuid
 from collections import deque
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from rotate_lab.kube import resources
 from rotate_lab.kube.apierrors import (
@@ -68,6 +68,30 @@ _Objs = list[Obj]
 _Names = list[tuple[str, str]]  # (namespace, name); "" for a cluster-scoped kind
 
 log = logging.getLogger("rotate_lab.store")
+
+
+_ATOMS = (str, int, float, bool, type(None))
+
+
+def _copy(value: T) -> T:
+    """A deep copy of a stored object.  Stored objects are JSON trees (dicts, lists, strings,
+    numbers, booleans, None), which :func:`_tree` copies about three times faster than
+    ``copy.deepcopy`` (no memo, no dispatch); anything else falls back to it.  The store
+    copies on every read and write, and every copy is CPU the API server and the controllers
+    share: under load, a rollout's ten Deployments reached their pods one after the other
+    behind them."""
+    return cast(T, _tree(value))
+
+
+def _tree(value: Any) -> Any:
+    kind = type(value)
+    if kind is dict:
+        return {k: _tree(v) for k, v in value.items()}
+    if kind is list:
+        return [_tree(v) for v in value]
+    if isinstance(value, _ATOMS):
+        return value
+    return copy.deepcopy(value)
 
 HISTORY = 10_000  # events kept for watch replay; older resourceVersions get 410 Expired
 WATCH_QUEUE_LIMIT = 10_000
@@ -142,7 +166,7 @@ class Watch:
             if not self._queue:
                 return None
             ev_type, obj = self._queue.popleft()
-        return {"type": ev_type, "object": copy.deepcopy(obj)}
+        return {"type": ev_type, "object": _copy(obj)}
 
     def close(self) -> None:
         self._store._unregister(self)
@@ -219,7 +243,7 @@ class Store:
     def get(self, kind: str, namespace: str | None, name: str) -> Obj:
         k = _kind(kind)
         with self._lock:
-            return copy.deepcopy(self._stored(k, namespace, name))
+            return _copy(self._stored(k, namespace, name))
 
     def inspect(self, kind: str, namespace: str | None, name: str,
                 fn: Callable[[Obj], T]) -> T:
@@ -238,7 +262,7 @@ class Store:
         with self._lock:
             items = self._matching(k, namespace, lambda o: labels.matches(
                 (o.get("metadata") or {}).get("labels")) and fields.matches(o))
-            return copy.deepcopy(items), str(self._rv)
+            return _copy(items), str(self._rv)
 
     def names(self, kind: str) -> _Names:
         """(namespace, name) of every stored object of ``kind``, in :meth:`list`'s order, and
@@ -258,7 +282,7 @@ class Store:
         CPU during a rollout, and the rollouts queued behind it."""
         k = _kind(kind)
         with self._lock:
-            return copy.deepcopy(self._matching(k, namespace, where))
+            return _copy(self._matching(k, namespace, where))
 
     # --- writes -------------------------------------------------------------------------
 
@@ -281,7 +305,7 @@ class Store:
             rv = md.get("resourceVersion")
             if rv not in (None, "") and str(rv) != old["metadata"]["resourceVersion"]:
                 raise conflict(k, name)
-            out = self._replace(k, old, copy.deepcopy(obj), subresource, notes)
+            out = self._replace(k, old, _copy(obj), subresource, notes)
         self._notify(notes)
         return out
 
@@ -315,7 +339,7 @@ class Store:
         notes: _Notes = []
         with self._lock:
             old = self._stored(k, namespace, name)
-            work = copy.deepcopy(old)
+            work = _copy(old)
             fn(work)
             out = self._replace(k, old, work, subresource, notes)
         self._notify(notes)
@@ -393,7 +417,7 @@ class Store:
                     raise
                 md = doc.get("metadata") or {}
                 current = self.get(kind, md.get("namespace") or "default", md["name"])
-                body = copy.deepcopy(doc)
+                body = _copy(doc)
                 body["metadata"] = {**current["metadata"], **md}
                 out.append(self.update(kind, body))
         return out
@@ -483,7 +507,7 @@ class Store:
 
     def _create(self, k: Kind, obj: Obj, notes: _Notes) -> Obj:
         table = self._table(k)
-        new = copy.deepcopy(obj)
+        new = _copy(obj)
         md = new.get("metadata")
         if not isinstance(md, dict):
             md = new["metadata"] = {}
@@ -517,14 +541,14 @@ class Store:
         else:
             md.pop("generation", None)
         self._commit(k, "ADDED", None, new, notes)
-        return copy.deepcopy(new)
+        return _copy(new)
 
     def _replace(self, k: Kind, old: Obj, new: Obj, subresource: str | None,
                  notes: _Notes) -> Obj:
         if subresource == "status":
             if not k.status:
                 raise not_found(k, old["metadata"]["name"])
-            result = copy.deepcopy(old)
+            result = _copy(old)
             if new.get("status") is None:
                 result.pop("status", None)
             else:
@@ -534,7 +558,7 @@ class Store:
             if k.status:
                 result.pop("status", None)
                 if "status" in old:
-                    result["status"] = copy.deepcopy(old["status"])
+                    result["status"] = _copy(old["status"])
             md = result.get("metadata")
             if not isinstance(md, dict):
                 md = result["metadata"] = {}
@@ -552,19 +576,19 @@ class Store:
         if k.generation and _spec_part(result) != _spec_part(old):
             result["metadata"]["generation"] = int(old["metadata"].get("generation") or 0) + 1
         if _same_ignoring_rv(result, old):
-            return copy.deepcopy(old)
+            return _copy(old)
         validate(k, result)
         self._rv += 1
         result["metadata"]["resourceVersion"] = str(self._rv)
         self._commit(k, "MODIFIED", old, result, notes)
-        return copy.deepcopy(result)
+        return _copy(result)
 
     def _delete(self, k: Kind, ns: str, name: str, cascade: bool,
                 notes: _Notes) -> Obj:
         old = self._objects[k.kind].get((ns, name))
         if old is None:  # already gone through another owner
             return {}
-        gone = copy.deepcopy(old)
+        gone = _copy(old)
         self._rv += 1
         gone["metadata"]["resourceVersion"] = str(self._rv)
         self._commit(k, "DELETED", old, gone, notes)
@@ -578,17 +602,22 @@ class Store:
                     in_ns = k.kind == "Namespace" and dk.namespaced and dns == name
                     if in_ns or any(o.get("uid") == uid for o in owners):
                         self._delete(dk, dns, dname, True, notes)
-        return copy.deepcopy(gone)
+        return _copy(gone)
 
     def _notify(self, notes: _Notes) -> None:
+        """Each committed change, to every subscriber: one copy of the object per change,
+        shared by them all — a subscriber reads it to pick what to reconcile and never
+        changes it (``Controller.keys_for``).  A copy each, for a dozen controllers most of
+        which ignore the kind, made every pod status update a dozen copies."""
         if not notes:
             return
         with self._lock:
             subscribers = list(self._subscribers)
         for ev_type, kind, obj in notes:
+            shared = _copy(obj)
             for fn in subscribers:
                 try:
-                    fn(ev_type, kind, copy.deepcopy(obj))
+                    fn(ev_type, kind, shared)
                 except Exception:  # the write is committed; a subscriber bug must not undo
                     log.exception("store subscriber failed on %s %s", ev_type, kind)
 
