@@ -10,8 +10,9 @@ controllers — is in rotate's wall and not in the critical path (docs/performan
 real cluster that is milliseconds; this measures what the lab takes with nothing of rotate
 running.
 
-The patches are rotate's own (a ``restartedAt`` annotation on the pod template, sent at once
-from one thread per Deployment through rotate's Kubernetes client); each new pod is the first
+The patches are shaped like rotate's restart (a merge patch of one pod-template annotation,
+:data:`ANNOTATION`, sent at once from one thread per Deployment through rotate's Kubernetes
+client); each new pod is the first
 pod of the Deployment's ``app`` label that a ``kubectl`` watch sees ADDED after its patch
 returned.  Both are times on this process's clock.
 """

@@ -69,8 +69,12 @@ _Names = list[tuple[str, str]]  # (namespace, name); "" for a cluster-scoped kin
 
 log = logging.getLogger("rotate_lab.store")
 
-
-_ATOMS = (str, int, float, bool, type(None))
+HISTORY = 10_000  # events kept for watch replay; older resourceVersions get 410 Expired
+WATCH_QUEUE_LIMIT = 10_000
+MAX_EVENTS = 2_000  # a watcher this far behind is closed (clients re-list)
+DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+_GEN_CHARS = "bcdfghjklmnpqrstvwxz2456789"
+_ATOMS = (str, int, float, bool, type(None))  # what _tree shares instead of copying
 
 
 def _copy(value: T) -> T:
@@ -92,12 +96,6 @@ def _tree(value: Any) -> Any:
     if isinstance(value, _ATOMS):
         return value
     return copy.deepcopy(value)
-
-HISTORY = 10_000  # events kept for watch replay; older resourceVersions get 410 Expired
-WATCH_QUEUE_LIMIT = 10_000
-MAX_EVENTS = 2_000  # a watcher this far behind is closed (clients re-list)
-DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
-_GEN_CHARS = "bcdfghjklmnpqrstvwxz2456789"
 
 
 def now_rfc3339() -> str:
