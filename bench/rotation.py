@@ -38,7 +38,7 @@ from rotate.core.durations import parse_duration
 KINDS = ("rotate", "runbook")
 #: the niceness of the lab a run starts (rotate_lab.priority): at 19 a lab session weighs
 #: 15 against a measured command's 1024, so the command gets a core when it wants one, as
-#: on a machine of its own; measured at 10 too (docs/performance.md)
+#: on a machine of its own (docs/performance.md "Reading the numbers")
 LAB_NICE = 19
 
 
