@@ -99,19 +99,20 @@ class CriticalPath:
     - *in order* (the runbook, the overlap strategy): ESO's reaction, then the provider's
       change, then the consumers' rollouts (new pod created → Ready) packed onto
       ``max_parallel`` slots, then one readyz;
-    - *prepared* (rotate's restart order, docs/chain.md "Order"): ESO's reaction, then the
+    - *prepared* (the restart order, docs/chain.md "Order", its first new pod created
+      after ESO had synced): ESO's reaction, then the
       consumers' new pods started (created → started) packed onto the slots, then the
       provider's change, then the catch-up (the switch → the last prepared pod Ready: about
       one readiness period), then one readyz;
     - *prepared during ESO's reaction* (``beside_eso``: a consumer's new pod was created
-      before ESO had synced — rotate since the consumers are prepared beside sync.wait):
-      ESO's reaction and the consumers' pod starts no longer follow each other, so the
+      before ESO had synced — rotate's restart order, the consumers prepared beside sync.wait):
+      ESO's reaction and the consumers' pod starts do not follow each other, so the
       longer of the two, then the provider's change, the catch-up and one readyz.  Both
       begin right after the backend write (the pods need only the backend's value), so the
       longer of the two is the world's floor; the time before the first pod is created
-      (mints, harvest, writes, the patch and the Deployment controller's reaction) stays
-      rotate's, as it was.  ``in_sequence`` is the sum the earlier orders used, for
-      comparison with measurements made before.
+      (mints, harvest, writes, the patch and the Deployment controller's reaction) is
+      rotate's.  ``in_sequence`` is the same parts one after the other (the *prepared*
+      sum), printed beside it: the looser floor of the two.
 
     ``provider_change`` is the provider's new pod created → Ready when it rolls, or the
     live change (``provider.apply`` + ``provider.verify`` from the journal) when it does not

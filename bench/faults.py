@@ -1,7 +1,8 @@
 """Fault matrix: every lab fault before and during a run, kill -9 / SIGTERM at the start of
 every step kind the plan has (and a few ms into the state-changing ones), two credentials on
 one provider, a human `kubectl rollout restart` mid-run — each recovered by resume and by
-rollback, and checked from outside the tool (issue 10).
+rollback, and checked from outside the tool
+(docs/reliability.md).
 
 One lab (fast profile) in its own directory, started and stopped here.  The kinds come from
 ``rotate CRED -o json`` (bench/fault_matrix.py).  A run is disturbed at a step by freezing

@@ -69,7 +69,8 @@ def render(floors: Sequence[Floor], startups: Sequence[float]) -> str:
     return line
 
 
-#: issue 8's bar for rotate's wall, as a multiple of the chain's critical path
+#: the bar for rotate's wall, as a multiple of the chain's critical path
+#: (docs/performance.md "Targets")
 BAR = 1.2
 
 

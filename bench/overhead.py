@@ -1,4 +1,4 @@
-"""rotate's own cost at scale (issue 8 item 4): its overhead and its API requests.
+"""rotate's own cost at scale: its overhead and its API requests.
 
 - *Waiting on the world* is the union of the journaled steps that only wait for another
   system to act: ``sync.wait`` (ESO), ``provider.wait`` / ``consumer.wait`` (rollouts),

@@ -3,7 +3,7 @@
 ``python -m bench.plan_rtt --rtt 20`` plans ``dragonfly`` on the unit tests' fake world
 (3 consumers) with every adapter call delayed by RTT milliseconds — what a real API server,
 OpenBao or Config Center a few network hops away costs — once with preflight's parts on one
-thread (the order before 8b6ebc0) and once on their own threads (rotate.engine.preflight),
+thread (``PART_THREADS = 1``) and once on their own threads (rotate.engine.preflight),
 and prints the median of each.  The lab cannot show this: on loopback a round trip is well
 under a millisecond and the plan's time is its CPU.
 """

@@ -38,7 +38,7 @@ from rotate.core.durations import parse_duration
 KINDS = ("rotate", "runbook")
 #: the niceness of the lab a run starts (rotate_lab.priority): at 19 a lab session weighs
 #: 15 against a measured command's 1024, so the command gets a core when it wants one, as
-#: on a machine of its own; measured at 10 too (docs/performance.md)
+#: on a machine of its own (docs/performance.md "Reading the numbers")
 LAB_NICE = 19
 
 
@@ -146,9 +146,9 @@ def review_plan(lab: Lab, params: chain_params.ChainParams, out: Path) -> None:
     nothing — before any ``--confirm`` run, as the workflow has it (cli.md: plan, read,
     confirm).  Like any command it leaves the chain file's validation in the validated-chain
     cache, so the measured runs start as a ``--confirm`` after its plan does; the cost of a
-    first or edited chain file is bench/startup.py's cold figure.  Before this step, the
-    first run of every fresh lab paid it alone: 0.5 s of CPU for the 1,900-line chain file
-    of 100 consumers.  Its log: ``OUT/logs/plan.log``; a refused plan stops the benchmark."""
+    first or edited chain file is bench/startup.py's cold figure.  Without this step the
+    first run of every fresh lab would pay it alone: 0.5 s of CPU for the 1,900-line chain
+    file of 100 consumers.  Its log: ``OUT/logs/plan.log``; a refused plan stops the benchmark."""
     log = out / "logs" / "plan.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     argv = [tool("rotate"), params.credential, "--strategy", params.strategy,

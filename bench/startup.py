@@ -1,10 +1,10 @@
 """Start-up cost of ``rotate --help`` and ``rotate list`` against the floor: a bare Python
 that runs ``import typer, rich.console``.
 
-The bars (the issues'): ``rotate --help`` at most 1.5× the floor, ``rotate list`` (which
-loads and validates the chain file, like a rotation) at most 2× — i.e. the CLI adds little
-beyond the libraries it is built on, which holds only while the engine, the adapters
-(kubernetes, hvac, httpx) and the lab are imported lazily.
+The bars (docs/performance.md "Targets"): ``rotate --help`` at most 1.5× the floor,
+``rotate list`` (which loads and validates the chain file, like a rotation) at most 2× —
+i.e. the CLI adds little beyond the libraries it is built on, which holds only while the
+engine, the adapters (kubernetes, hvac, httpx) and the lab are imported lazily.
 
 The commands run interleaved (A B C A B C …) so that disk cache and CPU frequency drift hit
 all alike; N runs each, medians compared. ``rotate list`` reads the example shop's chain file

@@ -83,7 +83,7 @@ class Lab:
     def check_services_option(self) -> None:
         if "--services" not in self.run("up", "--help").stdout:
             raise BenchError("--services: this lab's `rotate lab up` has no --services "
-                             "option yet (issue 8 item 4); run without --services")
+                             "option; run without --services")
 
     def up(self, profile: str, services: int | None, nice: int = 0) -> None:
         args = ["up", "--profile", profile, "--nice", str(nice)]

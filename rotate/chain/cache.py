@@ -3,7 +3,7 @@ validated again until they, or the rules, change (docs/chain-file.md "Validated-
 
 Why: parsing a chain file with line numbers (ruamel's pure-Python round-trip parser) and
 validating it (jsonschema) costs ~10× what building the Chain from plain data costs, and
-``rotate list`` — like every command — validates fully (issue 10). Most invocations read a
+``rotate list`` — like every command — validates fully. Most invocations read a
 file that has not changed since the last one.
 
 What an entry holds: the file's content as plain JSON data, exactly what

@@ -109,7 +109,7 @@ class Console:
     # -- results ------------------------------------------------------------------------
     def lines(self, lines: list[str]) -> None:
         """Plain result lines (no markup, no wrapping), in one print: rich's per-call cost
-        (~0.15 ms) made a 100-consumer plan's 1,235 lines cost 0.18 s of CPU."""
+        (~0.15 ms) would make a 100-consumer plan's 1,235 lines cost 0.18 s of CPU."""
         if lines:
             self.out.print("\n".join(str(_safe(line)) for line in lines), markup=False,
                            highlight=False, soft_wrap=True)

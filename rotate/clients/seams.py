@@ -281,7 +281,7 @@ class ReadyzTarget:
 
 # --------------------------------------------------------------------------- provider admin
 #
-# Providers that hold their own password (issue 7): a Redis/Dragonfly ACL user and a PostgreSQL
+# Providers that hold their own password: a Redis/Dragonfly ACL user and a PostgreSQL
 # role are changed live over an admin connection.  Real adapters:
 #
 # * :class:`RedisAclAdmin` — ``rotate.clients.redis_acl.RedisAcl`` (redis-py)

@@ -1,4 +1,4 @@
-"""A salted, slow fingerprint of an operator-supplied value (issue 10, item 4).
+"""A salted, slow fingerprint of an operator-supplied value.
 
 A run started with ``--value-stdin`` that fails before the backend write keeps no copy of
 the value; its resume must be given the value again and must not accept a different one.

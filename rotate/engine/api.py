@@ -411,7 +411,7 @@ class Engine:
         return report_from(journal_mod.load(options.state_dir, run_id))
 
     def list_credentials(self, options: _Options) -> list[CredentialSummary]:
-        # Validated as fully as a rotation: a file `rotate CRED` refuses must not list (issue 10).
+        # Validated as fully as a rotation: a file `rotate CRED` refuses must not list.
         chain = self.load_chain(options)
         history = self.runs(options)
         out = []

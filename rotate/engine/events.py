@@ -38,9 +38,9 @@ Invariants:
   objects' lanes and the backlog goes out :data:`LANES` requests at a time.
   :meth:`RunEvents.run_end` returns once all of them are sent, or at
   :data:`FLUSH_SECONDS`, after which an unsent event counts as failed.  (At 10 consumers a
-  run posts ~55 events, at 100 ~500; when the proving steps still had events, ~85 sent
-  inline cost a run ~1 s on a busy API server, and at 100 consumers on the saturated lab
-  ~800 one request at a time to the end once left a third of them unsent.)
+  run posts ~55 events, at 100 ~500: sent inline, each would hold its step for a round
+  trip to an API server busy with the rollouts, and all of them left to the end would
+  outlast the flush behind a saturated one.)
 * Reason and message name steps, objects, versions and the run id — never a value (the step
   details they quote are the report's, which hold none either).
 * The run id is in every message and in ``reportingInstance``.
@@ -77,7 +77,7 @@ FLUSH_SECONDS = 10.0
 #: the Normal event of a done step that changed something, by kind and phase.  A step that
 #: only proves (``sync.wait``, ``provider.wait``, ``consumer.wait``, ``readyz.check``) has
 #: none: its proof is what the object's success event says, and at 100 consumers those
-#: were 300 of a run's ~800 events, sent behind a saturated API server (a kind missing here
+#: would be 300 more events, sent behind a saturated API server (a kind missing here
 #: has no event; a failed step of any kind is a Warning)
 STEP_REASONS: dict[tuple[str, str], str] = {
     ("backend.write", "main"): "BackendWritten",

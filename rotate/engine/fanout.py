@@ -2,15 +2,15 @@
 input order.
 
 Preflight makes about six requests per consumer (its Deployment, its document's version, the
-Config Center write probe, its tokens, the harvest's reads).  One after the other they made
-start-up grow by seconds at 100 consumers (issue 8).  The requests of different consumers are
+Config Center write probe, its tokens, the harvest's reads).  One after the other they would
+make start-up grow by seconds at 100 consumers.  The requests of different consumers are
 independent, and the adapters are safe to share between threads (the executor already runs
 steps in parallel on them), so they run on at most :data:`FAN_OUT` threads.  The permission
 check's access reviews (~30 for one credential) go the same way.
 
 Invariant: :func:`fan_out` returns one result per input, in input order, whatever order the
 threads finish in — output and journal stay deterministic.  An exception raised by ``fn``
-propagates (checks catch their own ``ClientError``; anything else is a bug, as before).
+propagates (checks catch their own ``ClientError``; anything else is a bug).
 """
 
 from __future__ import annotations

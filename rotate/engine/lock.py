@@ -17,7 +17,7 @@
   on — resume that run, or ``--take-over-lock``, which then works without waiting for
   staleness.  Another host or a live process: wait, or take over once the lease is stale.
 
-A credential's providers are locked too (issue 10): one more Lease per provider workload,
+A credential's providers are locked too: one more Lease per provider workload,
 ``rotate-provider-<kind>-<namespace>-<name>`` (:func:`provider_lease_name`), taken after the
 credential's with the same holder and the same rules, so two credentials that share a
 provider (``dragonfly`` and ``dragonfly-acl`` both roll Dragonfly) never run at once: the

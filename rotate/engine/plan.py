@@ -12,7 +12,7 @@ of every ``prepares`` kind (token mints, harvest, document writes, consumer rest
 right before the ``syncs`` step (sync.wait), in their own order, and the executor runs them
 beside it.  So the new consumer pods start while ESO reacts and are already started —
 unready, the old pods still serving — when the provider switches; they become Ready within a
-readiness period instead of a pod start, and ESO's reaction is no longer in their way
+readiness period instead of a pod start, and ESO's reaction is not in their way
 (chain.md "Order").  They need the new value only from the backend, where backend.write put
 it: the harvest builds the documents with it in place of what the Secret holds, and
 sync.wait then proves the Secret holds exactly that value before anything switches.  A draft

@@ -33,7 +33,7 @@ from rotate.engine.preflight_workloads import workload_findings
 from rotate.stages import backend, harvest, provider_access, sync, tokens, traps
 from rotate.stages.provider_apply import accounts_for
 
-#: one thread per part of :func:`preflight`; 1 runs them one after the other, as before
+#: one thread per part of :func:`preflight`; 1 runs them one after the other
 #: (``bench/plan_rtt.py`` compares the two)
 PART_THREADS = 5
 
@@ -47,7 +47,7 @@ def preflight(
     The parts — the backend and the providers' access, the sync objects, the workloads, the
     Config Center, the documents — read nothing another part writes, so they run at once,
     each on a thread of its own: the plan waits for the slowest part, not for their sum
-    (issue 8; about ten round trips one after the other before).  Their checks and traps are
+    (about ten round trips one after the other).  Their checks and traps are
     put together in this fixed order whatever order they finish in, so the plan reads the
     same every time.  Objects read by two parts (the ExternalSecret, the workloads) record
     their uids under one key each, so the parts share ``uids``.
@@ -223,7 +223,7 @@ def _config_center_checks(cc: ConfigCenter, name: str, key: str) -> Fanned:
         return f"{name}/{key} at v{version[0]}"
 
     def writable() -> str:
-        cc.probe_write(name, key)  # If-Match "0": 412, nothing written (issue 10)
+        cc.probe_write(name, key)  # If-Match "0": 412, nothing written
         return f"{name}/{key} writable (If-Match probe answered 412)"
 
     def live_tokens() -> str:

@@ -11,7 +11,7 @@ sync.wait (the Secret holds version N's value) → provider.restart/wait → con
 (restore each recorded previous version, If-Match the version *the run wrote*) → token.mint (fresh
 tokens: the run may have revoked the old ones) → consumer.restart/wait → readyz.check.
 
-Nothing that moved since the run is overwritten (issue 10): :func:`moved_since` lists what
+Nothing that moved since the run is overwritten: :func:`moved_since` lists what
 another writer changed after it — a newer run's backend version, a Config Center edit —
 and the rollback refuses (exit 3, nothing changed) naming each, unless ``--force``.
 

@@ -73,7 +73,7 @@ class SharedReads:
     """The reads of one harvest of many consumers, each object read once.
 
     Consumers of one credential mostly resolve the same sources — the credential's Secret,
-    the provider's Service — so at 100 consumers a harvest read the same Secret 100 times.
+    the provider's Service — read per consumer, 100 consumers would read the same Secret 100 times.
     Here the first read of a (kind, object) is kept for the rest of the harvest, which also
     builds every document from one snapshot of each source.  Only successful reads are kept
     (a failure is read again by the next consumer that needs it, and reported by each).

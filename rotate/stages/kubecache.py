@@ -1,9 +1,9 @@
 """A run's shared, watched copy of one kind's objects in one namespace (an "informer").
 
 Why: every prepared ``consumer.restart`` waits for its new pods to start, up to
-``maxParallel`` at once.  Each waiter used to watch all the namespace's Pods and, on every
-event, re-GET its Deployment and re-LIST the pods — so each pod event of any consumer cost N
-GETs and N LISTs: O(N²) requests in the number of consumers.  An :class:`ObjectCache` lists
+``maxParallel`` at once.  Were each waiter to watch all the namespace's Pods and, on every
+event, re-GET its Deployment and re-LIST the pods, each pod event of any consumer would cost
+N GETs and N LISTs: O(N²) requests in the number of consumers.  An :class:`ObjectCache` lists
 the namespace's objects once, follows one watch from the list's resourceVersion, and every
 waiter reads the copy in memory; a waiter's :class:`CacheReader` is the ``pause`` of
 :func:`rotate.core.waiting.wait_for` and returns as soon as the copy changed since that

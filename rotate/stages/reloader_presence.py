@@ -1,7 +1,7 @@
 """Does a Reloader controller actually run?  Found the way an operator would look.
 
 A provider annotated for stakater Reloader is rolled by Reloader only when Reloader runs.
-Waiting for it otherwise is a blind wait (issue 8): the run would sit ``reloaderGrace``
+Waiting for it otherwise is a blind wait: the run would sit ``reloaderGrace``
 for nothing.  A Reloader is *running* when
 
 - a Deployment in any namespace is Reloader's — label ``app.kubernetes.io/name: reloader``

@@ -439,7 +439,7 @@ def wait_for_reloader(
     """Watch up to ``grace`` seconds for Reloader's roll of ``ref``; accept it only when its
     rollout completes (by ``deadline``) with every pod started after ``synced_at``, the time
     the Secret held the new value.  Otherwise the caller rolls: a second roll costs a pod
-    start, taking a stale roll for ours costs the provider the new value (issue 10).
+    start, taking a stale roll for ours costs the provider the new value.
     ``by_reloader``: the roll must carry Reloader's record for ``secret``; False (Wave, VSO)
     takes any template change, still subject to the pod check."""
 

@@ -177,7 +177,7 @@ class Observed:
     document version and its live token ids.
 
     A step's first attempt records these (``io.record``) instead of reading them again: one
-    round trip less per consumer on its way to the restart (issue 8), and a document write
+    round trip less per consumer on its way to the restart, and a document write
     sends exactly the ``If-Match`` its plan line shows, so a write made by someone else since
     preflight is refused (412), never overwritten.  Empty for a resumed run, which may come
     hours later: its steps find their earlier records, or read anew."""

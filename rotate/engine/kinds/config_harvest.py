@@ -50,7 +50,7 @@ NAMED = 5
 def names_in_short(names: list[str]) -> str:
     """``cart, order, user`` — or, for more than :data:`NAMED`, ``cart, order, user, …,
     consumer-100 (100)``: the step's target is one cell of the plan, the report and the
-    journal, and at 100 consumers the whole list made every line of the plan 1,500
+    journal, and at 100 consumers the whole list would make every line of the plan 1,500
     characters wide."""
     if len(names) <= NAMED:
         return ", ".join(names)

@@ -74,7 +74,7 @@ class ConfigRestore(StepKind[ConfigWritten]):
             raise PermanentError("config center", f"{svc.name}/{svc.config_key}",
                                  "key no longer exists")
         # If-Match the version the run wrote: an edit made since then answers 412 instead of
-        # being overwritten (issue 10); the current one only when --force overrode it
+        # being overwritten; the current one only when --force overrode it
         cas = run.start.restore_config_match.get(svc.name, current)
         io.record(cas=cas)
         version = cc.restore_version(svc.name, svc.config_key, restore_to, if_match=cas)

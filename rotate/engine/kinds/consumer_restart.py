@@ -4,7 +4,7 @@ Under the restart strategy this is a *prepared* step (base.py ``prepares``): it 
 the provider switches, so the new pods start while the provider still refuses their value —
 unready, the old pods serving — and become Ready once it accepts it.  A workload whose old
 pods would go first (Recreate, OnDelete, maxUnavailable ≥ replicas) is planned ``late``,
-after the switch, as before.  The pod template's previous ``restartedAt`` is recorded before
+after the switch (the plain order).  The pod template's previous ``restartedAt`` is recorded before
 the patch: ``consumer.undo`` puts it back (``kubectl rollout undo``) if the provider fails.
 
 A prepared step is proven only once its rollout is *staged* (rotate.stages.staged): the new

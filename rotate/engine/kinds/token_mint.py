@@ -60,7 +60,7 @@ class TokenMint(StepKind[TokenMinted]):
         if "mint_intent" not in io.prior:
             # journaled before any token exists: a kill -9 between minting and journaling its
             # id leaves a token tagged with the run id, created after this time, which
-            # token.revoke finds and revokes (issue 10)
+            # token.revoke finds and revokes
             io.record(mint_intent=rfc3339(utcnow()))
 
         def minted(token_id: str) -> None:
