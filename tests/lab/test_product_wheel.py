@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.lab.conftest import LabHandle
+from tests.support.labhandle import LabHandle
 
 pytestmark = pytest.mark.wheel
 PRODUCT_FILES = ("pyproject.toml", "README.md")
