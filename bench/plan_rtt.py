@@ -23,7 +23,7 @@ from typing import Any
 import rotate.engine.preflight as preflight
 from tests.fakes import World
 from tests.fakes.world import make_chain
-from tests.unit.engine_support import options
+from tests.support.engine import options
 
 
 def _delayed(obj: object, rtt: float) -> None:

@@ -3,8 +3,6 @@ run as its own process on 127.0.0.1 and stopped by pid."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,47 +18,11 @@ from rotate.core.errors import (
     TemporaryError,
 )
 from rotate.core.secret import Secret
-from rotate.core.waiting import Deadline, wait_for
-from tests.paths import shop_schema
+from tests.support.configcenter_server import ADMIN, Server, doc
+from tests.support.paths import shop_schema
 
-ADMIN = "admin-token-for-adapter-tests-0123456789"
 PASSWORD_1 = "First-Dragonfly-Password-0123456789"
 PASSWORD_2 = "Second-Dragonfly-Password-9876543210"
-
-
-class Server:
-    def __init__(self, tmp: Path) -> None:
-        self.tmp = tmp
-        (tmp / "admin-token").write_text(ADMIN + "\n")
-        port_file = tmp / "cc.port"
-        with (tmp / "cc.log").open("ab") as log:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "rotate_lab.services.configcenter",
-                 "--db", str(tmp / "cc.db"), "--host", "127.0.0.1", "--port", "0",
-                 "--admin-token-file", str(tmp / "admin-token"),
-                 "--faults-file", str(tmp / "faults.json"), "--port-file", str(port_file)],
-                cwd=tmp, stdout=log, stderr=log)
-
-        def port() -> str | None:
-            if self.proc.poll() is not None:
-                raise AssertionError("config center exited: " + (tmp / "cc.log").read_text())
-            text = port_file.read_text().strip() if port_file.exists() else ""
-            return text or None
-
-        try:
-            self.url = f"http://127.0.0.1:{wait_for(port, deadline=Deadline.after(15), what='cc')}"
-        except BaseException:
-            self.stop()
-            raise
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
 
 
 @pytest.fixture
@@ -76,13 +38,6 @@ def cc(server: Server) -> Iterator[HttpConfigCenter]:
     client.put_schema("cart", shop_schema("cart"))
     yield client
     client.close()
-
-
-def doc(password: str) -> dict[str, object]:
-    host = "dragonfly.dragonfly.svc.cluster.local"
-    return {"service": {"name": "cart"},
-            "dragonfly": {"host": host, "port": 6379, "password": Secret(password),
-                          "url": Secret(f"redis://:{password}@{host}:6379/0")}}
 
 
 def assert_clean(exc: ClientError, server: Server) -> None:

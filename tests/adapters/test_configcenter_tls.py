@@ -20,7 +20,7 @@ from rotate.core.secret import Secret
 from rotate.engine.api import Engine
 from rotate.engine.model import Options
 from rotate.engine.wiring import RealAdapters, load_chain
-from tests.paths import EXAMPLE_CHAIN
+from tests.support.paths import EXAMPLE_CHAIN
 
 MATERIAL = tls.generate()
 

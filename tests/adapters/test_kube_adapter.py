@@ -13,7 +13,6 @@ import threading
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -21,8 +20,6 @@ from typing import Any
 import pytest
 from rotate_lab.kube import kubeconfig, tls
 from rotate_lab.kube import store as store_mod
-from rotate_lab.kube.apiserver import ApiServer, Identity
-from rotate_lab.kube.store import Store
 
 from rotate.clients.kube import KubeClient
 from rotate.core.errors import (
@@ -34,6 +31,7 @@ from rotate.core.errors import (
     UsageError,
 )
 from rotate.core.secret import Secret
+from tests.support.kube_apiserver import Lab, deployment, start_lab
 
 PASSWORD = "Kube-Secret-Value-" + secrets.token_hex(8)
 
@@ -56,18 +54,6 @@ class _Readyz(BaseHTTPRequestHandler):
         pass
 
 
-@dataclass
-class Lab:
-    store: Store
-    api: ApiServer
-    kubeconfig: Path
-    admin_token: str
-    restricted_token: str
-
-    def client(self, context: str | None = None) -> KubeClient:
-        return KubeClient(str(self.kubeconfig), context)
-
-
 @pytest.fixture(scope="module")
 def material() -> tls.TlsMaterial:
     return tls.generate()
@@ -85,36 +71,12 @@ def service() -> Iterator[ThreadingHTTPServer]:
     thread.join(5)
 
 
-def start_lab(tmp: Path, material: tls.TlsMaterial, port: int) -> Lab:
-    store = Store()
-    for ns in ("shop", "dragonfly"):
-        store.create("Namespace", {"metadata": {"name": ns}})
-    admin, restricted = "adm-" + secrets.token_hex(12), "rst-" + secrets.token_hex(12)
-
-    def resolve(namespace: str, name: str, ref: str) -> tuple[str, int] | None:
-        return ("127.0.0.1", port) if (namespace, name) == ("shop", "cart") else None
-
-    api = ApiServer(store, tls=material,
-                    identities={admin: Identity.admin(), restricted: Identity.restricted()},
-                    proxy=resolve).start()
-    path = kubeconfig.write(tmp / "kubeconfig", api.url, material.ca_pem, admin, restricted)
-    return Lab(store, api, path, admin, restricted)
-
-
 @pytest.fixture
 def lab(tmp_path: Path, material: tls.TlsMaterial,
         service: ThreadingHTTPServer) -> Iterator[Lab]:
     lab = start_lab(tmp_path, material, int(service.server_address[1]))
     yield lab
     lab.api.stop()
-
-
-def deployment(name: str) -> dict[str, Any]:
-    labels = {"app": name}
-    return {"metadata": {"name": name, "labels": labels},
-            "spec": {"replicas": 1, "selector": {"matchLabels": labels},
-                     "template": {"metadata": {"labels": labels},
-                                  "spec": {"containers": [{"name": "c", "image": "shop:1"}]}}}}
 
 
 def make_secret(kube: KubeClient) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from rotate_lab.kube import resources, tls
 from rotate.clients.kube import KubeClient
 from rotate.clients.seams import KubeEvent
 from rotate.core.refs import ObjectRef
-from tests.adapters.test_kube_adapter import Lab, start_lab
+from tests.support.kube_apiserver import Lab, start_lab
 
 ESO = "external-secrets.io"
 

@@ -33,7 +33,7 @@ from rotate.chain.model import AuthConfig, BackendConfig
 from rotate.clients.vault import HvacVault, KubernetesAuth, vault_from_env
 from rotate.core.errors import ClientError, ForbiddenError
 from rotate.core.secret import Secret
-from tests.adapters.test_vault_adapter import Bao, start_bao, stop_bao
+from tests.support.bao import Bao, start_bao, stop_bao
 
 pytestmark = pytest.mark.bao
 

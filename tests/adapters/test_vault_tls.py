@@ -23,7 +23,7 @@ from rotate.clients.vault import HvacVault, vault_from_env
 from rotate.core.errors import PermanentError, TemporaryError, UsageError
 from rotate.core.secret import Secret
 from rotate.core.waiting import Deadline, wait_for
-from tests.adapters.test_vault_adapter import BAO, free_port
+from tests.support.bao import BAO, free_port
 
 pytestmark = pytest.mark.bao
 

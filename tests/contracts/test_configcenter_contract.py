@@ -16,9 +16,9 @@ from rotate.clients.configcenter import HttpConfigCenter
 from rotate.clients.seams import ConfigCenter
 from rotate.core.errors import ConflictError, NotFoundError
 from rotate.core.secret import Secret
-from tests.adapters.test_configcenter_adapter import ADMIN, Server, doc
 from tests.fakes import FakeConfigCenter
-from tests.paths import shop_schema
+from tests.support.configcenter_server import ADMIN, Server, doc
+from tests.support.paths import shop_schema
 
 PASSWORD_1 = "First-Dragonfly-Password-0123456789"
 PASSWORD_2 = "Second-Dragonfly-Password-9876543210"

@@ -20,8 +20,8 @@ from rotate.clients.seams import Kube, KubeEvent
 from rotate.core.errors import ConflictError, NotFoundError
 from rotate.core.refs import ObjectRef
 from rotate.core.secret import Secret
-from tests.adapters.test_kube_adapter import deployment, start_lab
 from tests.fakes import FakeKube
+from tests.support.kube_apiserver import deployment, start_lab
 
 PASSWORD = "Kube-Contract-Value-0123456789"
 

@@ -15,8 +15,8 @@ from rotate.clients.seams import Vault
 from rotate.clients.vault import HvacVault
 from rotate.core.errors import ConflictError, NotFoundError
 from rotate.core.secret import Secret
-from tests.adapters.test_vault_adapter import ROOT_TOKEN, Bao, start_bao, stop_bao
 from tests.fakes import FakeVault
+from tests.support.bao import ROOT_TOKEN, Bao, start_bao, stop_bao
 
 VALUE_1 = "first-password-value-0123456789"
 VALUE_2 = "second-password-value-9876543210"

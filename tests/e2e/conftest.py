@@ -7,8 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests import labdirs
-from tests.e2e.labtools import Lab, read_env_file
+from tests.support import labdirs
+from tests.support.labtools import Lab, read_env_file
 
 pytestmark = pytest.mark.lab
 

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.labtools import SHOP, Lab
-from tests.polling import eventually
+from tests.support.labtools import SHOP, Lab
+from tests.support.polling import eventually
 
 pytestmark = pytest.mark.lab
 
@@ -42,7 +42,7 @@ def snapshot(lab: Lab) -> tuple[int, str, list[str]]:
 
 
 def rotate_bytes(lab: Lab, *args: str, stdin: bytes) -> subprocess.CompletedProcess[bytes]:
-    from tests.e2e.labtools import ROTATE
+    from tests.support.labtools import ROTATE
 
     return subprocess.run([ROTATE, *args], env=lab.process_env, input=stdin,
                           capture_output=True, timeout=120, cwd=lab.dir)

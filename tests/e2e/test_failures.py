@@ -22,19 +22,14 @@ import pytest
 from bench.load import Load
 from bench.world import Target, parse_hosts
 from rotate.core.timestamps import parse_rfc3339
-from tests.e2e.labtools import CONSUMERS, SHOP, Lab
-from tests.polling import eventually, holds
+from tests.support.labtools import CONSUMERS, SHOP, Lab, newest_run
+from tests.support.polling import eventually, holds
 
 pytestmark = pytest.mark.lab
 
 
 def started_steps(lab: Lab, run_id: str) -> set[str]:
     return {e.get("kind", "") for e in lab.journal_events(run_id) if e.get("event") == "step.start"}
-
-
-def newest_run(lab: Lab, known: set[str]) -> str | None:
-    fresh = [r for r in lab.run_ids() if r not in known]
-    return fresh[-1] if fresh else None
 
 
 def resume_keeps_the_value(lab: Lab, run_id: str, version: int, value: str) -> None:

@@ -31,9 +31,9 @@ from typing import Any
 import pytest
 from ruamel.yaml import YAML
 
-from tests.e2e.labtools import CONSUMERS, Lab, scan
-from tests.paths import EXAMPLE_CHAIN, SHOP_DATA
-from tests.polling import eventually
+from tests.support.labtools import CONSUMERS, Lab, scan
+from tests.support.paths import EXAMPLE_CHAIN, SHOP_DATA
+from tests.support.polling import eventually
 
 pytestmark = pytest.mark.lab
 

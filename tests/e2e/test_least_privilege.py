@@ -31,8 +31,8 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.labtools import Lab, Result
-from tests.paths import EXAMPLE_CHAIN
+from tests.support.labtools import Lab, Result
+from tests.support.paths import EXAMPLE_CHAIN
 
 pytestmark = pytest.mark.lab
 

@@ -5,12 +5,12 @@ On one lab: bad input first (nothing changes), then ``rotate postgres --confirm`
 (redis-acl, user ``default``), and a chain whose postgres provider says ``apply: rollout``
 (the restart changes nothing inside PostgreSQL: ``provider.verify`` stops the run) and its
 rollback, and last a ``rotate postgres --confirm`` killed (SIGKILL) once provider.apply has
-acted, then resumed.  Every rotation except the killed one runs under steady ``/work`` load
-on the services that use the provider (the Load loop of test_overlap.py, one per service),
-and no request may fail — the rollout trap included, where PostgreSQL restarts: the sample
-service rides that out as a production client does (lab.md).  Evidence comes from psql
-(PGPASSWORD), raw Redis AUTH, OpenBao's HTTP API, kubectl, the Config Center API and the
-pids the lab's kubelet records.
+acted, then resumed. Every rotation except the killed one runs under steady ``/work`` load
+on the services that use the provider (the Load loop of tests/support/proxy_load.py, one per
+service), and no request may fail — the rollout trap included, where PostgreSQL restarts:
+the sample service rides that out as a production client does (lab.md). Evidence comes from
+psql (PGPASSWORD), raw Redis AUTH, OpenBao's HTTP API, kubectl, the Config Center API and
+the pids the lab's kubelet records.
 """
 
 from __future__ import annotations
@@ -27,11 +27,10 @@ import pytest
 import redis
 from rotate_lab import postgres
 
-from tests.e2e.labtools import SHOP, Lab
-from tests.e2e.test_failures import newest_run
-from tests.e2e.test_overlap import Load, acl_auth
-from tests.paths import EXAMPLE_CHAIN
-from tests.polling import eventually
+from tests.support.labtools import SHOP, Lab, newest_run
+from tests.support.paths import EXAMPLE_CHAIN
+from tests.support.polling import eventually
+from tests.support.proxy_load import Load, acl_auth
 
 pytestmark = pytest.mark.lab
 

@@ -14,7 +14,7 @@ import subprocess
 import pytest
 from rotate_lab import postgres
 
-from tests.e2e.labtools import Lab
+from tests.support.labtools import Lab
 
 pytestmark = pytest.mark.lab
 

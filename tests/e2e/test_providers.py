@@ -24,8 +24,8 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.labtools import Lab, redis_auth
-from tests.polling import eventually
+from tests.support.labtools import Lab, redis_auth
+from tests.support.polling import eventually
 
 pytestmark = pytest.mark.lab
 

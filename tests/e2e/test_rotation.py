@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.labtools import CONSUMERS, SHOP, Lab, scan
+from tests.support.labtools import CONSUMERS, SHOP, Lab, scan
 
 pytestmark = pytest.mark.lab
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.labtools import Lab
+from tests.support.labtools import Lab
 
 pytestmark = pytest.mark.lab
 

@@ -1,5 +1,8 @@
-"""Hand-written fakes of the seams (rotate.clients.seams), small enough to trust, one module
-per seam; ``tests/contracts`` runs the same checks against each fake and its real adapter."""
+"""The one package of fakes: hand-written stand-ins small enough to trust, one module per
+seam (rotate.clients.seams); ``tests/contracts`` and ``tests/providers`` run the same checks
+against each fake and its real adapter.  Besides the seams: ``engine`` (the engine facade the
+CLI tests inject), ``lab`` (the lab control behind ``rotate lab``), ``providers`` (Redis ACL
+and PostgreSQL servers and admins), ``kube_reads`` (the two reads provider access makes)."""
 
 from rotate.core.errors import ClientError
 from tests.fakes.configcenter import FakeConfigCenter

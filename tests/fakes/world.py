@@ -43,9 +43,9 @@ from rotate.engine.model import Adapters, Options
 from rotate.stages.rollout import RESTARTED_AT
 from tests.fakes.configcenter import FakeConfigCenter
 from tests.fakes.kube import FakeKube
+from tests.fakes.providers import FakeConnector
 from tests.fakes.readyz import FakeReadyz
 from tests.fakes.vault import FakeVault
-from tests.fakes_providers import FakeConnector
 
 
 def deployment(ns: str, name: str, *, replicas: int = 1, probe: bool = True,

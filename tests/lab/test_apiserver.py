@@ -16,15 +16,12 @@ from rotate_lab.kube.apiserver import ApiServer
 from rotate_lab.kube.auth import Identity
 from rotate_lab.kube.store import Store
 
-from tests.lab.apiserver_fixtures import (
+from tests.support.apiserver import (
     ADMIN_TOKEN,
     RESTRICTED_TOKEN,
     ApiLab,
-    apiserver,
     deployment,
 )
-
-__all__ = ["apiserver"]  # the fixture, re-exported so pytest finds it
 
 
 @pytest.fixture(scope="module")

@@ -13,10 +13,8 @@ from typing import Any
 
 import pytest
 
-from tests.lab.apiserver_fixtures import ApiLab, apiserver, deployment
-from tests.polling import eventually
-
-__all__ = ["apiserver"]  # the fixture, re-exported so pytest finds it
+from tests.support.apiserver import ApiLab, deployment
+from tests.support.polling import eventually
 
 KUBECTL = shutil.which("kubectl")
 pytestmark = [pytest.mark.kubectl,

@@ -12,8 +12,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.paths import shop_schema
-from tests.polling import eventually
+from tests.support.paths import shop_schema
+from tests.support.polling import eventually
 
 ADMIN = "admin-token-for-tests-0123456789"
 PASSWORD = "Sup3rSecretPassw0rd-xyz"

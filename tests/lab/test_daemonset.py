@@ -7,21 +7,17 @@ from collections.abc import Callable, Iterator
 import pytest
 from rotate_lab.kube.controllers.daemonset import NODE_NAME, DaemonSetController
 
-from tests.lab.workload_fixtures import (
+from tests.support.minicluster import (
     DRAGONFLY_IMAGE,
     PASSWORD,
     MiniCluster,
     Obj,
-    cluster,
-    kubectl,
     namespace,
     resp,
     restart_patch,
     secret,
 )
-from tests.polling import eventually
-
-__all__ = ["cluster", "kubectl"]  # fixtures, imported for pytest
+from tests.support.polling import eventually
 
 NS = "nodes"
 

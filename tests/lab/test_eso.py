@@ -28,7 +28,7 @@ from rotate_lab.kube.controllers.reloader import (
 from rotate_lab.kube.store import ApiError, Store
 
 from rotate.stages import reloader_presence
-from tests.polling import eventually, holds
+from tests.support.polling import eventually, holds
 
 pytestmark = pytest.mark.bao
 

@@ -21,8 +21,8 @@ from rotate_lab.kube.controllers.job import JobController, condition_true
 from rotate_lab.kube.store import ApiError
 from rotate_lab.kube.tokens import TokenIssuer
 
-from tests.lab.workload_fixtures import MiniCluster, namespace, pid_alive, start_cluster
-from tests.polling import eventually
+from tests.support.minicluster import MiniCluster, namespace, pid_alive, start_cluster
+from tests.support.polling import eventually
 
 Obj = dict[str, Any]
 NS = "jobs"

@@ -23,8 +23,8 @@ import pytest
 from rotate_lab import control, launch, processes
 from rotate_lab.labdir import LabDir
 
-from tests.lab.conftest import LabHandle
-from tests.polling import eventually
+from tests.support.labhandle import LabHandle
+from tests.support.polling import eventually
 
 NS, SVC, PORT = "default", "kproxy-probe", 7000
 

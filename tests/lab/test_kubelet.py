@@ -12,12 +12,11 @@ import pytest
 from rotate_lab.containers import ConfigError, container_env, expand, launch_for, redis_config
 from rotate_lab.kube.store import Store
 
-from tests.lab.workload_fixtures import (
+from tests.support.minicluster import (
     DRAGONFLY_IMAGE,
     PASSWORD,
     MiniCluster,
     Obj,
-    cluster,
     dragonfly_container,
     dragonfly_objects,
     namespace,
@@ -26,10 +25,7 @@ from tests.lab.workload_fixtures import (
     restart_patch,
     secret,
 )
-from tests.polling import eventually, holds
-
-__all__ = ["cluster"]  # the fixture, imported for pytest
-
+from tests.support.polling import eventually, holds
 
 # -- environment and image mapping (pure functions over a real store) -------------------------
 

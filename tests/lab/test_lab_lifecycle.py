@@ -24,8 +24,8 @@ import pytest
 from rotate_lab import control, priority, processes
 
 from rotate.core.errors import UsageError
-from tests.lab.conftest import LabHandle, read_env_file
-from tests.polling import eventually, holds
+from tests.support.labhandle import LabHandle, read_env_file
+from tests.support.polling import eventually, holds
 
 pytestmark = pytest.mark.lab
 

@@ -26,8 +26,8 @@ import pytest
 from rotate_lab import postgres
 from rotate_lab.services.sample_postgres import Postgres, is_transient
 
-from tests.lab.conftest import LabHandle
-from tests.polling import eventually
+from tests.support.labhandle import LabHandle
+from tests.support.polling import eventually
 
 pytestmark = pytest.mark.lab
 

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from rotate_lab import postgres
 
-from tests.polling import eventually
+from tests.support.polling import eventually
 
 pytestmark = pytest.mark.lab
 

@@ -2,7 +2,7 @@
 a fresh venv.  The wheel carries the chain schema and no lab code; installed alone, it plans
 the dragonfly rotation against the lab, and ``rotate lab`` says how to get the lab.
 
-The wheel is built from a copy of the product's sources (pyproject.toml, README.md,
+The wheel is built from a copy of the product's sources (pyproject.toml, README.md, LICENSE,
 rotate/), not from the checkout itself: setuptools reuses ``build/lib`` and would ship a
 stale file left there by an older build.  Wheel and venv are built once per session (about
 15 s; dependencies come from pip's cache or index).
@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.lab.conftest import LabHandle
+from tests.support.labhandle import LabHandle
 
 pytestmark = pytest.mark.wheel
-PRODUCT_FILES = ("pyproject.toml", "README.md")
+PRODUCT_FILES = ("pyproject.toml", "README.md", "LICENSE")
 
 
 @pytest.fixture(scope="session")

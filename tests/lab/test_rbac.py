@@ -19,9 +19,7 @@ from rotate_lab.kube.rbac import (
 )
 from rotate_lab.kube.store import Store
 
-from tests.lab.apiserver_fixtures import ApiLab, apiserver
-
-__all__ = ["apiserver"]  # the fixture, re-exported so pytest finds it
+from tests.support.apiserver import ApiLab
 
 KUBECTL = shutil.which("kubectl")
 RBAC = "rbac.authorization.k8s.io/v1"

@@ -21,26 +21,21 @@ import pytest
 from rotate_lab.services.configcenter import ConfigCenterServer
 from rotate_lab.services.configcenter_state import State
 
-from tests.lab.workload_fixtures import (
+from tests.support.minicluster import (
     PASSWORD,
     SHOP_IMAGE,
     MiniCluster,
     Obj,
     ThreadedServer,
-    cluster,
     deployment,
     dragonfly_objects,
-    kubectl,
     namespace,
     resp,
     restart_patch,
     secret,
     service,
 )
-from tests.polling import eventually
-
-__all__ = ["cluster", "kubectl"]  # fixtures, imported for pytest
-
+from tests.support.polling import eventually
 
 
 @dataclass

@@ -13,7 +13,7 @@ from rotate_lab.launch import bootstrap_document
 
 from rotate.chain.loader import load_chain
 from rotate.core.errors import UsageError
-from tests.paths import SHOP_DATA
+from tests.support.paths import SHOP_DATA
 
 
 @pytest.mark.parametrize("count", [2, 101, 0])

@@ -9,23 +9,19 @@ from collections.abc import Callable
 import pytest
 from rotate_lab.kube.controllers.deployment import REVISION, REVISION_HISTORY
 
-from tests.lab.workload_fixtures import (
+from tests.support.minicluster import (
     DRAGONFLY_IMAGE,
     PASSWORD,
     MiniCluster,
     Obj,
-    cluster,
     dragonfly_objects,
-    kubectl,
     namespace,
     resp,
     restart_patch,
     rollout_complete,
     service,
 )
-from tests.polling import eventually
-
-__all__ = ["cluster", "kubectl"]  # fixtures, imported for pytest
+from tests.support.polling import eventually
 
 
 def owned_rs(mc: MiniCluster, ns: str, name: str) -> list[Obj]:

@@ -1,21 +1,19 @@
 """Fixtures of the provider tests: one Redis and one PostgreSQL "world" per test, real or
 fake, with the same set-up verbs, so the contract and stage tests run the same checks against
-both (tests/fakes_providers.py is held to the real adapters this way)."""
+both (tests/fakes/providers.py is held to the real adapters this way)."""
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
 
 import pytest
 
 from rotate.clients.postgres import PostgresLoginProbe, PostgresRoles
 from rotate.clients.redis_acl import RedisAcl, RedisAuthProbe
-from rotate.clients.seams import AuthProbe, Endpoint, PostgresAdmin, RedisAclAdmin
+from rotate.clients.seams import Endpoint
 from rotate.core.scram import scram_verifier
 from rotate.core.secret import Secret
-from tests.fakes_providers import (
+from tests.fakes.providers import (
     FakeAclUser,
     FakePostgresRoles,
     FakePostgresServer,
@@ -23,32 +21,8 @@ from tests.fakes_providers import (
     FakeRedisAcl,
     FakeRedisServer,
 )
-from tests.provider_servers import PostgresServer, postgres_server, redis_server
-
-ADMIN_PW = "admin-password-0123456789"
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}_{uuid.uuid4().hex[:8]}"
-
-
-@dataclass
-class RedisWorld:
-    kind: str
-    admin: RedisAclAdmin
-    probe: AuthProbe
-    create_user: Callable[[str, list[str]], None]
-    connect: Callable[[str, Secret], RedisAclAdmin]
-
-
-@dataclass
-class PgWorld:
-    kind: str
-    admin: PostgresAdmin
-    probe: AuthProbe
-    create_role: Callable[..., None]
-    statements: Callable[[], str]
-    connect: Callable[[str, Secret], PostgresAdmin]
+from tests.support.provider_servers import PostgresServer, postgres_server, redis_server
+from tests.support.provider_worlds import ADMIN_PW, PgWorld, RedisWorld
 
 
 @pytest.fixture(params=["fake", "real"])

@@ -18,8 +18,8 @@ from rotate.core.errors import (
 )
 from rotate.core.scram import parse_verifier, scram_verifier
 from rotate.core.secret import Secret, generate
-from tests.provider_servers import PostgresServer, free_port, redis_server
-from tests.providers.conftest import ADMIN_PW, PgWorld, RedisWorld, unique
+from tests.support.provider_servers import PostgresServer, free_port, redis_server
+from tests.support.provider_worlds import ADMIN_PW, PgWorld, RedisWorld, unique
 
 # --------------------------------------------------------------------------- redis contract
 

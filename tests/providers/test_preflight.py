@@ -17,9 +17,9 @@ from rotate.core.refs import ObjectRef
 from rotate.core.secret import Secret, generate
 from rotate.stages import provider_access as access
 from rotate.stages import provider_apply as pa
-from tests.provider_servers import PostgresServer, RedisServer, free_port, redis_server
-from tests.providers.conftest import unique
-from tests.providers.test_stages import StubKube
+from tests.fakes.kube_reads import StubKube
+from tests.support.provider_servers import PostgresServer, RedisServer, free_port, redis_server
+from tests.support.provider_worlds import unique
 
 CRED = SecretKeyRef("dragonfly", "dragonfly-password-secret", "password")
 ADMIN_KEY = SecretKeyRef("db", "pg-admin", "password")

@@ -23,7 +23,8 @@ from rotate.core.secret import Secret, generate
 from rotate.core.waiting import Deadline
 from rotate.stages import provider_access as access
 from rotate.stages import provider_apply as pa
-from tests.providers.conftest import PgWorld, RedisWorld, unique
+from tests.fakes.kube_reads import StubKube
+from tests.support.provider_worlds import PgWorld, RedisWorld, unique
 
 DRAGONFLY = ObjectRef("Deployment", "dragonfly", "dragonfly")
 POSTGRES = ObjectRef("StatefulSet", "db", "postgres")
@@ -237,22 +238,6 @@ def test_accounts_for_alternating_users() -> None:
     assert pa.accounts_for(applied, "restart", "app_b") == pa.Accounts("app_b", "app_b")
     with pytest.raises(PermanentError, match="not one of users"):
         pa.accounts_for(applied, "overlap", "intruder")
-
-
-class StubKube:
-    def __init__(self, objects: Mapping[tuple[str, str, str], dict[str, Any]],
-                 secrets: Mapping[tuple[str, str, str], str] | None = None) -> None:
-        self.objects, self.secrets = objects, secrets or {}
-
-    def get(self, kind: str, namespace: str | None, name: str) -> dict[str, Any]:
-        try:
-            return self.objects[(kind, namespace or "", name)]
-        except KeyError:
-            raise NotFoundError("kubernetes", f"{kind} {namespace}/{name}", "not found") from None
-
-    def read_secret_key(self, namespace: str, name: str, key: str) -> Secret | None:
-        value = self.secrets.get((namespace, name, key))
-        return Secret(value) if value is not None else None
 
 
 def test_resolve_endpoint() -> None:

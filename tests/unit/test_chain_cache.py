@@ -17,12 +17,8 @@ from rotate.chain import cache
 from rotate.chain.cache import default_cache_dir, entry_key, load_chain_cached
 from rotate.chain.loader import load_chain
 from rotate.core.errors import ChainFileError
-from tests.paths import EXAMPLE_CHAIN
-
-try:
-    from .test_chain_loader import MINIMAL, write_chain
-except ImportError:
-    from test_chain_loader import MINIMAL, write_chain  # type: ignore[no-redef]
+from tests.support.chains import MINIMAL, write_chain
+from tests.support.paths import EXAMPLE_CHAIN
 
 
 @pytest.fixture

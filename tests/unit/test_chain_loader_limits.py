@@ -14,7 +14,7 @@ import pytest
 
 from rotate.chain.loader import load_chain
 from rotate.core.errors import ChainFileError
-from tests.paths import EXAMPLE_CHAIN
+from tests.support.paths import EXAMPLE_CHAIN
 
 EXAMPLE = EXAMPLE_CHAIN
 HEAD = "apiVersion: rotate/v1\nkind: Chain\n"

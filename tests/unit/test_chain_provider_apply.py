@@ -20,7 +20,7 @@ from rotate.chain.model import (
 )
 from rotate.core.errors import EXIT_USAGE, ChainFileError
 from rotate.core.refs import ObjectRef
-from tests.paths import EXAMPLE_CHAIN
+from tests.support.paths import EXAMPLE_CHAIN
 
 HEAD = """\
 apiVersion: rotate/v1

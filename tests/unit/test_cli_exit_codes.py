@@ -9,11 +9,8 @@ from pathlib import Path
 import pytest
 
 from rotate.core.secret import Secret
-
-try:
-    from .cli_fake_engine import RUN_ID, FakeEngine, invoke
-except ImportError:
-    from cli_fake_engine import RUN_ID, FakeEngine, invoke  # type: ignore[no-redef]
+from tests.fakes.engine import RUN_ID, FakeEngine
+from tests.support.cli import invoke
 
 VALUE = "Zq9-very-secret-value-from-stdin-7Hk2"
 

@@ -12,10 +12,8 @@ from pathlib import Path
 
 import pytest
 
-try:
-    from .cli_fake_engine import FakeEngine, check_golden, invoke
-except ImportError:
-    from cli_fake_engine import FakeEngine, check_golden, invoke  # type: ignore[no-redef]
+from tests.fakes.engine import FakeEngine
+from tests.support.cli import check_golden, invoke
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 

@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from rotate.cli.app import app
-from tests.paths import EXAMPLE_CHAIN, SHOP_DATA
+from tests.support.paths import EXAMPLE_CHAIN, SHOP_DATA
 
 EXAMPLE = EXAMPLE_CHAIN
 ENV = {"NO_COLOR": "1", "COLUMNS": "200", "ROTATE_CHAIN": None, "ROTATE_STATE_DIR": None,
@@ -68,11 +68,8 @@ def in_chain_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 def _confirm_with_stdin(stdin: bytes) -> tuple[Result, list[object]]:
     """``rotate dragonfly --confirm --value-stdin`` over the fake engine; what it received."""
     from rotate.cli.state import CliState
-
-    try:
-        from .cli_fake_engine import BASE_ENV, FakeEngine
-    except ImportError:
-        from cli_fake_engine import BASE_ENV, FakeEngine  # type: ignore[no-redef]
+    from tests.fakes.engine import FakeEngine
+    from tests.support.cli import BASE_ENV
     engine = FakeEngine(outcome="succeeded")
     result = CliRunner().invoke(app, ["dragonfly", "--confirm", "--value-stdin"], input=stdin,
                                 env=BASE_ENV, obj=CliState(engine=lambda: engine),
@@ -164,11 +161,8 @@ def test_resume_reads_the_value_again_from_stdin(in_chain_dir: None) -> None:
     """``rotate resume RUN --confirm --value-stdin`` hands the engine the value (issue 10)."""
     from rotate.cli.state import CliState
     from rotate.core.secret import Secret
-
-    try:
-        from .cli_fake_engine import BASE_ENV, RUN_ID, FakeEngine
-    except ImportError:
-        from cli_fake_engine import BASE_ENV, RUN_ID, FakeEngine  # type: ignore[no-redef]
+    from tests.fakes.engine import RUN_ID, FakeEngine
+    from tests.support.cli import BASE_ENV
     engine = FakeEngine(outcome="succeeded")
     value = "given-again-0123456789abcdefghijklmnop"
     result = CliRunner().invoke(app, ["resume", RUN_ID, "--confirm", "--value-stdin"],

@@ -14,13 +14,9 @@ from typing import Any
 import pytest
 
 from rotate.cli.console import API_VERSION, versioned
-
-try:
-    from .cli_fake_engine import RUN_ID, FakeEngine, invoke
-    from .test_cli_lab import FakeLab
-except ImportError:
-    from cli_fake_engine import RUN_ID, FakeEngine, invoke  # type: ignore[no-redef]
-    from test_cli_lab import FakeLab  # type: ignore[no-redef]
+from tests.fakes.engine import RUN_ID, FakeEngine
+from tests.fakes.lab import FakeLab
+from tests.support.cli import invoke
 
 
 @pytest.fixture(autouse=True)

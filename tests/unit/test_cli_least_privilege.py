@@ -13,14 +13,10 @@ from typing import Any
 
 import pytest
 
-from tests.paths import EXAMPLE_CHAIN
-
-try:
-    from .cli_fake_engine import FakeEngine, FakeOptions, check_golden, invoke
-    from .test_cli_startup import HEAVY, _modules_after
-except ImportError:
-    from cli_fake_engine import FakeEngine, FakeOptions, check_golden, invoke  # type: ignore[no-redef]
-    from test_cli_startup import HEAVY, _modules_after  # type: ignore[no-redef]
+from tests.fakes.engine import FakeEngine, FakeOptions
+from tests.support.cli import check_golden, invoke
+from tests.support.paths import EXAMPLE_CHAIN
+from tests.support.startup import HEAVY, modules_after
 
 EXAMPLE = EXAMPLE_CHAIN
 
@@ -109,6 +105,6 @@ def test_bad_input_is_a_usage_error(args: list[str]) -> None:
 
 @pytest.mark.parametrize("args", [["rbac", "--help"], ["vault-policy", "--help"]])
 def test_help_imports_nothing_heavy(args: list[str], tmp_path: Path) -> None:
-    code, modules = _modules_after(*args, cwd=tmp_path)
+    code, modules = modules_after(*args, cwd=tmp_path)
     assert code == 0
     assert modules.isdisjoint(HEAVY), sorted(modules & set(HEAVY))

@@ -13,12 +13,9 @@ import pytest
 
 from rotate.cli.completion import credential_names
 from rotate.cli.options import NO_HOME_STATE_DIR, default_state_dir
-from tests.paths import EXAMPLE_CHAIN
-
-try:
-    from .cli_fake_engine import FakeEngine, invoke
-except ImportError:
-    from cli_fake_engine import FakeEngine, invoke  # type: ignore[no-redef]
+from tests.fakes.engine import FakeEngine
+from tests.support.cli import invoke
+from tests.support.paths import EXAMPLE_CHAIN
 
 EXAMPLE = EXAMPLE_CHAIN
 

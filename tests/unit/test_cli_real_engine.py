@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from rotate.cli.app import app
-from tests.paths import EXAMPLE_CHAIN
+from tests.support.paths import EXAMPLE_CHAIN
 
 CHAIN = EXAMPLE_CHAIN
 ENV = {"NO_COLOR": "1", "COLUMNS": "100", "ROTATE_CHAIN": None, "ROTATE_STATE_DIR": None,

@@ -13,40 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.paths import EXAMPLE_CHAIN
-
-HEAVY = ("kubernetes", "hvac", "jsonschema", "httpx", "ruamel")
-
-CHILD = """
-import json, sys
-from rotate.cli.app import main
-try:
-    code = main(sys.argv[1:])
-except SystemExit as exc:
-    code = exc.code
-sys.stderr.write("\\n" + json.dumps({"code": code, "modules": sorted(sys.modules)}) + "\\n")
-"""
-
-
-def _imported_after(*args: str, cwd: Path) -> tuple[int, set[str]]:
-    """Exit code and every module imported; HOME (hence the chain cache) is ``cwd``."""
-    done = subprocess.run([sys.executable, "-c", CHILD, *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=60, env={"NO_COLOR": "1", "COLUMNS": "100",
-                                                      "PATH": "/usr/bin:/bin",
-                                                      "HOME": str(cwd)})
-    report = json.loads(done.stderr.strip().splitlines()[-1])
-    return int(report["code"] or 0), set(report["modules"])
-
-
-def _modules_after(*args: str, cwd: Path) -> tuple[int, set[str]]:
-    """Exit code and the top-level packages imported."""
-    code, modules = _imported_after(*args, cwd=cwd)
-    return code, {m.split(".")[0] for m in modules}
+from tests.support.paths import EXAMPLE_CHAIN
+from tests.support.startup import HEAVY, imported_after, modules_after
 
 
 @pytest.mark.parametrize("args", [["--help"], ["dragonfly", "--help"], ["lab", "--help"]])
 def test_help_imports_nothing_heavy(args: list[str], tmp_path: Path) -> None:
-    code, modules = _modules_after(*args, cwd=tmp_path)
+    code, modules = modules_after(*args, cwd=tmp_path)
     assert code == 0
     assert modules.isdisjoint(HEAVY), sorted(modules & set(HEAVY))
     # rich loads only when the Console first prints; help is plain click formatting
@@ -65,7 +38,7 @@ def test_help_does_not_import_engine_or_lab(tmp_path: Path) -> None:
 
 def _list_modules(tmp_path: Path) -> set[str]:
     pytest.importorskip("rotate.engine.api", reason="the engine facade has not landed")
-    code, modules = _modules_after(
+    code, modules = modules_after(
         "list", "--chain", str(EXAMPLE_CHAIN),
         "--state-dir", str(tmp_path), cwd=tmp_path)
     assert code == 0
@@ -87,7 +60,7 @@ def test_list_validates_like_a_rotation(tmp_path: Path) -> None:
 
 def _list_imports(tmp_path: Path) -> set[str]:
     pytest.importorskip("rotate.engine.api", reason="the engine facade has not landed")
-    code, modules = _imported_after("list", "--chain", str(EXAMPLE_CHAIN),
+    code, modules = imported_after("list", "--chain", str(EXAMPLE_CHAIN),
                                     "--state-dir", str(tmp_path), cwd=tmp_path)
     assert code == 0
     return modules

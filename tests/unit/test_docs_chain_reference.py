@@ -17,7 +17,7 @@ from collections.abc import Iterator, Mapping
 from importlib import resources
 from typing import Any
 
-from tests.paths import ROTATE_PACKAGE
+from tests.support.paths import ROTATE_PACKAGE
 
 #: the repository's docs/ beside the (editable) product package
 REFERENCE = ROTATE_PACKAGE.parent / "docs" / "chain-file.md"

@@ -14,7 +14,7 @@ from rotate.engine.access import (
 )
 from rotate.engine.lock import lease_name
 from tests.fakes import FakeKube, FakeVault
-from tests.paths import EXAMPLE_CHAIN
+from tests.support.paths import EXAMPLE_CHAIN
 
 CHAIN = EXAMPLE_CHAIN
 

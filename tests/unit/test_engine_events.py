@@ -17,12 +17,11 @@ from rotate.core.refs import ObjectRef
 from rotate.engine import events as events_mod
 from rotate.engine.model import PlannedStep
 from tests.fakes import World
-from tests.unit.engine_support import (
+from tests.support.engine import (
     RecordingObserver,
     journal_lines,
     rollback,
     run,
-    world_fixture,  # noqa: F401 - fixture
 )
 
 ES = ObjectRef("ExternalSecret", "dragonfly", "dragonfly-password")

@@ -13,12 +13,11 @@ from rotate.core.waiting import CancelToken
 from rotate.engine.kinds import REGISTRY
 from rotate.engine.model import PlannedStep
 from tests.fakes import World
-from tests.unit.engine_support import (
+from tests.support.engine import (
     RecordingObserver,
     journal_lines,
     resume,
     run,
-    world_fixture,  # noqa: F401 - fixture
 )
 
 Setup = Callable[[World, RecordingObserver], None]

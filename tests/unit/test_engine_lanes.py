@@ -17,11 +17,10 @@ import pytest
 from rotate.core.errors import ForbiddenError
 from rotate.engine.model import PlannedStep, StepRecord
 from tests.fakes import World
-from tests.unit.engine_support import (
+from tests.support.engine import (
     RecordingObserver,
     journal_lines,
     run,
-    world_fixture,  # noqa: F401 - fixture
 )
 
 DEADLINE = 5.0

@@ -32,8 +32,8 @@ from rotate.core.secret import Secret
 from rotate.core.waiting import CancelToken
 from rotate.engine.model import RunReport
 from tests.fakes import CONSUMERS, World, make_chain
-from tests.fakes_providers import FakeAclUser
-from tests.unit.engine_support import RecordingObserver, options, resume, rollback
+from tests.fakes.providers import FakeAclUser
+from tests.support.engine import RecordingObserver, options, resume, rollback
 
 OLD = "old-password-0123456789abcdefghijklmn"
 DRAGONFLY = ObjectRef("Deployment", "dragonfly", "dragonfly")
@@ -123,7 +123,7 @@ def test_verify_fails_with_12_when_the_provider_does_not_take_the_value(
         world: LiveWorld, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """An ACL that silently drops the new password: provider.verify refuses, exit 12, and no
     consumer document was written (they still work on the old value)."""
-    from tests.fakes_providers import FakeRedisAcl
+    from tests.fakes.providers import FakeRedisAcl
 
     monkeypatch.setattr(FakeRedisAcl, "add_password", lambda self, user, pw: None)
     monkeypatch.setattr(FakeRedisAcl, "set_only_password", lambda self, user, pw: None)

@@ -11,12 +11,11 @@ from rotate.core.errors import LockHeld, PreflightFailed, UsageError
 from rotate.core.waiting import CancelToken
 from rotate.engine.lock import Lease
 from tests.fakes import FakeKube, World, deployment
-from tests.unit.engine_support import (
+from tests.support.engine import (
     RecordingObserver,
     options,
     rollback,
     run,
-    world_fixture,  # noqa: F401 - fixture
 )
 
 

@@ -14,10 +14,9 @@ from typing import Any
 
 from rotate.core.secret import Secret
 from tests.fakes import World
-from tests.unit.engine_support import (
+from tests.support.engine import (
     options,
     run,
-    world_fixture,  # noqa: F401 - fixture
 )
 
 KEY = ("cart", "bootstrap")

@@ -24,7 +24,7 @@ from rotate.core.errors import PermanentError, PreflightFailed, UsageError
 from rotate.core.secret import Secret
 from rotate.core.waiting import CancelToken
 from tests.fakes import CONSUMERS, FakeKube, World, make_chain
-from tests.unit.engine_support import RecordingObserver, journal_lines, options, resume, rollback
+from tests.support.engine import RecordingObserver, journal_lines, options, resume, rollback
 
 PATH = "infra/dragonfly"
 PREV = "password_previous"

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.fakes import World
-from tests.unit.engine_support import options, world_fixture  # noqa: F401 - fixture
+from tests.support.engine import options
 
 #: the check names of the fake world's plan, in the order of chain.md's stages
 EXPECTED_ORDER = (

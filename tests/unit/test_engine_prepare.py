@@ -21,14 +21,13 @@ from rotate.engine import journal as journal_mod
 from rotate.engine.model import PlannedStep, RunReport, StepRecord
 from rotate.stages.rollout import RESTARTED_AT, RUN_ID_ANNOTATION
 from tests.fakes import CONSUMERS, World
-from tests.unit.engine_support import (
+from tests.support.engine import (
     RecordingObserver,
     journal_lines,
     options,
     resume,
     rollback,
     run,
-    world_fixture,  # noqa: F401 - fixture
 )
 
 OLD = "old-password-0123456789abcdefghijklmn"

@@ -8,7 +8,7 @@ from rotate.core.strategy import Strategy
 from rotate.engine.kinds import ROTATION, undo_of
 from rotate.engine.kinds.base import PlanInput
 from rotate.engine.plan import number_steps
-from tests.paths import EXAMPLE_CHAIN
+from tests.support.paths import EXAMPLE_CHAIN
 
 
 def _kinds(credential: str, strategy: Strategy) -> list[tuple[str, str]]:

@@ -12,13 +12,12 @@ from rotate.core.errors import LockHeld, PreflightFailed
 from rotate.core.waiting import CancelToken
 from rotate.engine.lock import provider_lease_name
 from tests.fakes import World
-from tests.unit.engine_support import (
+from tests.support.engine import (
     RecordingObserver,
     options,
     resume,
     rollback,
     run,
-    world_fixture,  # noqa: F401 - fixture
 )
 
 

@@ -6,13 +6,12 @@ import json
 from pathlib import Path
 
 from tests.fakes import World
-from tests.unit.engine_support import (
+from tests.support.engine import (
     RecordingObserver,
     journal_lines,
     options,
     resume,
     run,
-    world_fixture,  # noqa: F401 - fixture
 )
 
 #: restart strategy: the consumers are prepared (tokens, documents, new pods started) while

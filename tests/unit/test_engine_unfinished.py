@@ -10,13 +10,12 @@ import pytest
 from rotate.core.errors import PermanentError, PreflightFailed, TemporaryError
 from rotate.core.waiting import CancelToken
 from tests.fakes import World
-from tests.unit.engine_support import (
+from tests.support.engine import (
     RecordingObserver,
     options,
     resume,
     rollback,
     run,
-    world_fixture,  # noqa: F401 - fixture
 )
 
 

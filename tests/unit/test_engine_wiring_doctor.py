@@ -8,7 +8,7 @@ from pathlib import Path
 
 from rotate.core.waiting import CancelToken
 from tests.fakes import World
-from tests.unit.engine_support import RecordingObserver, options, world_fixture  # noqa: F401
+from tests.support.engine import RecordingObserver, options
 
 
 def test_importing_engine_loads_no_client_library() -> None:

@@ -11,13 +11,22 @@ defence: the journal refusing a Secret, and the masked ``repr`` of every value t
 
 The lab e2e test (tests/e2e/test_rotation.py) scans the same channels on the real lab; this
 one reaches the failure paths, which the lab cannot provoke on demand.
+
+Last, the suite's own hygiene: no module imports a test module (``test_*.py``) or a
+conftest.py, no fixture is imported (pytest finds fixtures in conftest.py files, so an import
+that only exists to make one visible, ``# noqa: F401`` and all, is never needed), and the
+support packages (tests/support, tests/fakes) define no fixture.
 """
 
 from __future__ import annotations
 
+import ast
+import io
 import json
 import logging
+import re
 import threading
+import tokenize
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -34,7 +43,6 @@ from rotate.core.secret import Secret
 from rotate.engine.journal import Journal
 from rotate.stages.harvest import Document
 from tests.fakes import World
-from tests.unit.engine_support import world_fixture  # noqa: F401 - fixture
 
 NEW = "NEW-value-from-stdin-4f1c9a7e2b6d8c0e5a3f"
 OLD = "old-password-0123456789abcdefghijklmn"
@@ -226,3 +234,96 @@ def test_a_background_thread_dying_of_a_leaky_exception_shows_its_type_only(
     assert "internal error (a bug): builtins.RuntimeError" in done.stderr
     assert "Traceback" not in done.stderr
     _scan(world, tmp_path, caplog, done)
+
+
+# --------------------------------------------------------------------------- the suite itself
+
+#: packages of support code: helpers and fakes, never tests and never fixtures
+SUPPORT_PACKAGES = ("tests.support", "tests.fakes")
+NOQA_F401 = re.compile(r"\bnoqa\b.*\bF401\b")
+
+
+def _is_test_module(name: str) -> bool:
+    last = name.rpartition(".")[2]
+    return last.startswith("test_") or last == "conftest"
+
+
+def _fixture_names(node: ast.AST) -> set[str]:
+    """The names a function definition is known by as a fixture (its own and ``name=``)."""
+    if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+        return set()
+    for deco in node.decorator_list:
+        call = deco if isinstance(deco, ast.Call) else None
+        if ast.unparse(call.func if call else deco) in ("pytest.fixture", "fixture"):
+            named = [k.value for k in (call.keywords if call else []) if k.arg == "name"]
+            return {node.name} | {str(n.value) for n in named if isinstance(n, ast.Constant)}
+    return set()
+
+
+def suite_problems(sources: dict[str, str]) -> list[str]:
+    """What breaks the suite's hygiene in ``sources`` (dotted module name → its text)."""
+    trees = {name: ast.parse(text, name) for name, text in sources.items()}
+    fixtures = {name: {f for node in ast.walk(tree) for f in _fixture_names(node)}
+                for name, tree in trees.items()}
+    found: list[str] = []
+    for name, tree in trees.items():
+        package = name if name.endswith(".__init__") else name.rpartition(".")[0]
+        package = package.removesuffix(".__init__")
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                found += [f"{name} imports the test module {a.name}" for a in node.names
+                          if _is_test_module(a.name)]
+            elif isinstance(node, ast.ImportFrom):
+                base = package.rsplit(".", node.level - 1)[0] if node.level else ""
+                module = ".".join(p for p in (base, node.module or "") if p)
+                if _is_test_module(module):
+                    found.append(f"{name} imports the test module {module}")
+                for alias in node.names:
+                    if _is_test_module(f"{module}.{alias.name}"):
+                        found.append(f"{name} imports the test module {module}.{alias.name}")
+                    elif alias.name in fixtures.get(module, set()):
+                        found.append(f"{name} imports the fixture {alias.name} from {module}")
+        if name.startswith(SUPPORT_PACKAGES) and fixtures[name]:
+            found.append(f"{name} defines fixtures ({', '.join(sorted(fixtures[name]))}): "
+                         "they belong in a conftest.py")
+        for token in tokenize.generate_tokens(io.StringIO(sources[name]).readline):
+            if token.type == tokenize.COMMENT and NOQA_F401.search(token.string):
+                found.append(f"{name}:{token.start[0]} silences F401 (an import kept for "
+                             "pytest?)")
+    return found
+
+
+def _suite(repo_root: Path) -> dict[str, str]:
+    sources: dict[str, str] = {}
+    for top in ("tests", "bench"):
+        for path in sorted((repo_root / top).rglob("*.py")):
+            name = ".".join(path.relative_to(repo_root).with_suffix("").parts)
+            sources[name] = path.read_text()
+    return sources
+
+
+def test_no_module_imports_a_test_module_or_a_fixture(repo_root: Path) -> None:
+    sources = _suite(repo_root)
+    assert "tests.unit.test_hygiene" in sources and "tests.support.paths" in sources
+    assert suite_problems(sources) == []
+
+
+def test_the_suite_check_can_fail() -> None:
+    sources = {
+        "tests.support.helpers": "import pytest\n@pytest.fixture(name='w')\ndef w_fixture(): ...\n",
+        "tests.unit.conftest": "import pytest\n@pytest.fixture\ndef world(): ...\n",
+        "tests.unit.test_a": "from tests.unit.conftest import world\n"
+                             "from tests.support.helpers import w  # noqa: F401 - fixture\n",
+        "tests.unit.test_b": "def f():\n    from .test_a import x\n    import tests.unit.test_a\n"
+                             "from tests.unit import test_a\n",
+    }
+    assert sorted(suite_problems(sources)) == [
+        "tests.support.helpers defines fixtures (w, w_fixture): they belong in a conftest.py",
+        "tests.unit.test_a imports the fixture w from tests.support.helpers",
+        "tests.unit.test_a imports the fixture world from tests.unit.conftest",
+        "tests.unit.test_a imports the test module tests.unit.conftest",
+        "tests.unit.test_a:2 silences F401 (an import kept for pytest?)",
+        "tests.unit.test_b imports the test module tests.unit.test_a",
+        "tests.unit.test_b imports the test module tests.unit.test_a",
+        "tests.unit.test_b imports the test module tests.unit.test_a",
+    ]

@@ -1,72 +1,120 @@
-"""Imports flow one way: cli → engine → stages → clients / chain / core; the lab is apart.
+"""Imports flow one way, as pyproject's ``[tool.importlinter]`` contracts say; the lab is apart.
 
-Checked statically (ast) over every module, including imports inside functions, so a
-lazy import that crosses a layer is caught too.
+The contracts are read from pyproject.toml, the one place the layer order (and which modules
+may import an I/O driver or the lab) is written down; this test applies them statically
+(ast) to every product module, imports inside functions included, so a lazy import that
+crosses a layer fails here too, without ``lint-imports`` installed.
 """
 
 from __future__ import annotations
 
 import ast
+import tomllib
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tests.paths import ROTATE_PACKAGE
+from tests.support.paths import ROTATE_PACKAGE
 
 PKG = ROTATE_PACKAGE
 
-#: layer → the rotate.* layers it may import
-ALLOWED: dict[str, set[str]] = {
-    "core": {"core"},
-    "chain": {"chain", "core"},
-    "clients": {"clients", "chain", "core"},  # adapters are built from chain config
-    "stages": {"stages", "clients", "chain", "core"},
-    "engine": {"engine", "stages", "clients", "chain", "core"},
-    "cli": {"cli", "engine", "core", "chain", "lab"},
-}
-#: third-party/system libraries only the client adapters may import
-ADAPTER_ONLY = {"hvac", "kubernetes", "httpx", "requests", "urllib3", "subprocess", "redis",
-                "psycopg"}
-#: product modules that may import the lab (rotate_lab, a separate distribution): none.
-#: `rotate lab ...` reaches it through the entry point rotate.plugins:lab (cli/commands/plugins.py).
-LAB_GATES: set[str] = set()
+
+@dataclass(frozen=True)
+class Rules:
+    """``layers``: highest first; ``forbidden``: source module → modules it may not import."""
+
+    layers: tuple[str, ...]
+    forbidden: tuple[tuple[str, frozenset[str]], ...]
 
 
-def _imports(path: Path) -> list[str]:
+def _within(name: str, module: str) -> bool:
+    return name == module or name.startswith(module + ".")
+
+
+def rules_of(pyproject: Path) -> Rules:
+    contracts: list[dict[str, Any]] = tomllib.loads(pyproject.read_text())[
+        "tool"]["importlinter"]["contracts"]
+    (layered,) = [c for c in contracts if c["type"] == "layers"]
+    forbidden: dict[str, set[str]] = {}
+    for contract in contracts:
+        if contract["type"] == "forbidden":
+            for source in contract["source_modules"]:
+                forbidden.setdefault(source, set()).update(contract["forbidden_modules"])
+    return Rules(tuple(layered["layers"]),
+                 tuple((s, frozenset(f)) for s, f in sorted(forbidden.items())))
+
+
+def problems(module: str, imports: list[str], rules: Rules) -> list[str]:
+    """Each import of ``module`` that a contract forbids: a higher layer, or a module a
+    forbidden contract keeps from it (a direct import; indirect ones go through a layer that
+    may)."""
+    found: list[str] = []
+    own = next((i for i, layer in enumerate(rules.layers) if _within(module, layer)), None)
+    for name in imports:
+        if own is not None:
+            for layer in rules.layers[:own]:
+                if _within(name, layer):
+                    found.append(f"{module} imports {name}, a higher layer ({layer})")
+                    break
+        for source, banned in rules.forbidden:
+            if _within(module, source):
+                found += [f"{module} imports {name} ({source} may not import {b})"
+                          for b in sorted(banned) if _within(name, b)]
+    return found
+
+
+def imports_of(path: Path, module: str) -> list[str]:
+    """Every module ``path`` imports, anywhere in it; relative imports resolved."""
     tree = ast.parse(path.read_text(), str(path))
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     names: list[str] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             names += [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names.append(node.module)
+        elif isinstance(node, ast.ImportFrom):
+            base = package.rsplit(".", node.level - 1)[0] if node.level else ""
+            target = ".".join(p for p in (base, node.module or "") if p)
+            names.append(target)
+            if node.module is None:  # from . import x: x is a module
+                names += [f"{target}.{a.name}" for a in node.names]
     return names
 
 
-def _product_modules() -> list[Path]:
-    return [p for p in PKG.rglob("*.py")
-            if p.relative_to(PKG).parts[0] in ALLOWED]
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(PKG.parent).with_suffix("")
+    parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
+    return ".".join(parts)
 
 
-@pytest.mark.parametrize("path", _product_modules(), ids=lambda p: str(p.relative_to(PKG)))
-def test_imports_flow_one_way(path: Path) -> None:
-    rel = path.relative_to(PKG)
-    layer = rel.parts[0]
-    for name in _imports(path):
-        root = name.split(".")[0]
-        if root == "rotate_lab":
-            assert rel.as_posix() in LAB_GATES, f"{rel} imports the lab ({name})"
-        if root == "rotate" and name != "rotate":
-            target = name.split(".")[1]
-            if target == "lab":
-                assert rel.as_posix() in LAB_GATES, f"{rel} imports the lab ({name})"
-            else:
-                assert target in ALLOWED[layer], f"{rel} ({layer}) imports {name}"
-        if root in ADAPTER_ONLY:
-            assert layer == "clients", f"{rel} imports {root}; only rotate/clients may"
+@pytest.fixture(scope="module")
+def rules(repo_root: Path) -> Rules:
+    return rules_of(repo_root / "pyproject.toml")
 
 
-def test_the_check_can_fail(tmp_path: Path) -> None:
+@pytest.mark.parametrize("path", sorted(PKG.rglob("*.py")),
+                         ids=lambda p: str(p.relative_to(PKG)))
+def test_imports_flow_one_way(path: Path, rules: Rules) -> None:
+    module = _module_name(path)
+    assert problems(module, imports_of(path, module), rules) == []
+
+
+def test_every_product_package_is_a_layer(rules: Rules) -> None:
+    layered = {p.name for p in PKG.iterdir() if (p / "__init__.py").exists()}
+    assert {layer.removeprefix("rotate.") for layer in rules.layers} == layered
+
+
+def test_the_check_can_fail(tmp_path: Path, rules: Rules) -> None:
     bad = tmp_path / "bad.py"
-    bad.write_text("def f():\n    import hvac\n    from rotate.engine import api\n")
-    assert _imports(bad) == ["hvac", "rotate.engine"]
+    bad.write_text("def f():\n    import hvac\n    from rotate.engine import api\n"
+                   "    from ..cli import app\n    import rotate_lab.control\n")
+    imports = imports_of(bad, "rotate.stages.bad")
+    assert imports == ["hvac", "rotate.engine", "rotate.cli", "rotate_lab.control"]
+    found = problems("rotate.stages.bad", imports, rules)
+    assert [p.split(" (")[0] for p in found] == [
+        "rotate.stages.bad imports hvac", "rotate.stages.bad imports rotate.engine, a higher "
+        "layer", "rotate.stages.bad imports rotate.cli, a higher layer",
+        "rotate.stages.bad imports rotate_lab.control"]
+    assert problems("rotate.clients.vault", ["hvac", "rotate.core.secret"], rules) == []
+    assert problems("rotate.cli.app", ["rotate.clients.kube"], rules) != []

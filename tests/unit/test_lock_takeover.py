@@ -16,7 +16,7 @@ import pytest
 from rotate.core.errors import LockHeld
 from rotate.engine.lock import HOST_ANNOTATION, PID_ANNOTATION, Lease
 from tests.fakes import FakeKube, World
-from tests.unit.engine_support import run, world_fixture  # noqa: F401
+from tests.support.engine import run
 
 NS, NAME = "rotate-system", "rotate-dragonfly"
 

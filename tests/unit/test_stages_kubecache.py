@@ -19,7 +19,7 @@ from rotate.stages.kubecache import KubeCaches, ObjectCache
 from rotate.stages.rollout import RESTARTED_AT
 from rotate.stages.staged import wait_staged
 from tests.fakes import FakeKube
-from tests.polling import eventually
+from tests.support.polling import eventually
 
 STAMP = "2026-12-03T12:00:00.123456Z"
 

@@ -15,7 +15,7 @@ from rotate.core.refs import ObjectRef
 from rotate.core.waiting import Deadline
 from rotate.stages import reloader_presence, rollout, traps
 from tests.fakes import FakeKube, deployment
-from tests.polling import eventually
+from tests.support.polling import eventually
 
 REF = ObjectRef("Deployment", "ns", "app")
 

@@ -1,9 +1,9 @@
 """An in-process Store + ApiServer (fresh CA, HTTPS on 127.0.0.1) for the API server tests.
 
-``apiserver`` (module scope) yields an :class:`ApiLab`: the store, the server, a kubeconfig
-with the admin and restricted contexts, and a tiny HTTP backend on 127.0.0.1 that the service
-proxy reaches for Service ``web`` (any other service has no endpoint: 503).  Both servers are
-stopped at teardown.
+``serving_apiserver`` (behind the ``apiserver`` fixture of tests/lab/conftest.py) yields an
+:class:`ApiLab`: the store, the server, a kubeconfig with the admin and restricted contexts,
+and a tiny HTTP backend on 127.0.0.1 that the service proxy reaches for Service ``web`` (any
+other service has no endpoint: 503).  Both servers are stopped on exit.
 """
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ import json
 import ssl
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, TypeVar
 
-import pytest
 from rotate_lab.kube import kubeconfig, tls
 from rotate_lab.kube.apiserver import ApiServer
 from rotate_lab.kube.auth import Identity
@@ -79,9 +79,9 @@ class ApiLab:
             return resp.status, {"text": data.decode(errors="replace")}
 
 
-@pytest.fixture(scope="module")
-def apiserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiLab]:
-    tmp = tmp_path_factory.mktemp("apiserver")
+@contextmanager
+def serving_apiserver(tmp: Path) -> Iterator[ApiLab]:
+    """An ApiLab whose files are in ``tmp``; both servers stop on exit."""
     backend = ThreadingHTTPServer(("127.0.0.1", 0), _Backend)
     backend.daemon_threads = True
     backend_thread = threading.Thread(target=backend.serve_forever, daemon=True)

@@ -1,11 +1,11 @@
 """A small in-process cluster for the workload tests: the real Store, the real controllers and
 the real kubelet running real processes (redis-server, the sample service) in a temp dir.
 
-``cluster`` yields a :class:`MiniCluster`; its teardown stops the kubelet first (which kills
-every pod process and waits for it), then the controllers — and checks that no pod process
-outlived it.  Each cluster takes a ``127.N.0.0/16`` block with no listening socket
-(``choose_octet``), so other labs and test runs on the same machine do not collide on
-ClusterIP:port.
+``running_cluster`` (behind the ``cluster`` fixture of tests/lab/conftest.py) yields a
+:class:`MiniCluster`; on exit it stops the kubelet first (which kills every pod process and
+waits for it), then the controllers — and checks that no pod process outlived it.  Each
+cluster takes a ``127.N.0.0/16`` block with no listening socket (``choose_octet``), so other
+labs and test runs on the same machine do not collide on ClusterIP:port.
 """
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ import os
 import subprocess
 import threading
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, TypeVar
 
-import pytest
 from rotate_lab.context import Faults, LabContext, Network, Profile, Resolver
 from rotate_lab.kube.controllers.base import Controller
 from rotate_lab.kube.controllers.deployment import DeploymentController
@@ -31,7 +31,7 @@ from rotate_lab.kube.store import ApiError, Store
 from rotate_lab.kubelet import Kubelet
 from rotate_lab.kubeproxy.embedded import EmbeddedProxy
 
-from tests.polling import eventually
+from tests.support.polling import eventually
 
 T = TypeVar("T")
 Obj = dict[str, Any]
@@ -143,9 +143,11 @@ def start_cluster(tmp: Path) -> MiniCluster:
     return MiniCluster(ctx, kubelet, services, controllers, proxy)
 
 
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[MiniCluster]:
-    mc = start_cluster(tmp_path / "lab")
+@contextmanager
+def running_cluster(tmp: Path) -> Iterator[MiniCluster]:
+    """A MiniCluster in ``tmp``; on exit the kubelet stops first, and no pod process may
+    outlive it."""
+    mc = start_cluster(tmp)
     try:
         yield mc
     finally:
@@ -253,9 +255,9 @@ class ThreadedServer:
         self.thread.join(5)
 
 
-@pytest.fixture
-def kubectl(cluster: MiniCluster, tmp_path: Path) -> Iterator[Callable[..., str]]:
-    """Real kubectl against the lab API server over this cluster's store."""
+@contextmanager
+def kubectl_over(cluster: MiniCluster, tmp_path: Path) -> Iterator[Callable[..., str]]:
+    """Real kubectl against the lab API server over this cluster's store, stopped on exit."""
     from rotate_lab.kube import kubeconfig, tls
     from rotate_lab.kube.apiserver import ApiServer
     from rotate_lab.kube.auth import Identity

@@ -208,6 +208,11 @@ class Lab:
         return sorted(p.name for p in runs.iterdir()) if runs.exists() else []
 
 
+def newest_run(lab: Lab, known: set[str]) -> str | None:
+    fresh = [r for r in lab.run_ids() if r not in known]
+    return fresh[-1] if fresh else None
+
+
 def redis_auth(host: str, port: int, password: str) -> bool:
     """AUTH with a raw RESP command (the password never reaches argv)."""
     pw = password.encode()

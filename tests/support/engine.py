@@ -1,17 +1,16 @@
-"""Shared setup for the engine tests: a World of fakes, and a real Engine handed them."""
+"""Driving a real Engine over a World of fakes (tests.fakes): an observer that records each
+step, Options rooted in a test's tmp_path, run/resume/rollback, and the journal's lines.
+The ``world`` fixture itself is in tests/unit/conftest.py."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from rotate.core.waiting import CancelToken
 from rotate.engine.model import Options, PlannedStep, RunReport, StepRecord
-from tests.fakes import World, make_chain
+from tests.fakes import World
 
 
 class RecordingObserver:
@@ -37,14 +36,6 @@ class RecordingObserver:
 
     def note(self, text: str) -> None:
         self.events.append(("note", text, ""))
-
-
-@pytest.fixture(name="world")
-def world_fixture(tmp_path: Path) -> Iterator[World]:
-    w = World(make_chain(tmp_path))
-    w.setup()
-    yield w
-    w.kube.close()
 
 
 def options(tmp_path: Path, **kw: Any) -> Options:

@@ -1,0 +1,52 @@
+"""The lab's API server (Store + ApiServer, in-process, HTTPS on 127.0.0.1) behind a real
+kubeconfig with an admin and a restricted identity: what the KubeClient adapter and the Kube
+contract tests talk to."""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rotate_lab.kube import kubeconfig, tls
+from rotate_lab.kube.apiserver import ApiServer, Identity
+from rotate_lab.kube.store import Store
+
+from rotate.clients.kube import KubeClient
+
+
+@dataclass
+class Lab:
+    store: Store
+    api: ApiServer
+    kubeconfig: Path
+    admin_token: str
+    restricted_token: str
+
+    def client(self, context: str | None = None) -> KubeClient:
+        return KubeClient(str(self.kubeconfig), context)
+
+
+def start_lab(tmp: Path, material: tls.TlsMaterial, port: int) -> Lab:
+    store = Store()
+    for ns in ("shop", "dragonfly"):
+        store.create("Namespace", {"metadata": {"name": ns}})
+    admin, restricted = "adm-" + secrets.token_hex(12), "rst-" + secrets.token_hex(12)
+
+    def resolve(namespace: str, name: str, ref: str) -> tuple[str, int] | None:
+        return ("127.0.0.1", port) if (namespace, name) == ("shop", "cart") else None
+
+    api = ApiServer(store, tls=material,
+                    identities={admin: Identity.admin(), restricted: Identity.restricted()},
+                    proxy=resolve).start()
+    path = kubeconfig.write(tmp / "kubeconfig", api.url, material.ca_pem, admin, restricted)
+    return Lab(store, api, path, admin, restricted)
+
+
+def deployment(name: str) -> dict[str, Any]:
+    labels = {"app": name}
+    return {"metadata": {"name": name, "labels": labels},
+            "spec": {"replicas": 1, "selector": {"matchLabels": labels},
+                     "template": {"metadata": {"labels": labels},
+                                  "spec": {"containers": [{"name": "c", "image": "shop:1"}]}}}}
