@@ -59,10 +59,6 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-#: ``Engine.Options`` names the class inside the class body: this alias keeps it a type there
-_Options = Options
-
-
 def _strategy(options: Options, credential: Credential) -> Strategy:
     strategy = options.strategy or credential.strategy
     if strategy not in set(Strategy):
@@ -196,9 +192,6 @@ def _refuse_overtaken(options: Options, state: journal_mod.RunState) -> None:
 class Engine:
     """Plans, runs, resumes and rolls back rotations with the adapters it is given."""
 
-    #: the CLI builds the options through the engine it was handed
-    Options: type[Options] = Options
-
     def __init__(self, adapters: AdapterFactory, chain_loader: ChainLoader,
                  environ: Mapping[str, str] | None = None) -> None:
         self._factory = adapters
@@ -209,10 +202,10 @@ class Engine:
     def environ(self) -> Mapping[str, str]:
         return self._environ if self._environ is not None else os.environ
 
-    def load_chain(self, options: _Options) -> Chain:
+    def load_chain(self, options: Options) -> Chain:
         return self._load(options.chain_file)
 
-    def _adapters(self, chain: Chain, options: _Options) -> Adapters:
+    def _adapters(self, chain: Chain, options: Options) -> Adapters:
         """Every adapter, or one UsageError listing what each one misses (all at once)."""
         f, env = self._factory, self.environ
         problems: list[str] = []
@@ -236,7 +229,7 @@ class Engine:
 
     # ------------------------------------------------------------------ plan / run
 
-    def plan(self, options: _Options, credential: str) -> Plan:
+    def plan(self, options: Options, credential: str) -> Plan:
         """Preflight + the ordered steps. Changes nothing."""
         from rotate.engine.plan import build_plan
         from rotate.engine.preflight import preflight
@@ -250,7 +243,7 @@ class Engine:
         return build_plan(chain, cred, strategy, _with_unfinished(observed, options, cred))
 
     def run(
-        self, options: _Options, credential: str, observer: Observer, cancel: CancelToken,
+        self, options: Options, credential: str, observer: Observer, cancel: CancelToken,
         new_value: Secret | None = None,
     ) -> RunReport:
         from rotate.engine.executor import Executor, report_from
@@ -311,7 +304,7 @@ class Engine:
             lease.release()
 
     def resume(
-        self, options: _Options, run_id: str, observer: Observer, cancel: CancelToken,
+        self, options: Options, run_id: str, observer: Observer, cancel: CancelToken,
         new_value: Secret | None = None,
     ) -> RunReport:
         """Continue from the first unfinished step; the value is re-read, never regenerated.
@@ -351,7 +344,7 @@ class Engine:
             lease.release()
 
     def rollback(
-        self, options: _Options, run_id: str, observer: Observer, cancel: CancelToken,
+        self, options: Options, run_id: str, observer: Observer, cancel: CancelToken,
     ) -> RunReport:
         """Restore what run ``run_id`` replaced, as a run of its own (operation rollback)."""
         from rotate.engine.executor import Executor, report_from
@@ -402,15 +395,15 @@ class Engine:
 
     # ------------------------------------------------------------------ read-only views
 
-    def runs(self, options: _Options) -> list[RunSummary]:
+    def runs(self, options: Options) -> list[RunSummary]:
         return [_summary(state) for state in journal_mod.load_runs(options.state_dir)]
 
-    def show(self, options: _Options, run_id: str) -> RunReport:
+    def show(self, options: Options, run_id: str) -> RunReport:
         from rotate.engine.executor import report_from
 
         return report_from(journal_mod.load(options.state_dir, run_id))
 
-    def list_credentials(self, options: _Options) -> list[CredentialSummary]:
+    def list_credentials(self, options: Options) -> list[CredentialSummary]:
         # Validated as fully as a rotation: a file `rotate CRED` refuses must not list (issue 10).
         chain = self.load_chain(options)
         history = self.runs(options)
@@ -422,7 +415,7 @@ class Engine:
                                          consumers_of(chain, name), cred.strategy, last))
         return out
 
-    def doctor(self, options: _Options) -> list[Check]:
+    def doctor(self, options: Options) -> list[Check]:
         """Connectivity and every permission any run needs, for every credential in the
         chain.  An adapter that cannot be built is one failed check; the others still run."""
         from rotate.engine.preflight import doctor_checks

@@ -22,11 +22,13 @@ from rotate.chain.model import Chain
 from rotate.core.findings import Check, Trap
 from rotate.core.refs import ObjectRef
 from rotate.core.strategy import Strategy
+from rotate.engine.options import Options
 
 if TYPE_CHECKING:  # annotations only: the seams' Protocols cost start-up (bench/startup.py)
     from rotate.clients.seams import ConfigCenter, Kube, ProviderConnector, Readyz, Vault
 
-__all__ = ["Check", "Strategy", "Trap"]  # re-exported: the CLI and tests import them from here
+#: re-exported: the CLI and tests import them from here
+__all__ = ["Check", "Options", "Strategy", "Trap"]
 
 StepStatus = Literal["pending", "running", "done", "failed", "skipped"]
 RunStatus = Literal[
@@ -40,24 +42,6 @@ Operation = Literal["rotate", "rollback"]
 #: nowhere (same kinds as phase 1 on the same objects, so the phase keeps them apart).
 Phase = Literal["main", "restore", "retire"]
 PHASES: tuple[Phase, ...] = ("main", "restore", "retire")
-
-
-@dataclass(frozen=True)
-class Options:
-    """What the operator chose on the command line (docs/design.md "Engine ↔ CLI")."""
-
-    chain_file: Path
-    state_dir: Path
-    strategy: Strategy | None = None
-    max_parallel: int | None = None
-    timeout: float | None = None
-    context: str | None = None
-    kubeconfig: str | None = None
-    value_stdin: bool = False
-    take_over_lock: bool = False
-    #: rollback: overwrite what moved since the run; rotate: start although the
-    #: credential's last run is unfinished (cli.md)
-    force: bool = False
 
 
 @dataclass(frozen=True)
