@@ -247,7 +247,7 @@ class Engine:
         new_value: Secret | None = None,
     ) -> RunReport:
         from rotate.engine.executor import Executor, report_from
-        from rotate.engine.kinds.base import Observed, Run
+        from rotate.engine.kinds.base import Run
         from rotate.engine.plan import build_plan
         from rotate.engine.preflight import describe_failures, preflight
 
@@ -293,7 +293,7 @@ class Engine:
                     "traps": [t.name for t in the_plan.traps]})
                 run = Run(chain, cred, adapters, journal, cancel, timeout, parallel, start,
                           new_value=candidate, environ=self.environ,
-                          observed=Observed(observed.config_versions, observed.token_ids))
+                          observed=observed)
                 with closing(run):
                     Executor(run, observer, lease=lease,
                              uids=observed.uids).execute(the_plan.steps)

@@ -210,12 +210,17 @@ class Observer(Protocol):
 
 @dataclass(frozen=True)
 class PreflightResult:
-    """What preflight observed, as plain values: the input of the pure plan builder."""
+    """What preflight observed, as plain values: the input of the pure plan builder.
 
-    checks: tuple[Check, ...]
-    traps: tuple[Trap, ...]
-    current_version: int | None  # Vault current version (0: path never written)
-    consumers: tuple[str, ...]
+    One value from preflight to the steps: the plan's kinds read it as ``PlanInput.observed``
+    and a fresh run's steps as ``Run.observed`` (rotate.engine.kinds.base), nothing copies
+    its fields.  The empty one (every field at its default) is "nothing observed": a resumed
+    run's, which may come hours later and reads anew."""
+
+    checks: tuple[Check, ...] = ()
+    traps: tuple[Trap, ...] = ()
+    current_version: int | None = None  # Vault current version (0: path never written)
+    consumers: tuple[str, ...] = ()
     config_versions: dict[str, int | None] = field(default_factory=dict)  # service → version
     token_ids: dict[str, tuple[str, ...]] = field(default_factory=dict)  # service → live ids
     reloader: dict[str, str] = field(default_factory=dict)  # provider ref → which reloader
