@@ -30,10 +30,10 @@ import os
 import sys
 import threading
 import traceback
+from dataclasses import dataclass
 from typing import Annotated, Any, NoReturn
 
 import typer
-from typer._click.exceptions import UsageError as ClickUsageError
 from typer.core import TyperGroup
 
 from rotate.cli.coercion import LightCommand, lighten
@@ -46,6 +46,22 @@ from rotate.core.errors import EXIT_INTERNAL, EXIT_USAGE, RotateError
 
 CREDENTIAL_COMMAND = "rotate"
 ARGV_KEY = "rotate.argv"
+
+#: click's ``UsageError``, the base of every parse-time usage error (a bad option value, a
+#: missing argument, an unknown option). typer vendors click and exports only its
+#: ``BadParameter`` subclass, so the class is reached through that public name
+#: (tests/unit/test_cli_coercion.py checks it is still ``UsageError``).
+ClickUsageError: Any = typer.BadParameter.__mro__[1]
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One completion of the first word: what the shell formatters read of click's
+    ``CompletionItem`` (value, type, help), without importing typer's vendored click."""
+
+    value: str
+    help: str | None = None
+    type: str = "plain"
 
 
 class _CredentialContext(typer.Context):
@@ -69,13 +85,11 @@ class RotateGroup(TyperGroup):
 
     def shell_complete(self, ctx: Any, incomplete: str) -> list[Any]:
         """The first word completes to the commands and the chain file's credentials."""
-        from typer._click.shell_completion import CompletionItem
-
         from rotate.cli.completion import chain_for_completion, credential_names
 
         items: list[Any] = list(super().shell_complete(ctx, incomplete))
         if not incomplete.startswith("-"):
-            items += [CompletionItem(name, help="credential")
+            items += [Completion(name, help="credential")
                       for name in credential_names(chain_for_completion())
                       if name.startswith(incomplete) and name not in self.commands]
         return items
@@ -149,7 +163,7 @@ def _wants_json(argv: list[str]) -> bool:
                or a.lower() in ("-ojson", "--output=json") for a, b in pairs)
 
 
-def _report_usage_json(ctx: Any, exc: ClickUsageError) -> None:
+def _report_usage_json(ctx: Any, exc: Any) -> None:
     """Under ``-o json`` a usage error still yields one JSON document on stdout; click
     prints the usage and the message on stderr as usual."""
     console = _console(ctx)

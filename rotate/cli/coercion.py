@@ -6,79 +6,82 @@ first command parameter processed imports pydantic (plus pydantic-core, annotate
 and, through pydantic's plugin loader, importlib.metadata): about 80 ms of the start-up of
 ``rotate list``, more than the command's own work (bench/startup.py, docs/performance.md).
 
-:class:`LightCommand` hands ``str``, ``bool``, ``int``, choice, ``Path`` and parsed
-parameters a converter that does what typer's adapter does for them, with typer's own
-helpers: a ``str`` or ``bool`` that already is one is kept, a choice is matched by
-``coerce_cli_choice``, a ``Path`` is built by its constructor (what pydantic's lax ``Path``
-validation does with a string) and checked by ``coerce_cli_path``, an ``int`` is one or a
-string of ASCII digits within the option's ``min``/``max``, a parameter with a ``parser``
-(``--timeout``) gets what the parser returns. Every other type and every value the light
-converter cannot take (a bool given as text, a choice that matches none, a signed or
-out-of-range number, a value the parser rejects) is handed to typer's own runtime
-parameter, so an invalid value yields typer's message and exit code, byte for byte.
+:class:`LightCommand` makes its typer options and arguments :class:`LightOption` and
+:class:`LightArgument`, whose ``process_value`` (click's public hook: value → converted
+value, then the missing check and the callback) converts ``str``, ``bool``, ``int``, enum
+choice, ``Path`` and parsed parameters as typer's adapter does: a ``str`` or ``bool`` that
+already is one is kept, a choice is matched as typer matches it (the enum's values, case
+folded unless the option is case sensitive, through the context's token normaliser), a
+``Path`` is built by its constructor (what pydantic's lax ``Path`` validation does with a
+string), an ``int`` is one or a string of ASCII digits within the option's ``min``/``max``, a
+parameter with a ``parser`` (``--timeout``) gets what the parser returns. Every other type
+and every value the light converter cannot take (a bool given as text, a choice that
+matches none, a signed or out-of-range number, a value the parser rejects, an unreadable
+path) goes to typer's own ``process_value``, so an invalid value yields typer's message and
+exit code, byte for byte.
 
-This relies on typer internals (``typer._coercion.RuntimeParam`` and the parameter's
-``_runtime_param`` slot). Should a typer release move them, :func:`light_runtime_param`
-returns None and typer's own coercion runs: slower, never different
-(tests/unit/test_cli_startup.py fails on the lost speed, not on behaviour).
+Only public names are used: ``typer.core.TyperOption``/``TyperArgument``, their
+``type_descriptor`` (annotation + ``typer.models.ParameterInfo``) and click's
+``process_value``. Should a typer release change them, a parameter without the expected
+descriptor is left to typer: slower, never different (tests/unit/test_cli_startup.py fails
+on the lost speed, tests/unit/test_cli_coercion.py on any difference in behaviour).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from typer.core import TyperCommand
+from typer.core import TyperArgument, TyperCommand, TyperOption
 
-try:
-    from typer._coercion import RuntimeParam, build_runtime_param
-    from typer._param_types import (
-        choice_coercion_annotation,
-        coerce_cli_choice,
-        coerce_cli_path,
-        lenient_issubclass,
-    )
-except ImportError:  # pragma: no cover - another typer: its own coercion, unchanged
-    RuntimeParam = None  # type: ignore[assignment,misc]
-
-#: what a converter returns for a value it leaves to typer's own coercion
+#: what a converter returns for a value it leaves to typer's own conversion
 _TO_TYPER = object()
 
-Convert = Callable[[Any, Any, Any], Any]  # (value, param, ctx) → value or _TO_TYPER
+Convert = Callable[[Any, Any], Any]  # (value, ctx) → value or _TO_TYPER
 
 
-def _plain_str(value: Any, param: Any, ctx: Any) -> Any:
+def _plain_str(value: Any, ctx: Any) -> Any:
     return value if type(value) is str else _TO_TYPER
 
 
-def _plain_bool(value: Any, param: Any, ctx: Any) -> Any:
+def _plain_bool(value: Any, ctx: Any) -> Any:
     return value if type(value) is bool else _TO_TYPER  # "yes"/"0" from an env var: typer's
 
 
-def _choice(choices: tuple[Any, ...], case_sensitive: bool) -> Convert:
-    def convert(value: Any, param: Any, ctx: Any) -> Any:
-        try:
-            return coerce_cli_choice(value, choices=choices, case_sensitive=case_sensitive,
-                                     ctx=ctx)
-        except ValueError:
-            return _TO_TYPER  # typer words the error (and lists the choices)
-    return convert
+def _choice(choices: tuple[Enum, ...], case_sensitive: bool) -> Convert:
+    def normal(text: str, ctx: Any) -> str:
+        normalise = getattr(ctx, "token_normalize_func", None)
+        if normalise is not None:
+            text = normalise(text)
+        return text if case_sensitive else text.casefold()
+
+    def convert(value: Any, ctx: Any) -> Any:
+        if any(value is choice for choice in choices):
+            return value
+        if type(value) is not str:
+            return _TO_TYPER
+        wanted = normal(value, ctx)
+        return next((c for c in choices if normal(str(c.value), ctx) == wanted), _TO_TYPER)
+    return convert  # no match: typer words the error (and lists the choices)
 
 
-def _path(path_type: type[Path], info: Any) -> Convert:
-    def convert(value: Any, param: Any, ctx: Any) -> Any:
+def _path(path_type: type[Path], readable: bool) -> Convert:
+    def convert(value: Any, ctx: Any) -> Any:
         if type(value) is str:
             value = path_type(value)
         if not isinstance(value, path_type):
             return _TO_TYPER
-        return coerce_cli_path(value, info, path_type=path_type, param=param, ctx=ctx)
+        if readable and os.path.exists(value) and not os.access(value, os.R_OK):
+            return _TO_TYPER  # typer words "is not readable"
+        return value
     return convert
 
 
 def _parsed(parser: Callable[[Any], Any]) -> Convert:
-    def convert(value: Any, param: Any, ctx: Any) -> Any:
+    def convert(value: Any, ctx: Any) -> Any:
         try:
             return parser(value)  # typer's adapter hands back what the parser returns
         except Exception:
@@ -87,7 +90,7 @@ def _parsed(parser: Callable[[Any], Any]) -> Convert:
 
 
 def _int(minimum: Any, maximum: Any) -> Convert:
-    def convert(value: Any, param: Any, ctx: Any) -> Any:
+    def convert(value: Any, ctx: Any) -> Any:
         if type(value) is str and value.isascii() and value.isdigit():
             value = int(value)  # what pydantic's lax int gives for plain digits
         if type(value) is not int:
@@ -99,8 +102,21 @@ def _int(minimum: Any, maximum: Any) -> Convert:
     return convert
 
 
-def _converter(annotation: Any, info: Any) -> Convert | None:
-    """The light converter for a parameter typed ``annotation``, or None for typer's."""
+def _plain_path_option(info: Any) -> bool:
+    """A ``Path`` parameter with none of the checks typer would make on it but readability
+    (no ``exists``, ``resolve_path``, ``writable``, file/dir restriction, dash or type)."""
+    return (getattr(info, "path_type", None) is None and not getattr(info, "allow_dash", False)
+            and not getattr(info, "exists", False) and not getattr(info, "resolve_path", False)
+            and not getattr(info, "writable", False) and getattr(info, "file_okay", True)
+            and getattr(info, "dir_okay", True))
+
+
+def converter(param: Any) -> Convert | None:
+    """The light converter of a typer parameter, or None to leave it to typer."""
+    descriptor = getattr(param, "type_descriptor", None)
+    if descriptor is None or getattr(descriptor, "file_annotation", None) is not None:
+        return None
+    annotation, info = descriptor.annotation, descriptor.parameter_info
     if getattr(info, "click_type", None) is not None:
         return None
     if info.parser is not None:
@@ -111,57 +127,53 @@ def _converter(annotation: Any, info: Any) -> Convert | None:
         return _plain_str
     if annotation is bool:
         return _plain_bool
-    choice = choice_coercion_annotation(annotation, info)
-    if choice is not None:
-        return _choice(tuple(choice[0]), bool(choice[1]))
-    if (lenient_issubclass(annotation, Path) and info.path_type is None
-            and not getattr(info, "allow_dash", False)):
-        return _path(annotation, info)
+    if not isinstance(annotation, type):
+        return None
+    if issubclass(annotation, Enum):
+        return _choice(tuple(annotation), bool(info.case_sensitive))
+    if issubclass(annotation, Path) and _plain_path_option(info):
+        return _path(annotation, bool(getattr(info, "readable", True)))
     return None
 
 
-if RuntimeParam is not None:
-
-    @dataclass(frozen=True)
-    class _LightRuntimeParam(RuntimeParam):
-        """Converts with ``convert``; what it cannot convert goes to typer's adapter."""
-
-        convert: Convert
-
-        def _coerce_value(self, value: Any, param: Any, ctx: Any) -> Any:
-            converted = self.convert(value, param, ctx)
-            if converted is _TO_TYPER:
-                typer_own = build_runtime_param(param.type_descriptor)
-                return typer_own._coerce_value(value, param=param, ctx=ctx)
-            return converted
-
-
-def light_runtime_param(param: Any) -> Any | None:
-    """The light runtime parameter for a typer parameter, or None to keep typer's."""
-    if RuntimeParam is None or not hasattr(param, "_runtime_param"):
-        return None
-    descriptor = getattr(param, "type_descriptor", None)
-    if descriptor is None or descriptor.file_annotation is not None:
-        return None
-    convert = _converter(descriptor.annotation, descriptor.parameter_info)
+def _process(param: Any, ctx: Any, value: Any, typers: Callable[[Any, Any], Any]) -> Any:
+    """The light conversion of ``value`` when it has one, else ``typers`` (typer's own).
+    A single value that is None stays None, as typer has it; a required one that is missing
+    is typer's to report."""
+    convert = converter(param) if param.nargs == 1 and not param.multiple else None
     if convert is None:
-        return None
-    return _LightRuntimeParam(parameter_info=descriptor.parameter_info,
-                              annotation=descriptor.annotation, convert=convert)
+        return typers(ctx, value)
+    converted = None if value is None else convert(value, ctx)
+    if converted is _TO_TYPER or (param.required and param.value_is_missing(converted)):
+        return typers(ctx, value)
+    return param.callback(ctx, param, converted) if param.callback is not None else converted
+
+
+# Single inheritance, no new state: an instance of typer's class can become one of these
+# (``__class__`` assignment needs the same layout, which a mixin base would change).
+class LightOption(TyperOption):
+    def process_value(self, ctx: Any, value: Any) -> Any:
+        return _process(self, ctx, value, super().process_value)
+
+
+class LightArgument(TyperArgument):
+    def process_value(self, ctx: Any, value: Any) -> Any:
+        return _process(self, ctx, value, super().process_value)
 
 
 def lighten(params: list[Any]) -> None:
-    """Give each parameter typer has not yet built a runtime for its light one, if any."""
+    """Make each plain typer option and argument its light form (same object, same state:
+    the light class adds only ``process_value``)."""
     for param in params:
-        if getattr(param, "_runtime_param", True) is None:
-            light = light_runtime_param(param)
-            if light is not None:
-                param._runtime_param = light
+        if type(param) is TyperOption:
+            param.__class__ = LightOption
+        elif type(param) is TyperArgument:
+            param.__class__ = LightArgument
 
 
 class LightCommand(TyperCommand):
-    """A typer command whose str, bool, Path and choice parameters convert without
-    pydantic (a group does the same with :func:`lighten` in its ``parse_args``)."""
+    """A typer command whose str, bool, int, Path, parsed and choice parameters convert
+    without pydantic (a group does the same with :func:`lighten` in its ``parse_args``)."""
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         lighten(self.get_params(ctx))

@@ -1,11 +1,12 @@
-"""Option definitions shared by the commands (cli.md "Options"), and the engine Options.
+"""Option definitions shared by the commands (cli.md "Options").
 
 Every option is declared once here as an ``Annotated`` alias so that `rotate CREDENTIAL`,
 `resume`, `rollback`, `doctor`… spell, document and validate it identically. Bad values are
 click usage errors (exit 2) at parse time — a bad ``--timeout`` never reaches the engine.
 
-Nothing here imports the engine: :func:`engine_options` builds the engine's ``Options``
-through the facade handed in, so the CLI stays cheap to start and testable with a fake.
+The commands build the engine's :class:`~rotate.engine.options.Options` from these values
+themselves (a module of core types only, so start-up stays cheap); ``--strategy`` is typed
+with the one :class:`~rotate.core.strategy.Strategy` the engine and the chain file use.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ import os
 import shlex
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
@@ -23,16 +23,12 @@ import typer
 
 from rotate.cli.report_file import check_report_path
 from rotate.core.durations import parse_duration
+from rotate.core.strategy import Strategy
 
 
 class Output(StrEnum):
     text = "text"
     json = "json"
-
-
-class Strategy(StrEnum):
-    restart = "restart"
-    overlap = "overlap"
 
 
 def _duration(text: str) -> float:
@@ -104,41 +100,15 @@ ReportFile = Annotated[Path | None, typer.Option(
 DEFAULT_CHAIN = Path("rotate.yaml")
 
 
-@dataclass(frozen=True)
-class Common:
-    """The options a command collected, before they become the engine's Options."""
-
-    chain: Path = DEFAULT_CHAIN
-    state_dir: Path | None = None
-    strategy: Strategy | None = None
-    max_parallel: int | None = None
-    timeout: float | None = None
-    context: str | None = None
-    kubeconfig: str | None = None
-    value_stdin: bool = False
-    take_over_lock: bool = False
-    force: bool = False
-
-    def engine_options(self, engine: Any) -> Any:
-        """``engine.Options`` (docs/design.md) built from these values. A state directory
-        chosen by the no-HOME fallback is said on stderr."""
-        state_dir = self.state_dir
-        if state_dir is None:
-            state_dir, note = default_state_dir()
-            if note:
-                sys.stderr.write(note + "\n")
-        return engine.Options(
-            chain_file=self.chain,
-            state_dir=state_dir,
-            strategy=self.strategy.value if self.strategy is not None else None,
-            max_parallel=self.max_parallel,
-            timeout=self.timeout,
-            context=self.context,
-            kubeconfig=self.kubeconfig,
-            value_stdin=self.value_stdin,
-            take_over_lock=self.take_over_lock,
-            **({"force": True} if self.force else {}),
-        )
+def state_dir_or_default(state_dir: Path | None) -> Path:
+    """``--state-dir``/``ROTATE_STATE_DIR`` when given, else :func:`default_state_dir`; a
+    state directory chosen by the no-HOME fallback is said on stderr."""
+    if state_dir is not None:
+        return state_dir
+    chosen, note = default_state_dir()
+    if note:
+        sys.stderr.write(note + "\n")
+    return chosen
 
 
 def plan_or_confirm(confirm: bool, dry_run: bool) -> bool:

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from types import FrameType
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 import typer
 
@@ -73,10 +73,9 @@ def drive(ctx: typer.Context, console: Console, operation: Operation,
     state = state_of(ctx)
     cancel = CancelToken()
     progress = progress_for(console, state.clock, total)
-    observer: Any = progress
     try:
         with interrupts(cancel, console):
-            report = operation(observer, cancel)
+            report = operation(progress, cancel)
     finally:
         progress.close()
     extra = repeat_args(ctx)

@@ -21,46 +21,51 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from rotate.chain.model import Chain
     from rotate.core.secret import Secret
     from rotate.core.waiting import CancelToken
-    from rotate.engine.model import Check, Observer, Plan, RunReport, RunSummary
+    from rotate.engine.model import (
+        Check,
+        CredentialSummary,
+        Observer,
+        Options,
+        Plan,
+        RunReport,
+        RunSummary,
+    )
 
 
 class Engine(Protocol):
-    """The engine (``rotate.engine.api.Engine``), as the CLI uses it.
+    """The engine (``rotate.engine.api.Engine``), as the CLI uses it: typed end to end, so
+    mypy checks that the real engine fits (``_real_engine``) and what the commands hand it.
+    The commands build its :class:`~rotate.engine.options.Options` themselves
+    (docs/design.md "Engine ↔ CLI contract")."""
 
-    ``Options`` is the engine's options class; the CLI builds it with keyword arguments only
-    (docs/design.md "Engine ↔ CLI contract").
-    """
+    def load_chain(self, options: Options) -> Chain: ...
 
-    @property
-    def Options(self) -> Callable[..., Any]: ...
-
-    def load_chain(self, options: Any) -> Any: ...
-
-    def plan(self, options: Any, credential: str) -> Plan: ...
+    def plan(self, options: Options, credential: str) -> Plan: ...
 
     def run(
-        self, options: Any, credential: str, observer: Observer, cancel: CancelToken,
+        self, options: Options, credential: str, observer: Observer, cancel: CancelToken,
         new_value: Secret | None = None,
     ) -> RunReport: ...
 
     def resume(
-        self, options: Any, run_id: str, observer: Observer, cancel: CancelToken,
+        self, options: Options, run_id: str, observer: Observer, cancel: CancelToken,
         new_value: Secret | None = None,
     ) -> RunReport: ...
 
     def rollback(
-        self, options: Any, run_id: str, observer: Observer, cancel: CancelToken,
+        self, options: Options, run_id: str, observer: Observer, cancel: CancelToken,
     ) -> RunReport: ...
 
-    def runs(self, options: Any) -> Sequence[RunSummary]: ...
+    def runs(self, options: Options) -> Sequence[RunSummary]: ...
 
-    def show(self, options: Any, run_id: str) -> RunReport: ...
+    def show(self, options: Options, run_id: str) -> RunReport: ...
 
-    def list_credentials(self, options: Any) -> Sequence[Any]: ...
+    def list_credentials(self, options: Options) -> Sequence[CredentialSummary]: ...
 
-    def doctor(self, options: Any) -> Sequence[Check]: ...
+    def doctor(self, options: Options) -> Sequence[Check]: ...
 
 
 def _real_engine() -> Engine:

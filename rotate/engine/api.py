@@ -10,8 +10,10 @@ that needs it, so that ``rotate list`` does not pay for the whole engine (bench/
 
 ``run``/``resume``/``rollback`` return a RunReport whose ``exit_code`` follows cli.md; they
 raise RotateError subclasses only *before* anything changed: UsageError, ChainFileError,
-PreflightFailed (with ``.plan`` attached for display), LockHeld.  The lock is always
-released when they return, whatever happened.
+PreflightFailed (with ``.plan`` attached for display), LockHeld.  They share one set-up,
+:meth:`Engine._session` (locks → journal → run and executor → journal closed → locks
+released, rotate.engine.session), so the lock is always released when they return,
+whatever happened.
 """
 
 from __future__ import annotations
@@ -20,8 +22,8 @@ import dataclasses
 import os
 import secrets as _secrets
 import time
-from collections.abc import Callable, Mapping
-from contextlib import closing
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -56,12 +58,9 @@ if TYPE_CHECKING:
     from rotate.core.waiting import CancelToken
     from rotate.engine.kinds.base import Restore
     from rotate.engine.lock import Locks
+    from rotate.engine.session import Session
 
 T = TypeVar("T")
-
-#: ``Engine.Options`` names the class inside the class body: this alias keeps it a type there
-_Options = Options
-
 
 def _strategy(options: Options, credential: Credential) -> Strategy:
     strategy = options.strategy or credential.strategy
@@ -96,12 +95,6 @@ def _holder(run_id: str) -> str:
     except (KeyError, OSError):
         user = "unknown"
     return f"{user}@{socket.gethostname()}/{run_id}"
-
-
-def _settings(chain: Chain, credential: Credential, options: Options) -> tuple[float, int]:
-    timeout = options.timeout if options.timeout is not None else chain.timeout_for(credential)
-    parallel = options.max_parallel or chain.defaults.max_parallel
-    return timeout, max(1, parallel)
 
 
 def _lease(chain: Chain, adapters: Adapters, credential: str, run_id: str,
@@ -196,9 +189,6 @@ def _refuse_overtaken(options: Options, state: journal_mod.RunState) -> None:
 class Engine:
     """Plans, runs, resumes and rolls back rotations with the adapters it is given."""
 
-    #: the CLI builds the options through the engine it was handed
-    Options: type[Options] = Options
-
     def __init__(self, adapters: AdapterFactory, chain_loader: ChainLoader,
                  environ: Mapping[str, str] | None = None) -> None:
         self._factory = adapters
@@ -209,10 +199,10 @@ class Engine:
     def environ(self) -> Mapping[str, str]:
         return self._environ if self._environ is not None else os.environ
 
-    def load_chain(self, options: _Options) -> Chain:
+    def load_chain(self, options: Options) -> Chain:
         return self._load(options.chain_file)
 
-    def _adapters(self, chain: Chain, options: _Options) -> Adapters:
+    def _adapters(self, chain: Chain, options: Options) -> Adapters:
         """Every adapter, or one UsageError listing what each one misses (all at once)."""
         f, env = self._factory, self.environ
         problems: list[str] = []
@@ -234,9 +224,31 @@ class Engine:
         return Adapters(vault=vault, kube=kube, config_center=cc, readyz=f.readyz(kube),
                         providers=f.providers())
 
+    @contextmanager
+    def _session(
+        self, chain: Chain, cred: Credential, adapters: Adapters, options: Options,
+        run_id: str, *, reclaim_run: str | None = None,
+    ) -> Iterator[Session]:
+        """The one set-up of ``run``, ``resume`` and ``rollback``: the locks of ``cred`` taken
+        for run ``run_id`` and held for the block, whose :class:`Session` journals and runs
+        the steps; on the way out, whatever happened, the journal is closed, then the locks
+        released."""
+        from rotate.engine.session import Session
+
+        lease = _lease(chain, adapters, cred.name, run_id, options.state_dir)
+        _acquire(lease, options, reclaim_run=reclaim_run)
+        session = Session(chain, cred, adapters, options, self.environ, run_id, lease)
+        try:
+            yield session
+        finally:
+            try:
+                session.close()
+            finally:
+                lease.release()
+
     # ------------------------------------------------------------------ plan / run
 
-    def plan(self, options: _Options, credential: str) -> Plan:
+    def plan(self, options: Options, credential: str) -> Plan:
         """Preflight + the ordered steps. Changes nothing."""
         from rotate.engine.plan import build_plan
         from rotate.engine.preflight import preflight
@@ -250,11 +262,10 @@ class Engine:
         return build_plan(chain, cred, strategy, _with_unfinished(observed, options, cred))
 
     def run(
-        self, options: _Options, credential: str, observer: Observer, cancel: CancelToken,
+        self, options: Options, credential: str, observer: Observer, cancel: CancelToken,
         new_value: Secret | None = None,
     ) -> RunReport:
-        from rotate.engine.executor import Executor, report_from
-        from rotate.engine.kinds.base import Observed, Run
+        from rotate.engine.executor import report_from
         from rotate.engine.plan import build_plan
         from rotate.engine.preflight import describe_failures, preflight
 
@@ -266,9 +277,7 @@ class Engine:
                 f"credential {cred.name} takes its value from stdin: use --value-stdin")
         adapters = self._adapters(chain, options)
         run_id = new_run_id(cred.name)
-        lease = _lease(chain, adapters, cred.name, run_id, options.state_dir)
-        _acquire(lease, options)
-        try:
+        with self._session(chain, cred, adapters, options, run_id) as session:
             candidate = _candidate(cred, new_value)
             pre = PlannedStep(0, 0, PREFLIGHT, cred.name, "connectivity, permissions, traps")
             observer.step_started(pre)
@@ -286,40 +295,29 @@ class Engine:
                 exc = PreflightFailed(describe_failures(the_plan.preflight, the_plan.traps))
                 exc.plan = the_plan  # type: ignore[attr-defined]
                 raise exc
-            timeout, parallel = _settings(chain, cred, options)
-            journal = Journal.open(options.state_dir, run_id)
-            try:
-                start = _run_start(chain, cred, run_id, "rotate", strategy,
-                                   [pre, *the_plan.steps], observed.current_version,
-                                   tuple(observed.consumers), lease.holder,
-                                   supplied=new_value)
-                journal.append("run.start", data=start.to_json())
-                journal.append("step.start", step=pre, data={})
-                journal.append("step.done", step=pre, data={
-                    "detail": f"{passed} checks passed", "seconds": preflight_seconds,
-                    "traps": [t.name for t in the_plan.traps]})
-                run = Run(chain, cred, adapters, journal, cancel, timeout, parallel, start,
-                          new_value=candidate, environ=self.environ,
-                          observed=Observed(observed.config_versions, observed.token_ids))
-                with closing(run):
-                    Executor(run, observer, lease=lease,
-                             uids=observed.uids).execute(the_plan.steps)
-            finally:
-                journal.close()
-            return report_from(journal_mod.load(options.state_dir, run_id))
-        finally:
-            lease.release()
+            start = _run_start(chain, cred, run_id, "rotate", strategy,
+                               [pre, *the_plan.steps], observed.current_version,
+                               tuple(observed.consumers), session.lease.holder,
+                               supplied=new_value)
+            journal = session.open_journal("run.start", start.to_json())
+            journal.append("step.start", step=pre, data={})
+            journal.append("step.done", step=pre, data={
+                "detail": f"{passed} checks passed", "seconds": preflight_seconds,
+                "traps": [t.name for t in the_plan.traps]})
+            session.execute(start, observer, cancel,
+                            lambda executor: executor.execute(the_plan.steps),
+                            new_value=candidate, observed=observed)
+            return report_from(session.finish())
 
     def resume(
-        self, options: _Options, run_id: str, observer: Observer, cancel: CancelToken,
+        self, options: Options, run_id: str, observer: Observer, cancel: CancelToken,
         new_value: Secret | None = None,
     ) -> RunReport:
         """Continue from the first unfinished step; the value is re-read, never regenerated.
 
         A run started with ``--value-stdin`` that failed before its backend write needs the
         value again (``new_value``), checked against the journal's fingerprint (exit 2)."""
-        from rotate.engine.executor import Executor, report_from
-        from rotate.engine.kinds.base import Run
+        from rotate.engine.executor import report_from
         from rotate.engine.resumption import resume_steps, supplied_again
 
         state = journal_mod.load(options.state_dir, run_id)
@@ -330,32 +328,21 @@ class Engine:
         chain = self.load_chain(options)
         cred = chain.credential(state.credential)
         adapters = self._adapters(chain, options)
-        lease = _lease(chain, adapters, cred.name, run_id, options.state_dir)
-        _acquire(lease, options, reclaim_run=run_id)
-        try:
-            timeout, parallel = _settings(chain, cred, options)
-            journal = Journal.open(options.state_dir, run_id)
-            try:
-                journal.append("run.resume", data={"holder": lease.holder})
-                run = Run(chain, cred, adapters, journal, cancel, timeout, parallel, state.start,
-                          environ=self.environ, new_value=new_value)
-                with closing(run):
-                    resume_steps(state, Executor(run, observer, lease=lease))
-            finally:
-                journal.close()
-            final = journal_mod.load(options.state_dir, run_id)
+        with self._session(chain, cred, adapters, options, run_id,
+                           reclaim_run=run_id) as session:
+            session.open_journal("run.resume", {"holder": session.lease.holder})
+            session.execute(state.start, observer, cancel,
+                            lambda executor: resume_steps(state, executor), new_value=new_value)
+            final = session.finish()
             if final.operation == "rollback" and final.status == "succeeded":
                 _mark_rolled_back(options, final.start.of_run, run_id)
             return report_from(journal_mod.load(options.state_dir, run_id))
-        finally:
-            lease.release()
 
     def rollback(
-        self, options: _Options, run_id: str, observer: Observer, cancel: CancelToken,
+        self, options: Options, run_id: str, observer: Observer, cancel: CancelToken,
     ) -> RunReport:
         """Restore what run ``run_id`` replaced, as a run of its own (operation rollback)."""
-        from rotate.engine.executor import Executor, report_from
-        from rotate.engine.kinds.base import Run
+        from rotate.engine.executor import report_from
         from rotate.engine.rollback import backend_written, build_rollback, guard
 
         orig = journal_mod.load(options.state_dir, run_id)
@@ -368,49 +355,39 @@ class Engine:
         cred = chain.credential(orig.credential)
         adapters = self._adapters(chain, options)
         rb_id = new_run_id(cred.name)
-        lease = _lease(chain, adapters, cred.name, rb_id, options.state_dir)
-        _acquire(lease, options, reclaim_run=run_id)
-        try:
+        with self._session(chain, cred, adapters, options, rb_id,
+                           reclaim_run=run_id) as session:
             written_from = backend_written(adapters.vault, cred, orig)
             steps, restore, consumers = build_rollback(chain, cred, orig, written_from)
             if restore is not None and written_from is not None:
                 restore = guard(chain, cred, adapters, orig, written_from, restore, options)
-            timeout, parallel = _settings(chain, cred, options)
-            journal = Journal.open(options.state_dir, rb_id)
-            try:
-                start = _run_start(chain, cred, rb_id, "rollback", orig.strategy, steps,
-                                   written_from, consumers, lease.holder, of_run=run_id,
-                                   restore=restore)
-                journal.append("run.start", data=start.to_json())
-                if not steps:
-                    journal.append("run.end", data={
-                        "status": "succeeded", "exit_code": 0,
-                        "message": f"run {run_id} never wrote a value; nothing to roll back"})
-                else:
-                    run = Run(chain, cred, adapters, journal, cancel, timeout, parallel, start,
-                              environ=self.environ)
-                    with closing(run):
-                        Executor(run, observer, lease=lease).execute(steps)
-            finally:
-                journal.close()
-            final = journal_mod.load(options.state_dir, rb_id)
+            start = _run_start(chain, cred, rb_id, "rollback", orig.strategy, steps,
+                               written_from, consumers, session.lease.holder, of_run=run_id,
+                               restore=restore)
+            journal = session.open_journal("run.start", start.to_json())
+            if not steps:
+                journal.append("run.end", data={
+                    "status": "succeeded", "exit_code": 0,
+                    "message": f"run {run_id} never wrote a value; nothing to roll back"})
+            else:
+                session.execute(start, observer, cancel,
+                                lambda executor: executor.execute(steps))
+            final = session.finish()
             if final.status == "succeeded":  # nothing to roll back also settles the run
                 _mark_rolled_back(options, run_id, rb_id)
             return report_from(final)
-        finally:
-            lease.release()
 
     # ------------------------------------------------------------------ read-only views
 
-    def runs(self, options: _Options) -> list[RunSummary]:
+    def runs(self, options: Options) -> list[RunSummary]:
         return [_summary(state) for state in journal_mod.load_runs(options.state_dir)]
 
-    def show(self, options: _Options, run_id: str) -> RunReport:
+    def show(self, options: Options, run_id: str) -> RunReport:
         from rotate.engine.executor import report_from
 
         return report_from(journal_mod.load(options.state_dir, run_id))
 
-    def list_credentials(self, options: _Options) -> list[CredentialSummary]:
+    def list_credentials(self, options: Options) -> list[CredentialSummary]:
         # Validated as fully as a rotation: a file `rotate CRED` refuses must not list.
         chain = self.load_chain(options)
         history = self.runs(options)
@@ -422,7 +399,7 @@ class Engine:
                                          consumers_of(chain, name), cred.strategy, last))
         return out
 
-    def doctor(self, options: _Options) -> list[Check]:
+    def doctor(self, options: Options) -> list[Check]:
         """Connectivity and every permission any run needs, for every credential in the
         chain.  An adapter that cannot be built is one failed check; the others still run."""
         from rotate.engine.preflight import doctor_checks

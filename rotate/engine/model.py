@@ -22,11 +22,13 @@ from rotate.chain.model import Chain
 from rotate.core.findings import Check, Trap
 from rotate.core.refs import ObjectRef
 from rotate.core.strategy import Strategy
+from rotate.engine.options import Options
 
 if TYPE_CHECKING:  # annotations only: the seams' Protocols cost start-up (bench/startup.py)
     from rotate.clients.seams import ConfigCenter, Kube, ProviderConnector, Readyz, Vault
 
-__all__ = ["Check", "Strategy", "Trap"]  # re-exported: the CLI and tests import them from here
+#: re-exported: the CLI and tests import them from here
+__all__ = ["Check", "Options", "Strategy", "Trap"]
 
 StepStatus = Literal["pending", "running", "done", "failed", "skipped"]
 RunStatus = Literal[
@@ -40,24 +42,6 @@ Operation = Literal["rotate", "rollback"]
 #: nowhere (same kinds as phase 1 on the same objects, so the phase keeps them apart).
 Phase = Literal["main", "restore", "retire"]
 PHASES: tuple[Phase, ...] = ("main", "restore", "retire")
-
-
-@dataclass(frozen=True)
-class Options:
-    """What the operator chose on the command line (docs/design.md "Engine ↔ CLI")."""
-
-    chain_file: Path
-    state_dir: Path
-    strategy: Strategy | None = None
-    max_parallel: int | None = None
-    timeout: float | None = None
-    context: str | None = None
-    kubeconfig: str | None = None
-    value_stdin: bool = False
-    take_over_lock: bool = False
-    #: rollback: overwrite what moved since the run; rotate: start although the
-    #: credential's last run is unfinished (cli.md)
-    force: bool = False
 
 
 @dataclass(frozen=True)
@@ -226,12 +210,17 @@ class Observer(Protocol):
 
 @dataclass(frozen=True)
 class PreflightResult:
-    """What preflight observed, as plain values: the input of the pure plan builder."""
+    """What preflight observed, as plain values: the input of the pure plan builder.
 
-    checks: tuple[Check, ...]
-    traps: tuple[Trap, ...]
-    current_version: int | None  # Vault current version (0: path never written)
-    consumers: tuple[str, ...]
+    One value from preflight to the steps: the plan's kinds read it as ``PlanInput.observed``
+    and a fresh run's steps as ``Run.observed`` (rotate.engine.kinds.base), nothing copies
+    its fields.  The empty one (every field at its default) is "nothing observed": a resumed
+    run's, which may come hours later and reads anew."""
+
+    checks: tuple[Check, ...] = ()
+    traps: tuple[Trap, ...] = ()
+    current_version: int | None = None  # Vault current version (0: path never written)
+    consumers: tuple[str, ...] = ()
     config_versions: dict[str, int | None] = field(default_factory=dict)  # service → version
     token_ids: dict[str, tuple[str, ...]] = field(default_factory=dict)  # service → live ids
     reloader: dict[str, str] = field(default_factory=dict)  # provider ref → which reloader

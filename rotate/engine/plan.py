@@ -68,12 +68,7 @@ def number_steps(kinds: Iterable[Kind], inp: PlanInput) -> list[PlannedStep]:
 def build_plan(
     chain: Chain, credential: Credential, strategy: Strategy, observed: PreflightResult
 ) -> Plan:
-    inp = PlanInput(chain, credential, strategy, tuple(observed.consumers),
-                    current_version=observed.current_version,
-                    config_versions=observed.config_versions, token_ids=observed.token_ids,
-                    reloader=observed.reloader, ondelete=observed.ondelete,
-                    no_surge=observed.no_surge, thinned=observed.thinned,
-                    unprobed=observed.unprobed)
+    inp = PlanInput(chain, credential, strategy, observed)
     return Plan(
         credential=credential.name,
         strategy=strategy,

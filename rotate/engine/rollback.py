@@ -33,7 +33,7 @@ from rotate.core.strategy import Strategy
 from rotate.engine.journal import RunState
 from rotate.engine.kinds import undo_of
 from rotate.engine.kinds.base import PlanInput, Restore
-from rotate.engine.model import Adapters, Options, Phase, PlannedStep
+from rotate.engine.model import Adapters, Options, Phase, PlannedStep, PreflightResult
 from rotate.engine.plan import number_steps
 from rotate.engine.unfinished import later_runs
 from rotate.stages import backend
@@ -74,7 +74,8 @@ def build_rollback(
     overlap = orig.strategy == Strategy.overlap and credential.overlap is not None
     restore = Restore(written_from, config, overlap)
     inp = PlanInput(chain, credential, Strategy.overlap if overlap else Strategy.restart,
-                    consumers, current_version=written_from, restore=restore)
+                    PreflightResult(current_version=written_from, consumers=consumers),
+                    restore=restore)
     planned: set[tuple[str, Phase]] = {(s.step.kind, s.step.phase) for s in orig.steps}
     return number_steps(undo_of(planned), inp), restore, consumers
 

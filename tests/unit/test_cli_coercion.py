@@ -1,6 +1,6 @@
 """The light option conversion (rotate/cli/coercion.py) gives what typer's own pydantic
 conversion gives — the same value, or the same usage error — for every parameter of every
-command it serves."""
+command it serves; and the public names the CLI leans on are still what it expects."""
 
 from __future__ import annotations
 
@@ -9,15 +9,11 @@ from typing import Any
 
 import pytest
 import typer
-from typer._click import Context
-from typer._click.exceptions import BadParameter
+from typer.core import TyperArgument, TyperOption
 from typer.testing import CliRunner
 
-from rotate.cli.app import app
-from rotate.cli.coercion import LightCommand, light_runtime_param
-
-# typer internals (the same in 0.29.0–0.29.2); test_cli_startup.py notices when they move
-build_runtime_param = pytest.importorskip("typer._coercion").build_runtime_param
+from rotate.cli.app import ClickUsageError, app
+from rotate.cli.coercion import LightArgument, LightCommand, LightOption, converter, lighten
 
 SAMPLES: list[Any] = ["json", "JSON", "Text", "xml", "", "restart", "OVERLAP", "a.yaml",
                       "~/x/../y", " spaced ", "-", True, False, "yes", "0",
@@ -32,17 +28,18 @@ def _light_params() -> list[tuple[str, Any, Any]]:
     for name, command in root.commands.items():  # type: ignore[attr-defined]
         if not isinstance(command, LightCommand):
             continue
-        for param in command.get_params(Context(command)):
-            if light_runtime_param(param) is not None:
-                out.append((f"{name} {param.name}", command, param))
+        params = command.get_params(typer.Context(command))
+        lighten(params)
+        out += [(f"{name} {param.name}", command, param) for param in params
+                if isinstance(param, LightOption | LightArgument) and converter(param)]
     return out
 
 
-def _outcome(runtime: Any, value: Any, param: Any, ctx: Context) -> tuple[str, Any]:
+def _outcome(process: Any, value: Any, param: Any, ctx: typer.Context) -> tuple[str, Any]:
     try:
-        return "value", runtime.coerce(value, param=param, ctx=ctx)
-    except BadParameter as exc:
-        return "error", exc.format_message()
+        return "value", process(param, ctx, value)
+    except ClickUsageError as exc:
+        return "error", f"{type(exc).__name__}: {exc.format_message()}"
     except Exception as exc:  # e.g. --timeout's parser given a Path: typer lets it through
         return "raised", f"{type(exc).__name__}: {exc}"
 
@@ -53,18 +50,42 @@ LIGHT = _light_params()
 def test_the_common_options_are_lightened() -> None:
     names = {name for name, _, _ in LIGHT}
     assert {"list chain", "list output", "list state_dir", "rotate strategy",
-            "rotate confirm", "doctor context", "rotate max_parallel", "rotate timeout"} <= names
+            "rotate confirm", "doctor context", "rotate max_parallel", "rotate timeout",
+            "show run_id"} <= names
 
 
 @pytest.mark.parametrize(("name", "command", "param"), LIGHT, ids=[n for n, _, _ in LIGHT])
 def test_light_conversion_is_typers(name: str, command: Any, param: Any) -> None:
-    ctx = Context(command)
-    light = light_runtime_param(param)
-    own = build_runtime_param(param.type_descriptor)
+    ctx = typer.Context(command)
+    own = (TyperOption if isinstance(param, TyperOption) else TyperArgument).process_value
     for value in SAMPLES:
-        got, want = _outcome(light, value, param, ctx), _outcome(own, value, param, ctx)
+        got = _outcome(type(param).process_value, value, param, ctx)
+        want = _outcome(own, value, param, ctx)
         assert got == want, (name, value)
         assert type(got[1]) is type(want[1]), (name, value)
+
+
+def test_an_unreadable_path_is_left_to_typer(tmp_path: Path) -> None:
+    command = typer.main.get_command(app).commands["list"]  # type: ignore[attr-defined]
+    params = command.get_params(typer.Context(command))
+    lighten(params)
+    chain = next(p for p in params if p.name == "chain")
+    hidden = tmp_path / "hidden.yaml"
+    hidden.write_text("x")
+    hidden.chmod(0)
+    ctx = typer.Context(command)
+    try:
+        assert _outcome(type(chain).process_value, str(hidden), chain, ctx) == \
+            _outcome(TyperOption.process_value, str(hidden), chain, ctx)
+    finally:
+        hidden.chmod(0o600)
+
+
+def test_the_usage_error_base_is_clicks() -> None:
+    # rotate/cli/app.py reaches click's UsageError through typer's public BadParameter
+    assert ClickUsageError.__name__ == "UsageError"
+    assert issubclass(typer.BadParameter, ClickUsageError)
+    assert ClickUsageError.exit_code == 2
 
 
 def test_a_bad_choice_reads_as_typer_words_it() -> None:

@@ -174,8 +174,9 @@ def test_value_stdin_refuses_empty(value: str) -> None:
 def test_value_stdin_not_read_when_planning() -> None:
     engine = FakeEngine()
     result = invoke(["dragonfly", "--value-stdin"], engine, input="")
-    assert result.exit_code == 0
-    assert engine.calls[0][1].value_stdin is True
+    assert result.exit_code == 0  # the empty stdin was not read: it would be refused (exit 2)
+    assert [name for name, _ in engine.calls] == ["plan"]
+    assert engine.received == []
 
 
 @pytest.mark.parametrize("outcome", ["interrupted", "signal-twice"])

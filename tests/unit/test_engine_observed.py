@@ -1,4 +1,4 @@
-"""A fresh run acts on what its preflight read (rotate.engine.kinds.base.Observed).
+"""A fresh run acts on what its preflight read (rotate.engine.kinds.base.Run.observed).
 
 The document write sends the If-Match its plan line shows, so a document someone else wrote
 after preflight is refused, not overwritten; the old tokens revoked at the end are those

@@ -7,13 +7,15 @@ from rotate.chain.loader import load_chain
 from rotate.core.strategy import Strategy
 from rotate.engine.kinds import ROTATION, undo_of
 from rotate.engine.kinds.base import PlanInput
+from rotate.engine.model import PreflightResult
 from rotate.engine.plan import number_steps
 from tests.support.paths import EXAMPLE_CHAIN
 
 
 def _kinds(credential: str, strategy: Strategy) -> list[tuple[str, str]]:
     chain = load_chain(EXAMPLE_CHAIN)
-    inp = PlanInput(chain, chain.credential(credential), strategy, (), current_version=3)
+    inp = PlanInput(chain, chain.credential(credential), strategy,
+                    PreflightResult(current_version=3))
     return [(s.kind, s.phase) for s in number_steps(ROTATION, inp) if s.stage in (1, 3)]
 
 

@@ -13,16 +13,17 @@ from rotate.cli.console import console_for
 from rotate.cli.options import (
     DEFAULT_CHAIN,
     Chain,
-    Common,
     Kubeconfig,
     KubeContext,
     Output,
     OutputOpt,
     StateDir,
+    state_dir_or_default,
 )
 from rotate.cli.render import show_doctor
 from rotate.cli.state import state_of
 from rotate.core.errors import EXIT_OK, EXIT_PREFLIGHT
+from rotate.engine.options import Options
 
 
 def doctor(
@@ -36,8 +37,8 @@ def doctor(
     """Connectivity and permission checks against the backend, the cluster, the Config Center."""
     console = console_for(ctx, output)
     engine = state_of(ctx).engine()
-    options = Common(chain=chain, state_dir=state_dir, context=context,
-                     kubeconfig=kubeconfig).engine_options(engine)
+    options = Options(chain_file=chain, state_dir=state_dir_or_default(state_dir),
+                      context=context, kubeconfig=kubeconfig)
     checks = engine.doctor(options)
     show_doctor(console, checks)
     raise typer.Exit(EXIT_OK if all(c.ok or not c.fatal for c in checks) else EXIT_PREFLIGHT)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -20,7 +20,6 @@ from rotate.cli.console import console_for
 from rotate.cli.options import (
     DEFAULT_CHAIN,
     Chain,
-    Common,
     Confirm,
     DryRun,
     Kubeconfig,
@@ -35,18 +34,21 @@ from rotate.cli.options import (
     ValueStdin,
     plan_or_confirm,
     repeat_args,
+    state_dir_or_default,
 )
 from rotate.cli.render import show_report
 from rotate.cli.running import drive
 from rotate.cli.state import state_of
+from rotate.engine.options import Options
 
 if TYPE_CHECKING:
+    from rotate.cli.state import Engine
     from rotate.core.secret import Secret
     from rotate.core.waiting import CancelToken
     from rotate.engine.model import Observer, RunReport
 
 #: (engine, options, run id, observer, cancel, value from stdin or None) → the report
-EngineCall = Callable[[Any, Any, str, "Observer", "CancelToken", "Secret | None"],
+EngineCall = Callable[["Engine", Options, str, "Observer", "CancelToken", "Secret | None"],
                       "RunReport"]
 
 #: what acting on the run is called, after "To …:" ("rollback" is the noun)
@@ -84,10 +86,9 @@ def journaled_command(
         console = console_for(ctx, output, report_file)
         change = plan_or_confirm(confirm, dry_run)
         engine = state_of(ctx).engine()
-        options = Common(chain=chain, state_dir=state_dir, max_parallel=max_parallel,
-                         timeout=timeout, context=context, kubeconfig=kubeconfig,
-                         take_over_lock=take_over_lock, value_stdin=value_stdin,
-                         force=force).engine_options(engine)
+        options = Options(chain_file=chain, state_dir=state_dir_or_default(state_dir),
+                          max_parallel=max_parallel, timeout=timeout, context=context,
+                          kubeconfig=kubeconfig, take_over_lock=take_over_lock, force=force)
         if not change:
             show_report(console, engine.show(options, run_id))
             again = " ".join(p for p in (f"rotate {verb} {run_id} --confirm",

@@ -9,9 +9,17 @@ from __future__ import annotations
 import typer
 
 from rotate.cli.console import console_for
-from rotate.cli.options import DEFAULT_CHAIN, Chain, Common, Output, OutputOpt, StateDir
+from rotate.cli.options import (
+    DEFAULT_CHAIN,
+    Chain,
+    Output,
+    OutputOpt,
+    StateDir,
+    state_dir_or_default,
+)
 from rotate.cli.render import show_list
 from rotate.cli.state import state_of
+from rotate.engine.options import Options
 
 
 def list_credentials(
@@ -23,5 +31,5 @@ def list_credentials(
     """The credentials in the chain file: provider(s), consumers, last run."""
     console = console_for(ctx, output)
     engine = state_of(ctx).engine()
-    options = Common(chain=chain, state_dir=state_dir).engine_options(engine)
+    options = Options(chain_file=chain, state_dir=state_dir_or_default(state_dir))
     show_list(console, engine.list_credentials(options))

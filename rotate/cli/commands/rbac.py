@@ -10,13 +10,18 @@ from __future__ import annotations
 
 import re
 from enum import StrEnum
-from typing import Annotated, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from rotate.cli.console import console_for
-from rotate.cli.options import DEFAULT_CHAIN, Chain, Common
+from rotate.cli.options import DEFAULT_CHAIN, Chain, state_dir_or_default
 from rotate.cli.state import state_of
+from rotate.engine.options import Options
+
+if TYPE_CHECKING:
+    from rotate.chain import model as chain_model
 
 DEFAULT_SERVICE_ACCOUNT = "rotate-system/rotate"
 _LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
@@ -47,10 +52,12 @@ ManifestOutput = Annotated[ManifestFormat, typer.Option(
     help="yaml: one document per object; json: one v1 List.")]
 
 
-def selected(ctx: typer.Context, chain_file: Any, names: list[str] | None) -> tuple[Any, list[Any]]:
+def selected(ctx: typer.Context, chain_file: Path,
+             names: list[str] | None) -> tuple[chain_model.Chain, list[chain_model.Credential]]:
     """The loaded chain and the named credentials (all of them when none is named)."""
     engine = state_of(ctx).engine()
-    chain = engine.load_chain(Common(chain=chain_file).engine_options(engine))
+    chain = engine.load_chain(Options(chain_file=chain_file,
+                                      state_dir=state_dir_or_default(None)))
     wanted = list(dict.fromkeys(names or chain.credentials))
     return chain, [chain.credential(name) for name in wanted]
 

@@ -22,7 +22,6 @@ from rotate.cli.console import console_for
 from rotate.cli.options import (
     DEFAULT_CHAIN,
     Chain,
-    Common,
     Confirm,
     DryRun,
     Kubeconfig,
@@ -37,6 +36,7 @@ from rotate.cli.options import (
     Timeout,
     ValueStdin,
     plan_or_confirm,
+    state_dir_or_default,
 )
 from rotate.cli.render import show_plan
 from rotate.cli.running import drive
@@ -45,6 +45,7 @@ from rotate.core import supplied
 from rotate.core.errors import EXIT_OK, EXIT_PREFLIGHT, PreflightFailed, UsageError
 from rotate.core.secret import Secret
 from rotate.core.supplied import strip_line_end
+from rotate.engine.options import Options
 
 ForceStart = Annotated[bool, typer.Option(
     "--force", help="Start although the credential's last run is unfinished (it failed or "
@@ -95,13 +96,12 @@ def rotate(
     """Plan the rotation of CREDENTIAL (changes nothing), or run it with --confirm."""
     console = console_for(ctx, output, report_file)
     change = plan_or_confirm(confirm, dry_run)
-    common = Common(chain=chain, state_dir=state_dir, strategy=strategy,
-                    max_parallel=max_parallel, timeout=timeout, context=context,
-                    kubeconfig=kubeconfig, value_stdin=value_stdin,
-                    take_over_lock=take_over_lock, force=force)
     new_value = read_value_stdin(credential) if (change and value_stdin) else None
     engine = state_of(ctx).engine()
-    options = common.engine_options(engine)
+    options = Options(chain_file=chain, state_dir=state_dir_or_default(state_dir),
+                      strategy=strategy, max_parallel=max_parallel, timeout=timeout,
+                      context=context, kubeconfig=kubeconfig, take_over_lock=take_over_lock,
+                      force=force)
     if not change:
         plan = engine.plan(options, credential)
         show_plan(console, plan)

@@ -5,9 +5,17 @@ from __future__ import annotations
 import typer
 
 from rotate.cli.console import console_for
-from rotate.cli.options import DEFAULT_CHAIN, Chain, Common, Output, OutputOpt, StateDir
+from rotate.cli.options import (
+    DEFAULT_CHAIN,
+    Chain,
+    Output,
+    OutputOpt,
+    StateDir,
+    state_dir_or_default,
+)
 from rotate.cli.render import show_runs
 from rotate.cli.state import state_of
+from rotate.engine.options import Options
 
 
 def runs(
@@ -19,5 +27,5 @@ def runs(
     """Past runs from the journal, newest first."""
     console = console_for(ctx, output)
     engine = state_of(ctx).engine()
-    options = Common(chain=chain, state_dir=state_dir).engine_options(engine)
+    options = Options(chain_file=chain, state_dir=state_dir_or_default(state_dir))
     show_runs(console, engine.runs(options))

@@ -7,9 +7,17 @@ from typing import Annotated
 import typer
 
 from rotate.cli.console import console_for
-from rotate.cli.options import DEFAULT_CHAIN, Chain, Common, Output, OutputOpt, StateDir
+from rotate.cli.options import (
+    DEFAULT_CHAIN,
+    Chain,
+    Output,
+    OutputOpt,
+    StateDir,
+    state_dir_or_default,
+)
 from rotate.cli.render import show_report
 from rotate.cli.state import state_of
+from rotate.engine.options import Options
 
 RunId = Annotated[str, typer.Argument(metavar="RUN_ID", show_default=False,
                                       help="A run id from `rotate runs`.")]
@@ -25,5 +33,5 @@ def show(
     """One run's steps with status and timings. Exits 0: showing a failed run succeeds."""
     console = console_for(ctx, output)
     engine = state_of(ctx).engine()
-    options = Common(chain=chain, state_dir=state_dir).engine_options(engine)
+    options = Options(chain_file=chain, state_dir=state_dir_or_default(state_dir))
     show_report(console, engine.show(options, run_id))

@@ -13,7 +13,8 @@ exit code 12, ``plan`` yielding one step per provider the chain file says is app
 ``observe`` (does the provider already accept ``ensure_value(run)``?), ``act`` (set it),
 ``prove`` (authenticate with it), ``undo = (ProviderApply,)`` (a rollback applies the
 restored value the same way) — placed in :data:`ROTATION` after ``ProviderWait``.  What
-preflight learns for its plan detail goes in a new field of ``PlanInput``.
+preflight learns for its plan detail goes in a new field of ``PreflightResult``, which
+``plan`` reads as ``inp.observed``.
 """
 
 from __future__ import annotations

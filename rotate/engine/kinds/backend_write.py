@@ -132,7 +132,7 @@ class BackendWrite(StepKind[BackendWritten]):
 
     @classmethod
     def plan(cls, inp: PlanInput) -> Iterable[Draft]:
-        detail = _version_detail(inp.current_version)
+        detail = _version_detail(inp.observed.current_version)
         if inp.overlap and inp.credential.overlap is not None:
             detail += f"; {inp.credential.overlap.previous_key} keeps the previous value"
         yield Draft(backend_target(inp.chain, inp.credential), detail)

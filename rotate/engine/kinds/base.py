@@ -41,7 +41,7 @@ from rotate.core.secret import Secret
 from rotate.core.strategy import Strategy
 from rotate.core.waiting import CancelToken, Deadline
 from rotate.engine.journal import Journal
-from rotate.engine.model import Adapters, Phase, PlannedStep, RunStart
+from rotate.engine.model import Adapters, Phase, PlannedStep, PreflightResult, RunStart
 from rotate.stages.harvest import Document
 from rotate.stages.kubecache import KubeCaches
 
@@ -130,25 +130,21 @@ class Restore:
 
 @dataclass(frozen=True)
 class PlanInput:
-    """Everything a kind may use to describe its steps: plain values, no I/O."""
+    """Everything a kind may use to describe its steps: plain values, no I/O.
+
+    ``observed`` is preflight's result as it came (versions, tokens, the workloads' traits:
+    reloader, OnDelete, no surge, thinned, unprobed); a rollback's holds only the consumers
+    and the backend version the run it undoes wrote from."""
 
     chain: Chain
     credential: Credential
     strategy: Strategy
-    consumers: tuple[str, ...]
-    current_version: int | None = None  # the backend's version preflight saw
-    config_versions: Mapping[str, int | None] = field(default_factory=dict)
-    token_ids: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    reloader: Mapping[str, str] = field(default_factory=dict)  # provider ref → reloader
-    ondelete: tuple[str, ...] = ()  # workload refs with updateStrategy OnDelete
-    #: consumer workload ref → why its rollout cannot be prepared ahead of stage ③ (its old
-    #: pods go before new ones are Ready: Recreate, OnDelete, maxUnavailable ≥ replicas…)
-    no_surge: Mapping[str, str] = field(default_factory=dict)
-    #: consumer workload ref → what a prepared rollout costs (old pods taken down early)
-    thinned: Mapping[str, str] = field(default_factory=dict)
-    #: consumer workload refs whose pod template has no startupProbe ("started" = running)
-    unprobed: tuple[str, ...] = ()
+    observed: PreflightResult = field(default_factory=PreflightResult)
     restore: Restore | None = None  # a rollback's
+
+    @property
+    def consumers(self) -> tuple[str, ...]:
+        return self.observed.consumers
 
     @property
     def services(self) -> list[Service]:
@@ -171,21 +167,6 @@ class PlanInput:
         return not self.overlap and self.restore is None
 
 
-@dataclass(frozen=True)
-class Observed:
-    """What preflight read moments before a fresh run's first step: each consumer's
-    document version and its live token ids.
-
-    A step's first attempt records these (``io.record``) instead of reading them again: one
-    round trip less per consumer on its way to the restart, and a document write
-    sends exactly the ``If-Match`` its plan line shows, so a write made by someone else since
-    preflight is refused (412), never overwritten.  Empty for a resumed run, which may come
-    hours later: its steps find their earlier records, or read anew."""
-
-    config_versions: Mapping[str, int | None] = field(default_factory=dict)
-    token_ids: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-
-
 @dataclass
 class Run:
     """Everything a run's steps share.  ``value`` lives only here, in memory."""
@@ -205,8 +186,13 @@ class Run:
     documents: dict[str, Document] = field(default_factory=dict)
     #: typed results of the steps done so far: (kind, phase, subject) → data
     results: dict[tuple[str, Phase, str], StepData] = field(default_factory=dict)
-    #: what preflight read just before (a fresh run only; see :class:`Observed`)
-    observed: Observed = field(default_factory=Observed)
+    #: what preflight read moments before a fresh run's first step (empty for a resumed
+    #: run, which may come hours later: its steps find their earlier records, or read anew).
+    #: A step's first attempt records the document versions and live token ids it holds
+    #: (``io.record``) instead of reading them again: one round trip less per consumer, and
+    #: a document write sends exactly the ``If-Match`` its plan line shows, so a write made
+    #: by someone else since preflight is refused (412), never overwritten.
+    observed: PreflightResult = field(default_factory=PreflightResult)
     #: watched copies of objects every waiter of the run reads (made on first use);
     #: :meth:`close` ends them when the run ends
     caches: KubeCaches = field(init=False)

@@ -98,7 +98,7 @@ class ConfigWrite(StepKind[ConfigWritten]):
     @classmethod
     def plan(cls, inp: PlanInput) -> Iterable[Draft]:
         for name in inp.consumers:
-            prev = inp.config_versions.get(name)
+            prev = inp.observed.config_versions.get(name)
             yield Draft(_target(inp, name),
                         f"v{prev} → v{prev + 1} (If-Match {prev})" if prev is not None
                         else "create (If-None-Match *)", name)

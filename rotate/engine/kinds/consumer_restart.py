@@ -33,17 +33,17 @@ NO_STARTUP_PROBE = ("no startupProbe: \"started\" only means the container runs,
 
 def _detail(inp: PlanInput, ref: str, kind: str) -> tuple[str, bool]:
     """(what the step does, whether it waits for the provider's switch)."""
-    if ref in inp.ondelete:
+    if ref in inp.observed.ondelete:
         return ONDELETE_ACTION[kind], inp.prepare_first
     if not inp.prepare_first:
         return "set restartedAt on the pod template", False
-    if ref in inp.no_surge:
-        return f"set restartedAt on the pod template; {inp.no_surge[ref]}", True
+    if ref in inp.observed.no_surge:
+        return f"set restartedAt on the pod template; {inp.observed.no_surge[ref]}", True
     detail = ("set restartedAt before the provider switches, which waits until the new pods "
               "have started; they wait unready, old pods serve")
-    if inp.thinned.get(ref):
-        detail += f" ({inp.thinned[ref]})"
-    if ref in inp.unprobed:
+    if inp.observed.thinned.get(ref):
+        detail += f" ({inp.observed.thinned[ref]})"
+    if ref in inp.observed.unprobed:
         detail += f" ({NO_STARTUP_PROBE})"
     return detail, False
 

@@ -32,8 +32,8 @@ class ProviderRestart(RestartKind):
             if inp.credential.apply_of(ref).live:
                 continue  # provider.apply changes it in place
             key = str(ref)
-            if key in inp.reloader:  # preflight's words (reloader_presence.wait_phrase)
-                detail = inp.reloader[key]
+            if key in inp.observed.reloader:  # preflight's words (reloader_presence.wait_phrase)
+                detail = inp.observed.reloader[key]
             else:
                 detail = "set restartedAt (sub-second) on the pod template"
             yield Draft(key, detail, key)

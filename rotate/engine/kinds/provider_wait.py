@@ -26,7 +26,7 @@ class ProviderWait(WaitKind):
             if inp.credential.apply_of(ref).live:
                 continue  # provider.apply changes it in place
             key = str(ref)
-            yield Draft(key, ONDELETE_ACTION[ref.kind] if key in inp.ondelete
+            yield Draft(key, ONDELETE_ACTION[ref.kind] if key in inp.observed.ondelete
                         else "rollout status", key)
 
 

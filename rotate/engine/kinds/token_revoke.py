@@ -35,7 +35,7 @@ class TokenRevoke(StepKind[TokensRevoked]):
                 yield Draft(svc.name, "revoke the tokens the rolled-back run minted and every "
                             "other token held before this rollback", svc.name)
                 continue
-            held = inp.token_ids.get(svc.name, ())
+            held = inp.observed.token_ids.get(svc.name, ())
             yield Draft(svc.name, f"revoke {len(held)} token(s) held before the run", svc.name)
 
     def observe(self, run: Run, io: StepIO) -> Outcome[TokensRevoked] | None:
