@@ -21,7 +21,8 @@ ALLOWED: dict[str, set[str]] = {
     "chain": {"chain", "core"},
     "clients": {"clients", "chain", "core"},  # adapters are built from chain config
     "stages": {"stages", "clients", "chain", "core"},
-    "engine": {"engine", "stages", "clients", "chain", "core"},
+    "providers": {"providers", "clients", "chain", "core"},  # beside stages, independent
+    "engine": {"engine", "stages", "providers", "clients", "chain", "core"},
     "cli": {"cli", "engine", "core", "chain", "lab"},
 }
 #: third-party/system libraries only the client adapters may import
