@@ -232,3 +232,27 @@ def test_the_engine_rotates_and_rolls_back_through_the_registered_method(
     assert stub.calls[3:] == ["restore", "retire_replaced"]
     assert stub.passwords["default"] == {OLD} and new != OLD
     assert all(world.running[c] == OLD for c in CONSUMERS)
+
+
+def test_each_attempt_reads_the_providers_service_once(
+        world: StubWorld, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The endpoint is resolved once per attempt and shared by its probe and admin session."""
+    reads: list[str] = []
+    current = [""]
+    get = world.kube.get
+
+    def counting(kind: str, namespace: str | None, name: str) -> dict[str, object]:
+        if (kind, namespace, name) == ("Service", "dragonfly", "dragonfly"):
+            reads.append(current[0])
+        return get(kind, namespace, name)
+
+    monkeypatch.setattr(world.kube, "get", counting)
+    observer = RecordingObserver()
+    for kind in ("provider.apply", "provider.retire"):
+        observer.on_start[kind] = lambda step: current.__setitem__(0, step.kind)
+        observer.on_finish[kind] = lambda step, record: current.__setitem__(0, "")
+    report = world.engine().run(options(tmp_path, strategy=Strategy.overlap), "dragonfly",
+                                observer, CancelToken())
+    assert report.exit_code == 0, report.message
+    assert reads.count("provider.apply") == 1
+    assert reads.count("provider.retire") == 1
