@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from rotate.chain.model import AdminAuth, ProviderApply, ProviderConnection, ServicePortRef
-from rotate.clients.seams import Endpoint, ReadyzTarget
+from rotate.clients.seams import AuthProbe, Endpoint, ReadyzTarget
 from rotate.core.errors import ForbiddenError, PermanentError
 from rotate.core.refs import ObjectRef
 from rotate.core.secret import Secret
@@ -109,13 +109,13 @@ class StubMethod:
             raise ForbiddenError("stub", f"connect as {user}", "refused")
         return StubSession(self.server)
 
-    def preflight(self, admin: StubSession, probe: StubProbe, target: Target) -> str:
+    def preflight(self, admin: StubSession, probe: AuthProbe, target: Target) -> str:
         self.server.calls.append("preflight")
         if not probe.accepts(target.accounts.old, target.old):
             raise PermanentError("stub", "login", "refuses the current value")
         return "stub account ready"
 
-    def apply(self, admin: StubSession, probe: StubProbe, target: Target,
+    def apply(self, admin: StubSession, probe: AuthProbe, target: Target,
               progress: Progress) -> Change:
         self.server.calls.append("apply")
         user = target.accounts.new
@@ -126,17 +126,17 @@ class StubMethod:
         admin.add(user, target.new)
         return Change(True, "stub: new password added")
 
-    def retire(self, admin: StubSession, probe: StubProbe, target: Target) -> Change:
+    def retire(self, admin: StubSession, probe: AuthProbe, target: Target) -> Change:
         self.server.calls.append("retire")
         admin.remove(target.accounts.old, target.old)
         return Change(True, "stub: old password removed")
 
-    def restore(self, admin: StubSession, probe: StubProbe, target: Target) -> Change:
+    def restore(self, admin: StubSession, probe: AuthProbe, target: Target) -> Change:
         self.server.calls.append("restore")
         admin.add(target.accounts.old, target.old)
         return Change(True, "stub: old password back")
 
-    def retire_replaced(self, admin: StubSession, probe: StubProbe, target: Target) -> Change:
+    def retire_replaced(self, admin: StubSession, probe: AuthProbe, target: Target) -> Change:
         self.server.calls.append("retire_replaced")
         admin.remove(target.accounts.new, target.new)
         return Change(True, "stub: replaced password removed")
@@ -193,7 +193,7 @@ def test_a_registered_name_gives_its_own_object() -> None:
     method = StubMethod(StubServer())
     register(NAME, lambda: _typed(method))
     try:
-        assert method_of(NAME) is method
+        assert method_of(NAME) is _typed(method)
         with pytest.raises(ValueError, match="registered already"):
             register(NAME, lambda: _typed(method))
     finally:
