@@ -256,3 +256,16 @@ def test_each_attempt_reads_the_providers_service_once(
     assert report.exit_code == 0, report.message
     assert reads.count("provider.apply") == 1
     assert reads.count("provider.retire") == 1
+
+
+def test_preflight_refuses_values_the_method_does_not_take(world: StubWorld,
+                                                           tmp_path: Path) -> None:
+    method = method_of(NAME)
+    method.values = ValueRule(max_length=8)
+    plan = world.engine().plan(options(tmp_path, strategy=Strategy.overlap), "dragonfly")
+    (access,) = [c for c in plan.preflight if c.check.startswith("provider.access")]
+    assert not access.ok and "at most 8 characters" in access.detail
+    method.values = ValueRule(alphabet="abc")
+    plan = world.engine().plan(options(tmp_path, strategy=Strategy.overlap), "dragonfly")
+    (access,) = [c for c in plan.preflight if c.check.startswith("provider.access")]
+    assert not access.ok and "alphabet" in access.detail
