@@ -30,8 +30,9 @@ from rotate.engine.collector import Collector, Fanned, note_uid
 from rotate.engine.fanout import fan_out
 from rotate.engine.model import Adapters, Check, PreflightResult, Trap
 from rotate.engine.preflight_workloads import workload_findings
-from rotate.stages import backend, harvest, provider_access, sync, tokens, traps
-from rotate.stages.provider_apply import accounts_for
+from rotate.providers import access as provider_access
+from rotate.providers.accounts import accounts_for, active_username
+from rotate.stages import backend, harvest, sync, tokens, traps
 
 #: one thread per part of :func:`preflight`; 1 runs them one after the other
 #: (``bench/plan_rtt.py`` compares the two)
@@ -259,13 +260,13 @@ def live_provider_checks(
         def access(applied: ProviderApply = applied) -> str:
             if adapters.providers is None:
                 raise NotFoundError("rotate", "provider connector", "not wired")
-            active = (provider_access.active_username(vault, path, applied.username_key,
-                                                      version)
+            active = (active_username(vault, path, applied.username_key, version)
                       if applied.username_key else None)
             accounts = accounts_for(applied, str(strategy), active)
             current = backend.read_value(vault, path, credential.backend.key, version)
             return provider_access.preflight(adapters.providers, kube, applied,
-                                             credential.secret, accounts, current, environ)
+                                             credential.secret, accounts, current, environ,
+                                             credential.generate)
 
         yield f"provider.access {applied.provider}", access
 

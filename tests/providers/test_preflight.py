@@ -15,8 +15,8 @@ from rotate.clients.provider_connect import Connector
 from rotate.core.errors import ForbiddenError, NotFoundError, TemporaryError
 from rotate.core.refs import ObjectRef
 from rotate.core.secret import Secret, generate
-from rotate.stages import provider_access as access
-from rotate.stages import provider_apply as pa
+from rotate.providers import access
+from rotate.providers.accounts import accounts_for
 from tests.fakes.kube_reads import StubKube
 from tests.support.provider_servers import PostgresServer, RedisServer, free_port, redis_server
 from tests.support.provider_worlds import unique
@@ -46,7 +46,7 @@ def pg(role: str) -> ProviderApply:
 def test_redis_preflight_with_the_credential_as_admin(redis_live: RedisServer) -> None:
     env = {"ADDR": f"{redis_live.host}:{redis_live.port}"}
     applied = df(AdminAuth("default"))
-    acc = pa.accounts_for(applied, "overlap", None)
+    acc = accounts_for(applied, "overlap", None)
     kube: Any = StubKube({})
     current = Secret(redis_live.password)
     found = access.preflight(Connector(), kube, applied, CRED, acc, current, env)
@@ -58,7 +58,7 @@ def test_redis_preflight_with_the_credential_as_admin(redis_live: RedisServer) -
 def test_redis_preflight_with_a_missing_admin_secret(redis_live: RedisServer) -> None:
     env = {"ADDR": f"{redis_live.host}:{redis_live.port}"}
     applied = df(AdminAuth("default", SecretKeyRef("dragonfly", "admin", "password")))
-    acc = pa.accounts_for(applied, "overlap", None)
+    acc = accounts_for(applied, "overlap", None)
     with pytest.raises(NotFoundError, match="admin secret dragonfly/admin#password"):
         access.preflight(Connector(), StubKube({}), applied, CRED, acc,  # type: ignore[arg-type]
                          Secret(redis_live.password), env)
@@ -74,7 +74,7 @@ def test_postgres_preflight_with_a_refused_admin(postgres: PostgresServer) -> No
     postgres.sql(sql.SQL("ALTER ROLE {} PASSWORD {}").format(
         sql.Identifier(role), sql.Literal(scram_verifier(current).text)).as_string())
     applied = pg(role)
-    acc = pa.accounts_for(applied, "restart", None)
+    acc = accounts_for(applied, "restart", None)
     good: Any = StubKube({}, {("db", "pg-admin", "password"): postgres.superuser_password})
     assert role in access.preflight(Connector(), good, applied, CRED, acc, current, env)
     bad: Any = StubKube({}, {("db", "pg-admin", "password"): "not-the-admin-password"})
@@ -85,7 +85,7 @@ def test_postgres_preflight_with_a_refused_admin(postgres: PostgresServer) -> No
 def test_an_unreachable_provider_is_temporary() -> None:
     env = {"ADDR": f"127.0.0.1:{free_port()}"}
     applied = df(AdminAuth("default"))
-    acc = pa.accounts_for(applied, "overlap", None)
+    acc = accounts_for(applied, "overlap", None)
     with pytest.raises(TemporaryError):
         access.preflight(Connector(timeout=1), StubKube({}), applied, CRED, acc,  # type: ignore[arg-type]
                          generate(), env)

@@ -1,6 +1,7 @@
-"""Provider stage logic (rotate.stages.provider_apply / provider_access) on real servers and
-on the fakes: every act observes first (resume may repeat it), every proof is a fresh
-AUTH/login from outside, every undo restores the old password."""
+"""The built-in provider methods (rotate.providers: RedisAclMethod, PostgresRolesMethod) and
+their access and proofs, on real servers and on the fakes: every act observes first (resume
+may repeat it), every proof is a fresh AUTH/login from outside, every undo restores the old
+password."""
 
 from __future__ import annotations
 
@@ -21,14 +22,31 @@ from rotate.core.errors import NotFoundError, PermanentError, RejectedError
 from rotate.core.refs import ObjectRef
 from rotate.core.secret import Secret, generate
 from rotate.core.waiting import Deadline
-from rotate.stages import provider_access as access
-from rotate.stages import provider_apply as pa
+from rotate.providers import Accounts, Target, access
+from rotate.providers.accounts import accounts_for, active_username
+from rotate.providers.postgres_roles import PostgresRolesMethod
+from rotate.providers.proof import ProviderProofFailed, prove
+from rotate.providers.redis_acl import RedisAclMethod
 from tests.fakes.kube_reads import StubKube
 from tests.support.provider_worlds import PgWorld, RedisWorld, unique
 
 DRAGONFLY = ObjectRef("Deployment", "dragonfly", "dragonfly")
 POSTGRES = ObjectRef("StatefulSet", "db", "postgres")
 CRED_SECRET = SecretKeyRef("dragonfly", "dragonfly-password-secret", "password")
+REDIS = RedisAclMethod()
+PG = PostgresRolesMethod()
+
+
+class Progress:
+    """A step's journal as a method sees it (rotate.providers.Progress)."""
+
+    def __init__(self) -> None:
+        self.prior: dict[str, Any] = {}
+        self.records: list[dict[str, Any]] = []
+
+    def record(self, **data: Any) -> None:
+        self.records.append(data)
+        self.prior.update(data)
 
 
 def redis_apply(user: str, method: str = "redis-acl") -> ProviderApply:
@@ -63,22 +81,22 @@ def test_redis_overlap_apply_retire_and_undo(redis_world: RedisWorld) -> None:
     user, old, new = unique("app"), generate(), generate()
     w.create_user(user, [old.reveal()])
     applied = redis_apply(user)
-    acc = pa.accounts_for(applied, "overlap", None)
-    assert "1 password(s)" in pa.redis_preflight(w.admin, w.probe, acc, old)
+    acc = accounts_for(applied, "overlap", None)
+    target = Target(applied, acc, old, new, "overlap")
+    assert "1 password(s)" in REDIS.preflight(w.admin, w.probe, target)
 
-    assert pa.redis_apply(w.admin, w.probe, acc, old, new, "overlap").changed
-    assert not pa.redis_apply(w.admin, w.probe, acc, old, new, "overlap").changed  # resume
-    pa.prove(w.probe, applied, acc, old, new, phase="overlap", protocol="redis",
-             deadline=soon())
-    assert pa.redis_retire(w.admin, w.probe, acc, old).changed
-    assert not pa.redis_retire(w.admin, w.probe, acc, old).changed
-    pa.prove(w.probe, applied, acc, old, new, phase="retired", protocol="redis",
-             deadline=soon())
+    assert REDIS.apply(w.admin, w.probe, target, Progress()).changed
+    assert not REDIS.apply(w.admin, w.probe, target, Progress()).changed  # resume
+    prove(w.probe, applied, acc, old, new, phase="overlap", deadline=soon())
+    assert REDIS.retire(w.admin, w.probe, target).changed
+    assert not REDIS.retire(w.admin, w.probe, target).changed
+    prove(w.probe, applied, acc, old, new, phase="retired", deadline=soon())
 
-    assert pa.redis_undo_retire(w.admin, w.probe, acc, old).changed
+    # the rollback: the old value valid again, then the replaced (new) one valid nowhere
+    assert REDIS.restore(w.admin, w.probe, target).changed
     assert w.probe.accepts(user, old) and w.probe.accepts(user, new)
-    assert pa.redis_undo_apply(w.admin, w.probe, acc, old, new).changed
-    assert not pa.redis_undo_apply(w.admin, w.probe, acc, old, new).changed
+    assert REDIS.retire_replaced(w.admin, w.probe, target).changed
+    assert not REDIS.retire_replaced(w.admin, w.probe, target).changed
     assert w.probe.accepts(user, old) and not w.probe.accepts(user, new)
 
 
@@ -91,14 +109,16 @@ def test_redis_restart_swaps_the_default_user_with_itself_as_admin(
     new = generate()
     applied = redis_apply("default")
     assert applied.admin_is_credential(CRED_SECRET)
-    acc = pa.accounts_for(applied, "restart", None)
+    acc = accounts_for(applied, "restart", None)
+    target = Target(applied, acc, old, new, "restart")
     candidates = (old, new)
     admin = access.connect_first(lambda pw: w.connect("default", pw), candidates)
-    assert pa.redis_apply(admin, w.probe, acc, old, new, "restart").changed
-    pa.prove(w.probe, applied, acc, old, new, phase="cut", protocol="redis", deadline=soon())
+    assert REDIS.apply(admin, w.probe, target, Progress()).changed
+    prove(w.probe, applied, acc, old, new, phase="cut", deadline=soon())
     resumed = access.connect_first(lambda pw: w.connect("default", pw), candidates)
-    assert not pa.redis_apply(resumed, w.probe, acc, old, new, "restart").changed
-    assert pa.redis_undo_apply(resumed, w.probe, acc, old, new).changed
+    assert not REDIS.apply(resumed, w.probe, target, Progress()).changed
+    assert REDIS.restore(resumed, w.probe, target).changed
+    assert REDIS.retire_replaced(resumed, w.probe, target).changed
     assert w.probe.accepts("default", old) and not w.probe.accepts("default", new)
 
 
@@ -113,18 +133,20 @@ def test_redis_preflight_refuses_a_nopass_user(redis_world: RedisWorld) -> None:
     else:
         redis_world.create_user("open", [])
         redis_world.admin._check("open").nopass = True  # type: ignore[attr-defined]
-    acc = pa.accounts_for(redis_apply("open"), "overlap", None)
+    applied = redis_apply("open")
+    target = Target(applied, accounts_for(applied, "overlap", None), generate(), generate())
     with pytest.raises(PermanentError, match="nopass"):
-        pa.redis_preflight(redis_world.admin, redis_world.probe, acc, generate())
+        REDIS.preflight(redis_world.admin, redis_world.probe, target)
 
 
 def test_redis_preflight_refuses_when_the_provider_has_another_value(
         redis_world: RedisWorld) -> None:
     user = unique("app")
     redis_world.create_user(user, [generate().reveal()])
-    acc = pa.accounts_for(redis_apply(user), "overlap", None)
+    applied = redis_apply(user)
+    target = Target(applied, accounts_for(applied, "overlap", None), generate(), generate())
     with pytest.raises(PermanentError, match="refuses the current value"):
-        pa.redis_preflight(redis_world.admin, redis_world.probe, acc, generate())
+        REDIS.preflight(redis_world.admin, redis_world.probe, target)
 
 
 # --------------------------------------------------------------------------- postgres
@@ -135,14 +157,15 @@ def test_postgres_single_role_cut_and_undo(pg_world: PgWorld) -> None:
     role, old, new = unique("shop"), generate(), generate()
     w.create_role(role, old.reveal())
     applied = pg_apply(user=role)
-    acc = pa.accounts_for(applied, "restart", None)
-    assert role in pa.postgres_preflight(w.admin, w.probe, acc, old)
-    assert pa.postgres_apply(w.admin, w.probe, acc, new).changed
-    assert not pa.postgres_apply(w.admin, w.probe, acc, new).changed
-    pa.prove(w.probe, applied, acc, old, new, phase="cut", protocol="postgres",
-             deadline=soon())
-    assert pa.postgres_undo_apply(w.admin, w.probe, acc, old, {}).changed
-    assert not pa.postgres_undo_apply(w.admin, w.probe, acc, old, {}).changed
+    acc = accounts_for(applied, "restart", None)
+    target = Target(applied, acc, old, new, "restart")
+    assert role in PG.preflight(w.admin, w.probe, target)
+    assert PG.apply(w.admin, w.probe, target, Progress()).changed
+    assert not PG.apply(w.admin, w.probe, target, Progress()).changed
+    prove(w.probe, applied, acc, old, new, phase="cut", deadline=soon())
+    assert not PG.retires_replaced(applied)  # restoring the verifier is the whole undo
+    assert PG.restore(w.admin, w.probe, target).changed
+    assert not PG.restore(w.admin, w.probe, target).changed
     assert w.probe.accepts(role, old) and not w.probe.accepts(role, new)
     assert new.reveal() not in w.statements() and old.reveal() not in w.statements()
 
@@ -154,25 +177,26 @@ def test_postgres_alternating_users(pg_world: PgWorld) -> None:
     w.create_role(a, old.reveal(), member_of=(group,))
     w.create_role(b, None, login=False, member_of=(group,))
     applied = pg_apply(users=(a, b))
-    acc = pa.accounts_for(applied, "overlap", None)  # no username yet: the first is active
+    acc = accounts_for(applied, "overlap", None)  # no username yet: the first is active
     assert (acc.old, acc.new) == (a, b)
-    pa.postgres_preflight(w.admin, w.probe, acc, old)
-    before = pa.postgres_before(w.admin, acc)
-    assert before == {"role": b, "could_login": False}
+    target = Target(applied, acc, old, new, "overlap")
+    PG.preflight(w.admin, w.probe, target)
 
-    assert pa.postgres_apply(w.admin, w.probe, acc, new).changed
-    assert not pa.postgres_apply(w.admin, w.probe, acc, new).changed
-    pa.prove(w.probe, applied, acc, old, new, phase="overlap", protocol="postgres",
-             deadline=soon())
-    assert pa.postgres_retire(w.admin, w.probe, acc, old).changed
-    assert not pa.postgres_retire(w.admin, w.probe, acc, old).changed
-    pa.prove(w.probe, applied, acc, old, new, phase="retired", protocol="postgres",
-             deadline=soon())
+    progress = Progress()
+    assert PG.apply(w.admin, w.probe, target, progress).changed
+    assert progress.records == [{"role": b, "could_login": False}]  # before the change
+    assert not PG.apply(w.admin, w.probe, target, progress).changed
+    assert len(progress.records) == 1  # a resumed attempt keeps the first record
+    prove(w.probe, applied, acc, old, new, phase="overlap", deadline=soon())
+    assert PG.retire(w.admin, w.probe, target).changed
+    assert not PG.retire(w.admin, w.probe, target).changed
+    prove(w.probe, applied, acc, old, new, phase="retired", deadline=soon())
     # the next rotation starts from b
-    assert pa.accounts_for(applied, "overlap", b) == pa.Accounts(new=a, old=b)
+    assert accounts_for(applied, "overlap", b) == Accounts(new=a, old=b)
 
-    assert pa.postgres_undo_retire(w.admin, w.probe, acc, old).changed
-    assert pa.postgres_undo_apply(w.admin, w.probe, acc, old, before).changed
+    assert PG.retires_replaced(applied)
+    assert PG.restore(w.admin, w.probe, target).changed
+    assert PG.retire_replaced(w.admin, w.probe, target).changed
     assert w.probe.accepts(a, old) and not w.probe.accepts(b, new)
     assert not w.admin.role(b).can_login
     assert new.reveal() not in w.statements() and old.reveal() not in w.statements()
@@ -184,15 +208,17 @@ def test_postgres_preflight_refuses_roles_with_different_grants(pg_world: PgWorl
     old = generate()
     w.create_role(a, old.reveal(), member_of=(unique("grp"),))
     w.create_role(b, None, login=False)
-    acc = pa.accounts_for(pg_apply(users=(a, b)), "overlap", a)
+    applied = pg_apply(users=(a, b))
+    target = Target(applied, accounts_for(applied, "overlap", a), old, generate())
     with pytest.raises(PermanentError, match="same grants"):
-        pa.postgres_preflight(w.admin, w.probe, acc, old)
+        PG.preflight(w.admin, w.probe, target)
 
 
 def test_postgres_preflight_refuses_a_missing_role(pg_world: PgWorld) -> None:
-    acc = pa.accounts_for(pg_apply(user=unique("ghost")), "restart", None)
+    applied = pg_apply(user=unique("ghost"))
+    target = Target(applied, accounts_for(applied, "restart", None), generate(), generate())
     with pytest.raises(NotFoundError, match="creates nothing"):
-        pa.postgres_preflight(pg_world.admin, pg_world.probe, acc, generate())
+        PG.preflight(pg_world.admin, pg_world.probe, target)
 
 
 # --------------------------------------------------------------------------- verify fails
@@ -206,10 +232,9 @@ def test_verify_fails_for_a_provider_that_still_holds_the_old_password(
     role, old, new = unique("shop"), generate(), generate()
     w.create_role(role, old.reveal())
     applied = pg_apply(user=role, method="rollout")
-    acc = pa.accounts_for(applied, "restart", None)
-    with pytest.raises(pa.ProviderProofFailed) as info:
-        pa.prove(w.probe, applied, acc, old, new, phase="cut", protocol="postgres",
-                 deadline=briefly())
+    acc = accounts_for(applied, "restart", None)
+    with pytest.raises(ProviderProofFailed) as info:
+        prove(w.probe, applied, acc, old, new, phase="cut", deadline=briefly())
     err = info.value
     assert f"{role} refuses the new value" in err.message
     assert err.hint is not None and "apply: postgres" in err.hint and "initdb" in err.hint
@@ -222,10 +247,9 @@ def test_verify_of_a_hard_cut_fails_while_the_old_value_still_works(
     user, old, new = unique("app"), generate(), generate()
     w.create_user(user, [old.reveal(), new.reveal()])
     applied = redis_apply(user, method="rollout")
-    acc = pa.accounts_for(applied, "restart", None)
-    with pytest.raises(pa.ProviderProofFailed, match="still accepts the old value") as info:
-        pa.prove(w.probe, applied, acc, old, new, phase="cut", protocol="redis",
-                 deadline=briefly())
+    acc = accounts_for(applied, "restart", None)
+    with pytest.raises(ProviderProofFailed, match="still accepts the old value") as info:
+        prove(w.probe, applied, acc, old, new, phase="cut", deadline=briefly())
     assert info.value.hint is not None and "apply: redis-acl" in info.value.hint
 
 
@@ -234,10 +258,10 @@ def test_verify_of_a_hard_cut_fails_while_the_old_value_still_works(
 
 def test_accounts_for_alternating_users() -> None:
     applied = pg_apply(users=("app_a", "app_b"))
-    assert pa.accounts_for(applied, "overlap", "app_b") == pa.Accounts("app_a", "app_b")
-    assert pa.accounts_for(applied, "restart", "app_b") == pa.Accounts("app_b", "app_b")
+    assert accounts_for(applied, "overlap", "app_b") == Accounts("app_a", "app_b")
+    assert accounts_for(applied, "restart", "app_b") == Accounts("app_b", "app_b")
     with pytest.raises(PermanentError, match="not one of users"):
-        pa.accounts_for(applied, "overlap", "intruder")
+        accounts_for(applied, "overlap", "intruder")
 
 
 def test_resolve_endpoint() -> None:
@@ -297,12 +321,12 @@ def test_alternating_users_username_and_password_change_in_one_version() -> None
     from rotate.stages import backend
 
     vault: Any = StubVault({"password": "old-pw", "host": "db"})
-    assert access.active_username(vault, "infra/pg", "username", 1) is None
+    assert active_username(vault, "infra/pg", "username", 1) is None
     applied = pg_apply(users=("app_a", "app_b"))
-    acc = pa.accounts_for(applied, "overlap", access.active_username(vault, "infra/pg",
+    acc = accounts_for(applied, "overlap", active_username(vault, "infra/pg",
                                                                      "username", 1))
     w = backend.write(vault, "infra/pg", "password", Secret("new-pw"), "run-1",
                       expected_version=1, also={"username": Secret(acc.new)})
     assert vault.versions[-1] == {"password": "new-pw", "host": "db", "username": "app_b"}
-    assert access.active_username(vault, "infra/pg", "username", w.version) == "app_b"
-    assert pa.accounts_for(applied, "overlap", "app_b").new == "app_a"
+    assert active_username(vault, "infra/pg", "username", w.version) == "app_b"
+    assert accounts_for(applied, "overlap", "app_b").new == "app_a"

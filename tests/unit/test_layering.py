@@ -23,9 +23,10 @@ PKG = ROTATE_PACKAGE
 
 @dataclass(frozen=True)
 class Rules:
-    """``layers``: highest first; ``forbidden``: source module → modules it may not import."""
+    """``layers``: highest first, each level one or more independent siblings (import-linter's
+    ``"a | b"``); ``forbidden``: source module → modules it may not import."""
 
-    layers: tuple[str, ...]
+    layers: tuple[tuple[str, ...], ...]
     forbidden: tuple[tuple[str, frozenset[str]], ...]
 
 
@@ -36,13 +37,14 @@ def _within(name: str, module: str) -> bool:
 def rules_of(pyproject: Path) -> Rules:
     contracts: list[dict[str, Any]] = tomllib.loads(pyproject.read_text())[
         "tool"]["importlinter"]["contracts"]
-    (layered,) = [c for c in contracts if c["type"] == "layers"]
+    (layered,) = [c for c in contracts if c["id"] == "layers"]
     forbidden: dict[str, set[str]] = {}
     for contract in contracts:
         if contract["type"] == "forbidden":
             for source in contract["source_modules"]:
                 forbidden.setdefault(source, set()).update(contract["forbidden_modules"])
-    return Rules(tuple(layered["layers"]),
+    levels = tuple(tuple(m.strip() for m in level.split("|")) for level in layered["layers"])
+    return Rules(levels,
                  tuple((s, frozenset(f)) for s, f in sorted(forbidden.items())))
 
 
@@ -51,12 +53,16 @@ def problems(module: str, imports: list[str], rules: Rules) -> list[str]:
     forbidden contract keeps from it (a direct import; indirect ones go through a layer that
     may)."""
     found: list[str] = []
-    own = next((i for i, layer in enumerate(rules.layers) if _within(module, layer)), None)
+    own = next((i for i, level in enumerate(rules.layers)
+                if any(_within(module, m) for m in level)), None)
     for name in imports:
         if own is not None:
-            for layer in rules.layers[:own]:
+            mine = next(m for m in rules.layers[own] if _within(module, m))
+            siblings = [m for m in rules.layers[own] if m != mine]
+            for layer in [m for level in rules.layers[:own] for m in level] + siblings:
                 if _within(name, layer):
-                    found.append(f"{module} imports {name}, a higher layer ({layer})")
+                    kind = "an independent sibling" if layer in siblings else "a higher layer"
+                    found.append(f"{module} imports {name}, {kind} ({layer})")
                     break
         for source, banned in rules.forbidden:
             if _within(module, source):
@@ -102,7 +108,7 @@ def test_imports_flow_one_way(path: Path, rules: Rules) -> None:
 
 def test_every_product_package_is_a_layer(rules: Rules) -> None:
     layered = {p.name for p in PKG.iterdir() if (p / "__init__.py").exists()}
-    assert {layer.removeprefix("rotate.") for layer in rules.layers} == layered
+    assert {m.removeprefix("rotate.") for level in rules.layers for m in level} == layered
 
 
 def test_the_check_can_fail(tmp_path: Path, rules: Rules) -> None:
@@ -118,3 +124,4 @@ def test_the_check_can_fail(tmp_path: Path, rules: Rules) -> None:
         "rotate.stages.bad imports rotate_lab.control"]
     assert problems("rotate.clients.vault", ["hvac", "rotate.core.secret"], rules) == []
     assert problems("rotate.cli.app", ["rotate.clients.kube"], rules) != []
+    assert problems("rotate.providers.x", ["rotate.stages.rollout"], rules) != []

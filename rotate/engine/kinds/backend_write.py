@@ -12,9 +12,8 @@ from rotate.core.secret import Secret, generate
 from rotate.engine.kinds.base import Draft, Outcome, PlanInput, Run, StepData, StepIO, StepKind
 from rotate.engine.model import Phase
 from rotate.engine.targets import backend_target
+from rotate.providers.accounts import accounts_for, active_username
 from rotate.stages import backend
-from rotate.stages.provider_access import active_username
-from rotate.stages.provider_apply import accounts_for
 
 
 @dataclass(frozen=True)

@@ -19,11 +19,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from rotate.chain.model import ProviderApply
 from rotate.engine.kinds import provider_live as pl
 from rotate.engine.kinds.base import Draft, Outcome, PlanInput, Run, StepData, StepIO, StepKind
 from rotate.engine.model import Phase
-from rotate.stages import provider_apply as stage
 
 
 @dataclass(frozen=True)
@@ -31,17 +29,6 @@ class Applied(StepData):
     method: str
     account: str  # the ACL user / role that took the value (a name, never a value)
     changed: bool
-
-
-def _detail(applied: ProviderApply, overlap: bool) -> str:
-    if applied.method == "redis-acl":
-        user = applied.user or "default"
-        return (f"ACL SETUSER {user} >(new): old and new both valid" if overlap else
-                f"ACL SETUSER {user} resetpass >(new): immediate swap")
-    if applied.users is not None and overlap:
-        return (f"inactive one of {applied.users[0]}/{applied.users[1]}: SCRAM verifier of the "
-                "new value, LOGIN")
-    return "ALTER ROLE … PASSWORD (SCRAM-SHA-256 verifier of the new value)"
 
 
 class ApplyLive(StepKind[Applied]):
@@ -53,27 +40,22 @@ class ApplyLive(StepKind[Applied]):
 
     @classmethod
     def plan(cls, inp: PlanInput) -> Iterable[Draft]:
-        for applied in pl.live(inp.credential):
+        for applied, method in pl.live(inp.credential):
             key = str(applied.provider)
-            yield Draft(key, f"{applied.method}: {_detail(applied, inp.overlap)}", key)
+            detail = method.describe_apply(applied, overlap=inp.overlap)
+            yield Draft(key, f"{applied.method}: {detail}", key)
 
     def observe(self, run: Run, io: StepIO) -> Outcome[Applied] | None:
         return None  # act observes the provider itself (a fresh AUTH/login) before changing it
 
     def act(self, run: Run, io: StepIO) -> Outcome[Applied]:
         applied = pl.applied_of(run, io.step.subject)
-        accounts, old, new = pl.rotation_values(run, applied)
-        probe = pl.probe(run, applied)
-        if applied.method == "redis-acl":
-            with pl.redis_admin(run, applied, old, new) as redis:
-                change = stage.redis_apply(redis, probe, accounts, old, new,
-                                           str(run.start.strategy))
-        else:
-            with pl.postgres_admin(run, applied, old, new) as pg:
-                if "could_login" not in io.prior:
-                    io.record(**stage.postgres_before(pg, accounts))
-                change = stage.postgres_apply(pg, probe, accounts, new)
-        return Outcome(Applied(applied.method, accounts.new, change.changed), change.detail)
+        target = pl.rotation_target(run, applied)
+        found = pl.reach(run, applied)
+        with pl.admin(run, found, target.old, target.new) as admin:
+            change = found.method.apply(admin, found.probe, target, io)
+        return Outcome(Applied(applied.method, target.accounts.new, change.changed),
+                       change.detail)
 
     def prove(self, run: Run, io: StepIO, acted: Outcome[Applied]) -> Outcome[Applied]:
         return acted  # provider.verify proves it from outside
@@ -88,22 +70,16 @@ class ApplyRestore(ApplyLive):
     def plan(cls, inp: PlanInput) -> Iterable[Draft]:
         if inp.restore is None:
             return
-        for applied in pl.live(inp.credential):
+        for applied, _ in pl.live(inp.credential):
             key = str(applied.provider)
             yield Draft(key, f"{applied.method}: the restored value valid again "
                         "(the replaced one stays valid until the consumers moved back)", key)
 
     def act(self, run: Run, io: StepIO) -> Outcome[Applied]:
         applied = pl.applied_of(run, io.step.subject)
-        accounts, restored, replaced = pl.rollback_values(run, applied)
-        probe = pl.probe(run, applied)
-        if applied.method == "redis-acl":
-            with pl.redis_admin(run, applied, replaced, restored) as redis:
-                change = stage.redis_undo_retire(redis, probe, accounts, restored)
-        elif accounts.alternating:
-            with pl.postgres_admin(run, applied, replaced, restored) as pg:
-                change = stage.postgres_undo_retire(pg, probe, accounts, restored)
-        else:
-            with pl.postgres_admin(run, applied, replaced, restored) as pg:
-                change = stage.postgres_undo_apply(pg, probe, accounts, restored, {})
-        return Outcome(Applied(applied.method, accounts.old, change.changed), change.detail)
+        target = pl.rollback_target(run, applied)  # old: restored, new: replaced
+        found = pl.reach(run, applied)
+        with pl.admin(run, found, target.new, target.old) as admin:
+            change = found.method.restore(admin, found.probe, target)
+        return Outcome(Applied(applied.method, target.accounts.old, change.changed),
+                       change.detail)

@@ -1,36 +1,42 @@
-"""③ What the live provider kinds share (not a kind): which providers they act on, the old and
-new values of this run, the accounts, and the sessions they open.
+"""③ What the live provider kinds share (not a kind): which providers they act on, the
+:class:`~rotate.providers.Target` of this run (accounts, old and new values) and the
+attempt's :class:`~rotate.providers.access.Reach` (the method, the Service read once, the
+probe, admin sessions).
 
 A run's *old* value is the one the backend held before ``backend.write`` (version N), its
 *new* value the one written (:func:`~rotate.engine.kinds.backend_write.ensure_value`).  A
 rollback's *restored* value is version N's again and its *replaced* value the one it wrote
-over.  Values are re-read from the backend by version on every attempt (resume re-reads,
-never regenerates); none is returned or journaled.
+over (the target's ``old`` and ``new``).  Values are re-read from the backend by version on
+every attempt (resume re-reads, never regenerates); none is returned or journaled.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
+from typing import Any
 
 from rotate.chain.model import Credential, ProviderApply
-from rotate.clients.seams import AuthProbe, PostgresAdmin, ProviderConnector, RedisAclAdmin
 from rotate.core.errors import StepFailed
 from rotate.core.secret import Secret
 from rotate.engine.kinds.backend_write import BackendRestore, BackendWrite, ensure_value
 from rotate.engine.kinds.base import Run
 from rotate.engine.targets import parse_workload
+from rotate.providers import Target, method_of
+from rotate.providers import access as providers_access
+from rotate.providers.access import Reach
+from rotate.providers.accounts import accounts_for, active_username, rollback_accounts
+from rotate.providers.method import ProviderMethod
 from rotate.stages import backend
-from rotate.stages import provider_access as access
-from rotate.stages.provider_apply import Accounts, accounts_for
 
 
-def live(credential: Credential) -> Iterator[ProviderApply]:
-    """The providers changed over an admin connection (``apply: redis-acl | postgres``)."""
+def live(credential: Credential) -> Iterator[tuple[ProviderApply, ProviderMethod[Any]]]:
+    """The providers changed over an admin connection (a live ``apply:``), with their
+    method."""
     for ref in credential.providers:
         applied = credential.apply_of(ref)
         if applied.live:
-            yield applied
+            yield applied, method_of(applied.method)
 
 
 def probed(credential: Credential) -> Iterator[ProviderApply]:
@@ -46,10 +52,20 @@ def applied_of(run: Run, subject: str) -> ProviderApply:
     return run.credential.apply_of(parse_workload(subject))
 
 
-def connector(run: Run) -> ProviderConnector:
+def reach(run: Run, applied: ProviderApply) -> Reach:
+    """This attempt's way to the provider (its Service read once)."""
     if run.adapters.providers is None:
         raise StepFailed("no provider connector was wired for this run (internal)")
-    return run.adapters.providers
+    return providers_access.reach(run.adapters.providers, run.adapters.kube, applied,
+                                  run.environ)
+
+
+def admin(run: Run, found: Reach, first: Secret, then: Secret) -> AbstractContextManager[Any]:
+    """An admin session; with the credential itself as admin, ``first`` is tried, then
+    ``then`` (before the change the old value works, after it the new one)."""
+    candidates = providers_access.admin_candidates(run.adapters.kube, found.applied,
+                                                   run.credential.secret, first, then)
+    return found.admin(candidates)
 
 
 def _value_at(run: Run, version: int) -> Secret:
@@ -59,7 +75,7 @@ def _value_at(run: Run, version: int) -> Secret:
 def _role_at(run: Run, applied: ProviderApply, version: int) -> str | None:
     if applied.username_key is None:
         return None
-    return access.active_username(run.adapters.vault, run.path, applied.username_key, version)
+    return active_username(run.adapters.vault, run.path, applied.username_key, version)
 
 
 def previous_version(run: Run) -> int:
@@ -71,63 +87,25 @@ def previous_version(run: Run) -> int:
     return done.previous_version
 
 
-def rotation_values(run: Run, applied: ProviderApply) -> tuple[Accounts, Secret, Secret]:
-    """(accounts, old, new) of a rotation."""
+def rotation_target(run: Run, applied: ProviderApply) -> Target:
+    """A rotation's accounts, old and new values."""
     n = previous_version(run)
-    accounts = accounts_for(applied, str(run.start.strategy), _role_at(run, applied, n))
-    return accounts, _value_at(run, n), ensure_value(run)
+    strategy = str(run.start.strategy)
+    accounts = accounts_for(applied, strategy, _role_at(run, applied, n))
+    return Target(applied, accounts, _value_at(run, n), ensure_value(run), strategy)
 
 
-def rollback_values(run: Run, applied: ProviderApply) -> tuple[Accounts, Secret, Secret]:
-    """(accounts, restored, replaced) of a rollback; ``accounts.old`` is the account that
-    gets its value back, ``accounts.new`` the one the rolled-back run moved the consumers to."""
+def rollback_target(run: Run, applied: ProviderApply) -> Target:
+    """A rollback's: ``old`` is the restored value (``accounts.old`` gets it back), ``new``
+    the replaced one (``accounts.new``: where the rolled-back run moved the consumers)."""
     done = run.result(BackendRestore)
     restored_version = run.start.restore_backend_version
     if done is None or restored_version is None:
         raise StepFailed("the provider restore runs after backend.write restored a version")
-    restored_role = _role_at(run, applied, restored_version)
-    replaced_role = _role_at(run, applied, done.previous_version)
-    user = applied.user or ""
-    accounts = Accounts(new=replaced_role or restored_role or user,
-                        old=restored_role or user)
-    if applied.users is not None and restored_role is None:
-        accounts = Accounts(new=replaced_role or applied.users[0], old=applied.users[0])
-    return accounts, ensure_value(run), _value_at(run, done.previous_version)
-
-
-def probe(run: Run, applied: ProviderApply) -> AuthProbe:
-    opened = access.open_probe(connector(run), run.adapters.kube, applied, run.environ)
-    if opened is None:
-        raise StepFailed(f"provider {applied.provider} has no probe (internal)")
-    return opened
-
-
-@contextmanager
-def redis_admin(run: Run, applied: ProviderApply, first: Secret,
-                then: Secret) -> Iterator[RedisAclAdmin]:
-    """An admin session; with the credential itself as admin, ``first`` is tried, then
-    ``then`` (before the change the old value works, after it the new one)."""
-    candidates = access.admin_candidates(run.adapters.kube, applied, run.credential.secret,
-                                         first, then)
-    admin = access.open_redis_admin(connector(run), run.adapters.kube, applied, candidates,
-                                    run.environ)
-    try:
-        yield admin
-    finally:
-        admin.close()
-
-
-@contextmanager
-def postgres_admin(run: Run, applied: ProviderApply, first: Secret,
-                   then: Secret) -> Iterator[PostgresAdmin]:
-    candidates = access.admin_candidates(run.adapters.kube, applied, run.credential.secret,
-                                         first, then)
-    admin = access.open_postgres_admin(connector(run), run.adapters.kube, applied,
-                                       candidates, run.environ)
-    try:
-        yield admin
-    finally:
-        admin.close()
+    accounts = rollback_accounts(applied, _role_at(run, applied, restored_version),
+                                 _role_at(run, applied, done.previous_version))
+    return Target(applied, accounts, ensure_value(run),
+                  _value_at(run, done.previous_version), str(run.start.strategy))
 
 
 def protocol(applied: ProviderApply) -> str:

@@ -19,7 +19,8 @@ from rotate.engine.kinds import provider_live as pl
 from rotate.engine.kinds.base import Draft, Outcome, PlanInput, Run, StepData, StepIO, StepKind
 from rotate.engine.kinds.provider_apply import Applied, ApplyLive, ApplyRestore
 from rotate.engine.model import Phase
-from rotate.stages import provider_apply as stage
+from rotate.providers import Change
+from rotate.providers.proof import prove_accepts
 
 
 class RetireLive(StepKind[Applied]):
@@ -34,26 +35,21 @@ class RetireLive(StepKind[Applied]):
     def plan(cls, inp: PlanInput) -> Iterable[Draft]:
         if not inp.overlap:
             return
-        for applied in pl.live(inp.credential):
+        for applied, method in pl.live(inp.credential):
             key = str(applied.provider)
-            what = ("ACL SETUSER … <(old)" if applied.method == "redis-acl"
-                    else "NOLOGIN on the role the consumers left")
-            yield Draft(key, f"{applied.method}: {what}", key)
+            yield Draft(key, f"{applied.method}: {method.describe_retire(applied)}", key)
 
     def observe(self, run: Run, io: StepIO) -> Outcome[Applied] | None:
         return None  # act observes the provider itself before changing it
 
     def act(self, run: Run, io: StepIO) -> Outcome[Applied]:
         applied = pl.applied_of(run, io.step.subject)
-        accounts, old, new = pl.rotation_values(run, applied)
-        probe = pl.probe(run, applied)
-        if applied.method == "redis-acl":
-            with pl.redis_admin(run, applied, new, old) as redis:
-                change = stage.redis_retire(redis, probe, accounts, old)
-        else:
-            with pl.postgres_admin(run, applied, new, old) as pg:
-                change = stage.postgres_retire(pg, probe, accounts, old)
-        return Outcome(Applied(applied.method, accounts.old, change.changed), change.detail)
+        target = pl.rotation_target(run, applied)
+        found = pl.reach(run, applied)
+        with pl.admin(run, found, target.new, target.old) as admin:
+            change = found.method.retire(admin, found.probe, target)
+        return Outcome(Applied(applied.method, target.accounts.old, change.changed),
+                       change.detail)
 
     def prove(self, run: Run, io: StepIO, acted: Outcome[Applied]) -> Outcome[Applied]:
         return acted  # provider.verify (retire) proves it
@@ -69,37 +65,30 @@ class RetireReplaced(RetireLive):
     def plan(cls, inp: PlanInput) -> Iterable[Draft]:
         if inp.restore is None:
             return
-        for applied in pl.live(inp.credential):
-            if applied.method == "postgres" and applied.users is None:
-                continue  # restoring the verifier was the cut
+        for applied, method in pl.live(inp.credential):
+            if not method.retires_replaced(applied):
+                continue  # e.g. one role: restoring its verifier was the cut
             key = str(applied.provider)
             yield Draft(key, f"{applied.method}: the replaced value valid nowhere", key)
 
     def act(self, run: Run, io: StepIO) -> Outcome[Applied]:
+        """The replaced value removed, then proven refused with the restored one accepted:
+        both on the attempt's one reach of the provider (its Service read once)."""
         applied = pl.applied_of(run, io.step.subject)
-        accounts, restored, replaced = pl.rollback_values(run, applied)
-        probe = pl.probe(run, applied)
-        if applied.method == "redis-acl":
-            with pl.redis_admin(run, applied, restored, replaced) as redis:
-                change = stage.redis_retire(redis, probe, stage.Accounts(accounts.new,
-                                                                         accounts.new),
-                                            replaced)
-        elif accounts.alternating:
-            with pl.postgres_admin(run, applied, restored, replaced) as pg:
-                change = stage.postgres_retire(pg, probe, stage.Accounts(accounts.old,
-                                                                         accounts.new),
-                                               replaced)
-        else:
-            return Outcome(Applied(applied.method, accounts.new, False), "nothing to retire")
-        return Outcome(Applied(applied.method, accounts.new, change.changed), change.detail)
+        target = pl.rollback_target(run, applied)  # old: restored, new: replaced
+        found = pl.reach(run, applied)
+        change = Change(False, "nothing to retire")
+        if found.method.retires_replaced(applied):
+            with pl.admin(run, found, target.old, target.new) as admin:
+                change = found.method.retire_replaced(admin, found.probe, target)
+        proof = prove_accepts(found.probe, applied, target.accounts.old, target.old,
+                              refused=(target.accounts.new, target.new),
+                              deadline=run.deadline())
+        return Outcome(Applied(applied.method, target.accounts.new, change.changed),
+                       f"{change.detail}; {proof}")
 
     def prove(self, run: Run, io: StepIO, acted: Outcome[Applied]) -> Outcome[Applied]:
-        applied = pl.applied_of(run, io.step.subject)
-        accounts, restored, replaced = pl.rollback_values(run, applied)
-        detail = stage.prove_accepts(pl.probe(run, applied), applied, accounts.old, restored,
-                                     refused=(accounts.new, replaced),
-                                     protocol=pl.protocol(applied), deadline=run.deadline())
-        return Outcome(acted.data, f"{acted.detail}; {detail}")
+        return acted  # act proved it on the same reach
 
 
 ApplyLive.undo = (ApplyRestore, RetireReplaced)

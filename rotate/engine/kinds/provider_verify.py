@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 from rotate.engine.kinds import provider_live as pl
 from rotate.engine.kinds.base import Draft, Outcome, PlanInput, Run, StepData, StepIO, StepKind
 from rotate.engine.model import Phase
-from rotate.stages import provider_apply as stage
+from rotate.providers.proof import prove, prove_accepts
 
 
 @dataclass(frozen=True)
@@ -59,11 +59,10 @@ class VerifyProvider(StepKind[Verified]):
 
     def prove(self, run: Run, io: StepIO, acted: Outcome[Verified]) -> Outcome[Verified]:
         applied = pl.applied_of(run, io.step.subject)
-        accounts, old, new = pl.rotation_values(run, applied)
-        detail = stage.prove(pl.probe(run, applied), applied, accounts, old, new,
-                             phase=self._phase(run), protocol=pl.protocol(applied),
-                             deadline=run.deadline())
-        return Outcome(Verified(accounts.new), detail)
+        target = pl.rotation_target(run, applied)
+        detail = prove(pl.reach(run, applied).probe, applied, target.accounts, target.old,
+                       target.new, phase=self._phase(run), deadline=run.deadline())
+        return Outcome(Verified(target.accounts.new), detail)
 
 
 class VerifyRetired(VerifyProvider):
@@ -100,11 +99,10 @@ class VerifyRestored(VerifyProvider):
 
     def prove(self, run: Run, io: StepIO, acted: Outcome[Verified]) -> Outcome[Verified]:
         applied = pl.applied_of(run, io.step.subject)
-        accounts, restored, _ = pl.rollback_values(run, applied)
-        detail = stage.prove_accepts(pl.probe(run, applied), applied, accounts.old, restored,
-                                     refused=None, protocol=pl.protocol(applied),
-                                     deadline=run.deadline())
-        return Outcome(Verified(accounts.old), detail)
+        target = pl.rollback_target(run, applied)  # old: the restored value
+        detail = prove_accepts(pl.reach(run, applied).probe, applied, target.accounts.old,
+                               target.old, refused=None, deadline=run.deadline())
+        return Outcome(Verified(target.accounts.old), detail)
 
 
 VerifyProvider.undo = (VerifyRestored,)
