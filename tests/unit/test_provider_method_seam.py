@@ -36,7 +36,7 @@ from rotate.providers import (
     unregister,
 )
 from tests.fakes import CONSUMERS, World, make_chain
-from tests.unit.engine_support import RecordingObserver, options, rollback
+from tests.support.engine import RecordingObserver, options, rollback
 
 NAME = "stub-acl"
 OLD = "old-password-0123456789abcdefghijklmn"
