@@ -1,4 +1,4 @@
-"""HttpConfigCenter against the real reference server (rotate_lab.services.configcenter),
+"""HttpConfigCenter against the real reference server (rotate_lab.systems.configcenter),
 run as its own process on 127.0.0.1 and stopped by pid."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from rotate_lab.context import Faults
+from rotate_lab.faults import Faults
 
 from rotate.clients.configcenter import HttpConfigCenter
 from rotate.core.errors import (
@@ -35,7 +35,7 @@ class Server:
         port_file = tmp / "cc.port"
         with (tmp / "cc.log").open("ab") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "rotate_lab.services.configcenter",
+                [sys.executable, "-m", "rotate_lab.systems.configcenter",
                  "--db", str(tmp / "cc.db"), "--host", "127.0.0.1", "--port", "0",
                  "--admin-token-file", str(tmp / "admin-token"),
                  "--faults-file", str(tmp / "faults.json"), "--port-file", str(port_file)],

@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rotate_lab.kube import kubeconfig, tls
-from rotate_lab.kube import store as store_mod
-from rotate_lab.kube.apiserver import ApiServer, Identity
-from rotate_lab.kube.store import Store
+from rotate_lab.cluster.api import kubeconfig, tls
+from rotate_lab.cluster.api import store as store_mod
+from rotate_lab.cluster.api.apiserver import ApiServer, Identity
+from rotate_lab.cluster.api.store import Store
 
 from rotate.clients.kube import KubeClient
 from rotate.core.errors import (

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 import redis
-from rotate_lab import postgres
+from rotate_lab.systems import postgres
 
 from tests.e2e.labtools import SHOP, Lab
 from tests.e2e.test_failures import newest_run

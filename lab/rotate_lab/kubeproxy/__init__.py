@@ -1,7 +1,7 @@
 """The lab's kube-proxy: ClusterIP traffic carried by a process of its own.
 
 ``python -m rotate_lab.kubeproxy --dir DIR`` is started by ``rotate lab up`` once the API
-server answers (:mod:`rotate_lab.launch`), recorded in ``DIR/pids.json`` as ``kube_proxy``
+server answers (:mod:`rotate_lab.control.launch`), recorded in ``DIR/pids.json`` as ``kube_proxy``
 and stopped by ``rotate lab down`` like the other parts.  It is to the lab what kube-proxy
 is to a node:
 
