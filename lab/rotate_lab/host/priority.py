@@ -5,7 +5,7 @@ is a session of its own (``start_new_session``), as a pod is a cgroup of its own
 and Linux's autogroup scheduler (``kernel.sched_autogroup_enabled``) gives each session an
 equal share of the CPUs.  A command the operator runs beside the lab (``rotate``,
 ``kubectl``, ``bao``) is then one session among dozens: under the benchmark's load a start-up
-that takes 0.5 s alone takes 2 s (docs/performance.md).  On a real cluster those commands
+takes several times as long as alone (docs/performance.md).  On a real cluster those commands
 run on CPUs of their own.  At niceness N, a lab session weighs less than the operator's
 (the kernel's weights: 1024 at 0, 110 at 10, 15 at 19), so the operator's command gets a
 core when it wants one and the lab gets every cycle the command leaves.

@@ -14,9 +14,10 @@ is to a node:
   connection and never to an established one, like kube-proxy's conntrack entries; with no
   Ready endpoint the connection is closed;
 - one asyncio loop carries every connection (no thread per connection): the benchmark's
-  hundreds of connections a second cost this process, not the API server's GIL (issue 8).
+  hundreds of connections a second cost this process, not the API server's GIL.
 
 Why a separate process: the cluster process serves the API, runs the controllers and the
-kubelet under one GIL; byte pumps there made every API request of ``rotate`` wait behind
-the load the benchmark puts on the shop, so the benchmark measured the lab, not ``rotate``.
+kubelet under one GIL; byte pumps there would make every API request of ``rotate`` wait
+behind the load the benchmark puts on the shop, and the benchmark would measure the lab,
+not ``rotate``.
 """

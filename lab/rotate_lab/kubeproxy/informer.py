@@ -2,7 +2,7 @@
 
 The API server is reached exactly as any lab client reaches it: the address, CA and bearer
 token of the kubeconfig's current context (``DIR/kubeconfig``, written by ``rotate lab up``).
-The User-Agent is ``kube-proxy/lab`` so that ``GET /lab/api-requests`` (issue 8) counts the
+The User-Agent is ``kube-proxy/lab`` so that ``GET /lab/api-requests`` counts the
 proxy's requests apart from ``rotate``'s.
 
 Invariants:

@@ -3,8 +3,7 @@
 cart, order and user always consume ``dragonfly``; ``N - 3`` more services
 ``consumer-004 … consumer-NNN`` are generated, each a copy of cart (same image, schema shape,
 bindings, readiness probe, its own machine token).  N is 3 … 100 — 100 because that is what
-this 2-core machine is sized for (issue 8 item 4; see docs/performance.md for the memory
-each pod costs).
+a 2-core machine is sized for (see docs/performance.md for the memory each pod costs).
 
 Everything is generated *consistently* into ``DIR/shop/``: a copy of the packaged
 ``ecommerce/`` tree plus ``45-generated.yaml`` (Deployments and Services), one schema per

@@ -54,7 +54,7 @@ log = logging.getLogger("rotate_lab.apiserver")
 #: (namespace, pod, container or None) → the container's log so far
 LogReader = Callable[[str, str, "str | None"], bytes]
 _OPEN_PATHS = ("/healthz", "/readyz", "/livez")
-#: the lab's own endpoint: API requests served, by client, verb and resource (issue 8)
+#: the lab's own endpoint: API requests served, by client, verb and resource
 REQUEST_COUNTS_PATH = "/lab/api-requests"
 MAX_BODY = 8 * 1024 * 1024
 DEFAULT_WATCH_SECONDS = 1800.0

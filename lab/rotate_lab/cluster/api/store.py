@@ -275,9 +275,9 @@ class Store:
         """Copies of the objects of ``kind`` in ``namespace`` (None: every namespace) for which
         ``where`` holds, in :meth:`list`'s order.  For the lab's own controllers: ``where``
         reads the stored objects under the lock and must not change them; only the matches
-        are copied.  A controller listing every pod of a namespace to keep its own copied the
-        whole namespace on each reconcile — at 100 consumers that was 70% of the API server's
-        CPU during a rollout, and the rollouts queued behind it."""
+        are copied: a controller that copied every pod of a namespace on each reconcile to
+        keep its own would, at 100 consumers, spend most of the API server's CPU during a
+        rollout, and the rollouts would queue behind it."""
         k = _kind(kind)
         with self._lock:
             return _copy(self._matching(k, namespace, where))

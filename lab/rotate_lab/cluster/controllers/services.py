@@ -12,8 +12,8 @@
 - The controller does *not* carry ClusterIP traffic: the lab's kube-proxy, a process of its
   own (:mod:`rotate_lab.kubeproxy`), watches Services and Endpoints through the API server
   and listens on every ``ClusterIP:port``, as kube-proxy does on a real cluster.  Byte
-  pumps in this process would compete with the API server and the controllers for one GIL
-  (issue 8: under load every API request waited behind them).
+  pumps in this process would compete with the API server and the controllers for one GIL:
+  under load every API request would wait behind them.
 - :meth:`ServiceController.proxy_target` is the service proxy subresource's resolver
   (``/api/v1/namespaces/NS/services/NAME:PORT/proxy/...``): a Ready endpoint's IP and port, or
   a 503 ``ApiError`` with the API server's wording when there is none.
