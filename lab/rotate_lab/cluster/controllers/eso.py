@@ -35,9 +35,9 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from rotate.core.durations import parse_duration
 from rotate_lab.cluster.api.store import ApiError
 from rotate_lab.cluster.controllers.base import Controller, Key
+from rotate_lab.cluster.controllers.eso_duration import DurationError, refresh_seconds
 from rotate_lab.cluster.controllers.eso_vault import (
     ProviderError,
     VaultReader,
@@ -69,11 +69,15 @@ def resource_version_token(es: Obj) -> str:
 
 
 def refresh_interval(es: Obj) -> float:
+    """Seconds between refreshes: ``spec.refreshInterval`` read as ESO reads it (Go's
+    ``time.ParseDuration``: :mod:`.eso_duration`); absent or empty, ESO's default (1h).  A
+    value ESO could not decode falls back to the default here: the lab keeps syncing where
+    the real controller would fail to read the object."""
     raw = (es.get("spec") or {}).get("refreshInterval")
     try:
-        return parse_duration(DEFAULT_REFRESH if raw in (None, "") else raw)
-    except ValueError:
-        return parse_duration(DEFAULT_REFRESH)
+        return refresh_seconds(DEFAULT_REFRESH if raw in (None, "") else raw)
+    except DurationError:
+        return refresh_seconds(DEFAULT_REFRESH)
 
 
 def _parse_time(text: str | None) -> float | None:
