@@ -54,7 +54,7 @@ class ApiAccess:
 
     @classmethod
     def from_kubeconfig(cls, path: Path) -> ApiAccess:
-        doc = json.loads(path.read_text())  # the lab writes JSON (kube/kubeconfig.py)
+        doc = json.loads(path.read_text())  # the lab writes JSON (cluster/api/kubeconfig.py)
         ctx = next(c["context"] for c in doc["contexts"] if c["name"] == doc["current-context"])
         cluster = next(c["cluster"] for c in doc["clusters"] if c["name"] == ctx["cluster"])
         user = next(u["user"] for u in doc["users"] if u["name"] == ctx["user"])

@@ -227,7 +227,7 @@ class ContainerRuntime:
                 launch.argv, env=launch.env, cwd=pod.dir, stdout=log, stderr=subprocess.STDOUT,
                 stdin=subprocess.PIPE if launch.stdin is not None else subprocess.DEVNULL,
                 start_new_session=True)
-            # the pod's own session: as lab-yielding as this kubelet thread (priority.py)
+            # the pod's own session: as lab-yielding as this kubelet thread (host/priority.py)
             priority.set_session(proc.pid, priority.current())
         except OSError as exc:
             self.waiting = ("RunContainerError", f"cannot start {launch.argv[0]}: "
