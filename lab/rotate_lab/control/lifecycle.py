@@ -1,4 +1,5 @@
-"""``rotate lab up | down | status | fault`` — the lab's lifecycle, on loopback only.
+"""``rotate lab up | down | status`` — the lab's lifecycle, on loopback only (``fault``:
+:mod:`rotate_lab.control.fault_switch`).
 
 ``up`` starts four detached processes (``bao server``, the Config Center, the cluster
 process, the kube-proxy process that carries ClusterIP traffic), records their pids in
