@@ -36,7 +36,7 @@ from bench.world import BENCH_DIR, BenchError, Lab, Target, load_targets, tool
 from rotate.core.durations import parse_duration
 
 KINDS = ("rotate", "runbook")
-#: the niceness of the lab a run starts (rotate_lab.priority): at 19 a lab session weighs
+#: the niceness of the lab a run starts (rotate_lab.host.priority): at 19 a lab session weighs
 #: 15 against a measured command's 1024, so the command gets a core when it wants one, as
 #: on a machine of its own (docs/performance.md "Reading the numbers")
 LAB_NICE = 19

@@ -6,7 +6,7 @@
 #
 # Needs BAO_ADDR/BAO_TOKEN, KUBECONFIG, CONFIG_CENTER_URL/CONFIG_CENTER_TOKEN (the lab's env
 # file sets them all). The defaults below are the example shop's `dragonfly` credential
-# (lab/rotate_lab/ecommerce/rotate.yaml); bench/rotation.py derives them from the chain file.
+# (lab/rotate_lab/shop/ecommerce/rotate.yaml); bench/rotation.py derives them from the chain file.
 #
 # The new password never appears in argv (`ps` shows argv to every user) nor on the
 # terminal: it lives in a shell variable and in 0600 files of a private temp directory,

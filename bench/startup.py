@@ -73,7 +73,7 @@ def _example_chain() -> str | None:
     try:
         from importlib.resources import files
 
-        chain = files("rotate_lab") / "ecommerce" / "rotate.yaml"
+        chain = files("rotate_lab.shop") / "ecommerce" / "rotate.yaml"
     except ModuleNotFoundError:
         return None
     return str(chain) if chain.is_file() else None

@@ -19,10 +19,7 @@ from typing import Annotated, Any, Protocol, cast
 
 import typer
 
-from rotate.cli.console import Console, console_for
-from rotate.cli.options import Output, OutputOpt
-from rotate.cli.render import aligned
-from rotate.cli.state import state_of
+from rotate.cli.plugin_api import Console, Output, OutputOpt, aligned, console_for, state_of
 
 DEFAULT_DIR = Path(".rotate-lab")
 #: key of ``CliState.extra`` holding a factory of the lab control (tests' fake)

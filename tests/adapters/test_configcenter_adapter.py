@@ -1,4 +1,4 @@
-"""HttpConfigCenter against the real reference server (rotate_lab.services.configcenter),
+"""HttpConfigCenter against the real reference server (rotate_lab.systems.configcenter),
 run as its own process on 127.0.0.1 and stopped by pid."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from rotate_lab.context import Faults
+from rotate_lab.faults import Faults
 
 from rotate.clients.configcenter import HttpConfigCenter
 from rotate.core.errors import (

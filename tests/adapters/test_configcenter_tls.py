@@ -10,9 +10,9 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from rotate_lab.kube import tls
-from rotate_lab.kube.apiserver import ApiServer, Identity
-from rotate_lab.kube.store import Store
+from rotate_lab.cluster.api import tls
+from rotate_lab.cluster.api.apiserver import ApiServer, Identity
+from rotate_lab.cluster.api.store import Store
 
 from rotate.clients.configcenter import HttpConfigCenter
 from rotate.core.errors import ClientError, PermanentError, UsageError

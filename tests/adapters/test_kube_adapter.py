@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rotate_lab.kube import kubeconfig, tls
-from rotate_lab.kube import store as store_mod
+from rotate_lab.cluster.api import kubeconfig, tls
+from rotate_lab.cluster.api import store as store_mod
 
 from rotate.clients.kube import KubeClient
 from rotate.core.errors import (

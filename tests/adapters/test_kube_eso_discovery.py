@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rotate_lab.kube import resources, tls
+from rotate_lab.cluster.api import resources, tls
 
 from rotate.clients.kube import KubeClient
 from rotate.clients.seams import KubeEvent

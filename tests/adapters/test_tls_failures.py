@@ -9,9 +9,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from rotate_lab.kube import kubeconfig, tls
-from rotate_lab.kube.apiserver import ApiServer, Identity
-from rotate_lab.kube.store import Store
+from rotate_lab.cluster.api import kubeconfig, tls
+from rotate_lab.cluster.api.apiserver import ApiServer, Identity
+from rotate_lab.cluster.api.store import Store
 
 from rotate.clients.configcenter import HttpConfigCenter
 from rotate.clients.kube import KubeClient

@@ -24,10 +24,10 @@ from typing import Any
 
 import httpx
 import pytest
-from rotate_lab.kube import kubeconfig, tls
-from rotate_lab.kube.apiserver import ApiServer, Identity
-from rotate_lab.kube.store import Store
-from rotate_lab.kube.tokens import TokenIssuer
+from rotate_lab.cluster.api import kubeconfig, tls
+from rotate_lab.cluster.api.apiserver import ApiServer, Identity
+from rotate_lab.cluster.api.store import Store
+from rotate_lab.cluster.api.tokens import TokenIssuer
 
 from rotate.chain.model import AuthConfig, BackendConfig
 from rotate.clients.vault import HvacVault, KubernetesAuth, vault_from_env

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from rotate_lab.kube import tls
+from rotate_lab.cluster.api import tls
 
 from rotate.chain.model import AuthConfig, BackendConfig
 from rotate.clients.vault import HvacVault, vault_from_env

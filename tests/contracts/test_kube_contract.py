@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rotate_lab.kube import tls
+from rotate_lab.cluster.api import tls
 
 from rotate.clients.seams import Kube, KubeEvent
 from rotate.core.errors import ConflictError, NotFoundError

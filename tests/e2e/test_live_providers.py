@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 import redis
-from rotate_lab import postgres
+from rotate_lab.systems import postgres
 
 from tests.support.labtools import SHOP, Lab, newest_run
 from tests.support.paths import EXAMPLE_CHAIN

@@ -12,7 +12,7 @@ import os
 import subprocess
 
 import pytest
-from rotate_lab import postgres
+from rotate_lab.systems import postgres
 
 from tests.support.labtools import Lab
 

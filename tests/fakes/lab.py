@@ -35,7 +35,7 @@ class FakeLab:
            on_progress: Callable[[str], None], services: int | None = None,
            nice: int = 0) -> dict[str, Any]:
         if services is not None:
-            from rotate_lab.scaled_shop import check_count
+            from rotate_lab.shop.scaled import check_count
 
             check_count(services)
         self.calls.append(("up", dir, profile, reloader) + ((nice,) if nice else ()))

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 from kubernetes import client, config, watch
-from rotate_lab.kube import kubeconfig, tls
-from rotate_lab.kube.apiserver import ApiServer
-from rotate_lab.kube.auth import Identity
-from rotate_lab.kube.store import Store
+from rotate_lab.cluster.api import kubeconfig, tls
+from rotate_lab.cluster.api.apiserver import ApiServer
+from rotate_lab.cluster.api.auth import Identity
+from rotate_lab.cluster.api.store import Store
 
 from tests.support.apiserver import (
     ADMIN_TOKEN,

@@ -7,10 +7,10 @@ from collections import deque
 from typing import Any
 
 import pytest
-from rotate_lab.kube import store as store_mod
-from rotate_lab.kube.patch import PatchError, json_patch, merge_patch, strategic_merge_patch
-from rotate_lab.kube.selectors import parse_field_selector, parse_label_selector
-from rotate_lab.kube.store import ApiError, Store
+from rotate_lab.cluster.api import store as store_mod
+from rotate_lab.cluster.api.patch import PatchError, json_patch, merge_patch, strategic_merge_patch
+from rotate_lab.cluster.api.selectors import parse_field_selector, parse_label_selector
+from rotate_lab.cluster.api.store import ApiError, Store
 
 
 def deployment(name: str = "web", ns: str = "default", **labels: str) -> dict[str, Any]:

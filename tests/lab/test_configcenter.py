@@ -36,7 +36,7 @@ def _start(tmp: Path) -> Server:
     port_file.unlink(missing_ok=True)
     log = (tmp / "cc.log").open("ab")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "rotate_lab.services.configcenter", "--db", str(tmp / "cc.db"),
+        [sys.executable, "-m", "rotate_lab.systems.configcenter", "--db", str(tmp / "cc.db"),
          "--host", "127.0.0.1", "--port", "0", "--admin-token-file", str(tmp / "admin-token"),
          "--faults-file", str(tmp / "faults.json"), "--port-file", str(port_file)],
         cwd=tmp, stdout=log, stderr=log,

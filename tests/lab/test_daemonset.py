@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 import pytest
-from rotate_lab.kube.controllers.daemonset import NODE_NAME, DaemonSetController
+from rotate_lab.cluster.controllers.daemonset import NODE_NAME, DaemonSetController
 
 from tests.support.minicluster import (
     DRAGONFLY_IMAGE,

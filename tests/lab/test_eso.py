@@ -17,15 +17,16 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-from rotate_lab import openbao
-from rotate_lab.context import Faults, LabContext, Network, Profile, Resolver
-from rotate_lab.kube.controllers.eso import ExternalSecretController
-from rotate_lab.kube.controllers.reloader import (
+from rotate_lab.cluster.api.store import ApiError, Store
+from rotate_lab.cluster.context import LabContext, Network, Profile, Resolver
+from rotate_lab.cluster.controllers.eso import ExternalSecretController
+from rotate_lab.cluster.controllers.reloader import (
     LAST_RELOADED_FROM,
     ReloaderController,
     data_hash,
 )
-from rotate_lab.kube.store import ApiError, Store
+from rotate_lab.faults import Faults
+from rotate_lab.systems import openbao
 
 from rotate.stages import reloader_presence
 from tests.support.polling import eventually, holds

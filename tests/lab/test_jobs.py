@@ -1,7 +1,8 @@
-"""The lab's Job controller and the kubelet's in-cluster pieces (rotate_lab.kube.controllers.job,
-rotate_lab.incluster), on the in-process MiniCluster with real processes: the ``rotate``
-image runs the installed console script, a pod of ``restartPolicy: Never`` ends Succeeded or
-Failed, the Job counts and concludes, the ServiceAccount token is mounted and verifiable.
+"""The lab's Job controller and the kubelet's in-cluster pieces
+(rotate_lab.cluster.controllers.job, rotate_lab.cluster.node.incluster), on the in-process
+MiniCluster with real processes: the ``rotate`` image runs the installed console script, a
+pod of ``restartPolicy: Never`` ends Succeeded or Failed, the Job counts and concludes, the
+ServiceAccount token is mounted and verifiable.
 (The full in-cluster rotation is tests/e2e/test_in_cluster.py.)"""
 
 from __future__ import annotations
@@ -11,15 +12,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rotate_lab.incluster import (
-    ApiEndpoint,
+from rotate_lab.cluster.api.store import ApiError
+from rotate_lab.cluster.api.tokens import TokenIssuer
+from rotate_lab.cluster.context import ApiEndpoint
+from rotate_lab.cluster.controllers.job import JobController, condition_true
+from rotate_lab.cluster.node.incluster import (
     is_rotate_image,
     link_nested_mounts,
     translate,
 )
-from rotate_lab.kube.controllers.job import JobController, condition_true
-from rotate_lab.kube.store import ApiError
-from rotate_lab.kube.tokens import TokenIssuer
 
 from tests.support.minicluster import MiniCluster, namespace, pid_alive, start_cluster
 from tests.support.polling import eventually

@@ -20,8 +20,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rotate_lab import control, launch, processes
-from rotate_lab.labdir import LabDir
+from rotate_lab import control
+from rotate_lab.control import launch
+from rotate_lab.control.labdir import LabDir
+from rotate_lab.host import processes
 
 from tests.support.labhandle import LabHandle
 from tests.support.polling import eventually

@@ -9,8 +9,9 @@ import time
 from pathlib import Path
 
 import pytest
-from rotate_lab.containers import ConfigError, container_env, expand, launch_for, redis_config
-from rotate_lab.kube.store import Store
+from rotate_lab.cluster.api.store import Store
+from rotate_lab.cluster.node.containers import ConfigError, container_env, expand, redis_config
+from rotate_lab.cluster.node.images import launch_for
 
 from tests.support.minicluster import (
     DRAGONFLY_IMAGE,

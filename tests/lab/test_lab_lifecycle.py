@@ -21,7 +21,8 @@ from typing import Any
 
 import httpx
 import pytest
-from rotate_lab import control, priority, processes
+from rotate_lab import control
+from rotate_lab.host import priority, processes
 
 from rotate.core.errors import UsageError
 from tests.support.labhandle import LabHandle, read_env_file

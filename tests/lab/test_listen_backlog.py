@@ -13,8 +13,8 @@ import socket
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from rotate_lab.services.configcenter import ConfigCenterServer
-from rotate_lab.services.sample_service import _Server as SampleServiceServer
+from rotate_lab.shop.sample_service import _Server as SampleServiceServer
+from rotate_lab.systems.configcenter import ConfigCenterServer
 
 BURST = 32
 

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from rotate_lab import openbao, processes
+from rotate_lab.host import processes
+from rotate_lab.systems import openbao
 
 pytestmark = pytest.mark.bao
 

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from rotate_lab import postgres
-from rotate_lab.services.sample_postgres import Postgres, is_transient
+from rotate_lab.shop.sample_postgres import Postgres, is_transient
+from rotate_lab.systems import postgres
 
 from tests.support.labhandle import LabHandle
 from tests.support.polling import eventually
@@ -223,6 +223,6 @@ def test_readyz_grace_only_after_a_recent_login(lab: LabHandle,
         logged_in.port = never.port = closed.getsockname()[1]
         assert logged_in.check() is None  # the server "restarts": still ready
         assert never.check() == "postgres: OperationalError"
-        monkeypatch.setattr("rotate_lab.services.sample_postgres.RETRY_WINDOW", 0.0)
+        monkeypatch.setattr("rotate_lab.shop.sample_postgres.RETRY_WINDOW", 0.0)
         assert logged_in.check() == "postgres: OperationalError"  # the grace is bounded
         assert never.work(1) == "postgres: OperationalError"  # the retry too

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from rotate_lab import postgres
+from rotate_lab.systems import postgres
 
 from tests.support.polling import eventually
 
@@ -56,7 +56,7 @@ def entrypoint_env(base: Path, port: int, **extra: str) -> dict[str, str]:
 def spawn_entrypoint(env: dict[str, str], log: Path, user: str | None) -> int:
     """Fork, become ``user`` (if given), and run the entrypoint's ``main`` in the child, which
     execs postgres: the venv's interpreter may live where that user cannot exec it (/root)."""
-    from rotate_lab.services import postgres_entrypoint
+    from rotate_lab.systems import postgres_entrypoint
 
     pid = os.fork()
     if pid:
@@ -134,7 +134,7 @@ def test_root_with_an_unreachable_directory_says_what_to_do(base: Path) -> None:
     private.mkdir(mode=0o700)
     env = entrypoint_env(private, free_port(), POSTGRES_PASSWORD="Super" + "z" * 35)
     done = subprocess.run(
-        [sys.executable, "-m", "rotate_lab.services.postgres_entrypoint"], env=env,
+        [sys.executable, "-m", "rotate_lab.systems.postgres_entrypoint"], env=env,
         capture_output=True, text=True, timeout=30, check=False)
     assert done.returncode == 1
     assert "cannot reach" in done.stderr and "every parent directory" in done.stderr

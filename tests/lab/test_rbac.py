@@ -11,13 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rotate_lab.kube.rbac import (
+from rotate_lab.cluster.api.rbac import (
     RbacIdentity,
     ServiceAccountUser,
     name_from_field_selector,
     rule_matches,
 )
-from rotate_lab.kube.store import Store
+from rotate_lab.cluster.api.store import Store
 
 from tests.support.apiserver import ApiLab
 

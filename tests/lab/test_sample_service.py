@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rotate_lab.services.configcenter import ConfigCenterServer
-from rotate_lab.services.configcenter_state import State
+from rotate_lab.systems.configcenter import ConfigCenterServer
+from rotate_lab.systems.configcenter_state import State
 
 from tests.support.minicluster import (
     PASSWORD,
@@ -146,7 +146,7 @@ def test_service_boots_from_config_center_and_works_through_its_service(shop: Sh
     pid = mc.pids()[f"shop/{pod['metadata']['name']}"]
     with open(f"/proc/{pid}/cmdline", "rb") as fh:
         cmdline = fh.read()
-    assert b"rotate_lab.services.sample_service" in cmdline
+    assert b"rotate_lab.shop.sample_service" in cmdline
     log = (mc.ctx.dir / "logs" / "pods" / f"shop_{pod['metadata']['name']}.log").read_text()
     assert "bootstrap loaded" in log
     assert PASSWORD not in log and shop.token not in log and shop.token not in cmdline.decode()
@@ -236,7 +236,7 @@ def run_service(tmp_path: Path, cc_port: int, token: str, port: int,
            "CONFIG_CENTER_URL": f"http://127.0.0.1:{cc_port}", "CONFIG_CENTER_TOKEN": token,
            "POD_IP": "127.0.0.1", "PORT": str(port), "LAB_SERVICE_NAME": "product",
            "LAB_HOSTS_FILE": str(tmp_path / "hosts"), **extra}
-    return subprocess.Popen([sys.executable, "-m", "rotate_lab.services.sample_service"],
+    return subprocess.Popen([sys.executable, "-m", "rotate_lab.shop.sample_service"],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True)
 

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from rotate_lab import scaled_shop, shopfiles
-from rotate_lab.cluster import manifest_docs
-from rotate_lab.launch import bootstrap_document
+from rotate_lab.cluster.process import manifest_docs
+from rotate_lab.control.launch import bootstrap_document
+from rotate_lab.shop import files as shopfiles
+from rotate_lab.shop import scaled as scaled_shop
 
 from rotate.chain.loader import load_chain
 from rotate.core.errors import UsageError

@@ -7,7 +7,7 @@ import shutil
 from collections.abc import Callable
 
 import pytest
-from rotate_lab.kube.controllers.deployment import REVISION, REVISION_HISTORY
+from rotate_lab.cluster.controllers.deployment import REVISION, REVISION_HISTORY
 
 from tests.support.minicluster import (
     DRAGONFLY_IMAGE,

@@ -19,10 +19,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, TypeVar
 
-from rotate_lab.kube import kubeconfig, tls
-from rotate_lab.kube.apiserver import ApiServer
-from rotate_lab.kube.auth import Identity
-from rotate_lab.kube.store import Store
+from rotate_lab.cluster.api import kubeconfig, tls
+from rotate_lab.cluster.api.apiserver import ApiServer
+from rotate_lab.cluster.api.auth import Identity
+from rotate_lab.cluster.api.store import Store
 
 ADMIN_TOKEN = "admin-token-for-tests"
 RESTRICTED_TOKEN = "restricted-token-for-tests"

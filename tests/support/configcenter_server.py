@@ -1,4 +1,4 @@
-"""The reference Config Center server (rotate_lab.services.configcenter), run as its own
+"""The reference Config Center server (rotate_lab.systems.configcenter), run as its own
 process on 127.0.0.1 and stopped by pid, for the adapter and contract tests."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ class Server:
         port_file = tmp / "cc.port"
         with (tmp / "cc.log").open("ab") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "rotate_lab.services.configcenter",
+                [sys.executable, "-m", "rotate_lab.systems.configcenter",
                  "--db", str(tmp / "cc.db"), "--host", "127.0.0.1", "--port", "0",
                  "--admin-token-file", str(tmp / "admin-token"),
                  "--faults-file", str(tmp / "faults.json"), "--port-file", str(port_file)],

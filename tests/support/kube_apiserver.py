@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rotate_lab.kube import kubeconfig, tls
-from rotate_lab.kube.apiserver import ApiServer, Identity
-from rotate_lab.kube.store import Store
+from rotate_lab.cluster.api import kubeconfig, tls
+from rotate_lab.cluster.api.apiserver import ApiServer, Identity
+from rotate_lab.cluster.api.store import Store
 
 from rotate.clients.kube import KubeClient
 

@@ -21,14 +21,15 @@ from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, TypeVar
 
-from rotate_lab.context import Faults, LabContext, Network, Profile, Resolver
-from rotate_lab.kube.controllers.base import Controller
-from rotate_lab.kube.controllers.deployment import DeploymentController
-from rotate_lab.kube.controllers.replicaset import ReplicaSetController
-from rotate_lab.kube.controllers.services import ServiceController
-from rotate_lab.kube.controllers.statefulset import StatefulSetController
-from rotate_lab.kube.store import ApiError, Store
-from rotate_lab.kubelet import Kubelet
+from rotate_lab.cluster.api.store import ApiError, Store
+from rotate_lab.cluster.context import LabContext, Network, Profile, Resolver
+from rotate_lab.cluster.controllers.base import Controller
+from rotate_lab.cluster.controllers.deployment import DeploymentController
+from rotate_lab.cluster.controllers.replicaset import ReplicaSetController
+from rotate_lab.cluster.controllers.services import ServiceController
+from rotate_lab.cluster.controllers.statefulset import StatefulSetController
+from rotate_lab.cluster.node.kubelet import Kubelet
+from rotate_lab.faults import Faults
 from rotate_lab.kubeproxy.embedded import EmbeddedProxy
 
 from tests.support.polling import eventually
@@ -125,7 +126,7 @@ class MiniCluster:
 
 
 def start_cluster(tmp: Path) -> MiniCluster:
-    from rotate_lab.control import choose_octet
+    from rotate_lab.cluster.context import choose_octet
 
     octet = choose_octet()  # other labs may run on this machine: take a free 127.N/16
     tmp.mkdir(parents=True, exist_ok=True)
@@ -258,9 +259,9 @@ class ThreadedServer:
 @contextmanager
 def kubectl_over(cluster: MiniCluster, tmp_path: Path) -> Iterator[Callable[..., str]]:
     """Real kubectl against the lab API server over this cluster's store, stopped on exit."""
-    from rotate_lab.kube import kubeconfig, tls
-    from rotate_lab.kube.apiserver import ApiServer
-    from rotate_lab.kube.auth import Identity
+    from rotate_lab.cluster.api import kubeconfig, tls
+    from rotate_lab.cluster.api.apiserver import ApiServer
+    from rotate_lab.cluster.api.auth import Identity
 
     material = tls.generate()
     server = ApiServer(cluster.store, tls=material, identities={

@@ -12,7 +12,7 @@ from typing import Any
 #: the ``rotate`` package directory (the product's source files)
 ROTATE_PACKAGE = Path(str(resources.files("rotate")))
 #: the lab's ``ecommerce/`` tree: manifests, the example chain file, the shop's schemas
-SHOP_DATA = Path(str(resources.files("rotate_lab") / "ecommerce"))
+SHOP_DATA = Path(str(resources.files("rotate_lab.shop") / "ecommerce"))
 EXAMPLE_CHAIN = SHOP_DATA / "rotate.yaml"
 
 

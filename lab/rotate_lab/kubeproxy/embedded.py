@@ -15,7 +15,7 @@ import contextlib
 import threading
 from typing import Any
 
-from rotate_lab.kube.store import ApiError, Store
+from rotate_lab.cluster.api.store import ApiError, Store
 from rotate_lab.kubeproxy.forward import Forwarder
 
 Obj = dict[str, Any]

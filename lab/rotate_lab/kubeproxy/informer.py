@@ -2,7 +2,7 @@
 
 The API server is reached exactly as any lab client reaches it: the address, CA and bearer
 token of the kubeconfig's current context (``DIR/kubeconfig``, written by ``rotate lab up``).
-The User-Agent is ``kube-proxy/lab`` so that ``GET /lab/api-requests`` (issue 8) counts the
+The User-Agent is ``kube-proxy/lab`` so that ``GET /lab/api-requests`` counts the
 proxy's requests apart from ``rotate``'s.
 
 Invariants:
@@ -54,7 +54,7 @@ class ApiAccess:
 
     @classmethod
     def from_kubeconfig(cls, path: Path) -> ApiAccess:
-        doc = json.loads(path.read_text())  # the lab writes JSON (kube/kubeconfig.py)
+        doc = json.loads(path.read_text())  # the lab writes JSON (cluster/api/kubeconfig.py)
         ctx = next(c["context"] for c in doc["contexts"] if c["name"] == doc["current-context"])
         cluster = next(c["cluster"] for c in doc["clusters"] if c["name"] == ctx["cluster"])
         user = next(u["user"] for u in doc["users"] if u["name"] == ctx["user"])

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from rotate_lab.kube.endpoints import ready_addresses
+from rotate_lab.cluster.api.endpoints import ready_addresses
 
 Obj = dict[str, Any]
 Key = tuple[str, str]  # namespace, name

@@ -1,0 +1,116 @@
+"""Image → program: what local process plays a container's image on the lab's node.
+
+- An image containing ``dragonfly`` or ``redis`` runs ``redis-server -`` fed its
+  configuration on *stdin* (:func:`~rotate_lab.cluster.node.containers.redis_config`): the
+  container's flags become config lines, so a ``--requirepass`` never reaches
+  ``/proc/<pid>/cmdline``.
+- ``shop-service`` runs the sample service module (:mod:`rotate_lab.shop.sample_service`).
+- ``postgres`` runs the official image's entrypoint
+  (:mod:`rotate_lab.systems.postgres_entrypoint`) against Debian's binaries
+  (:func:`rotate_lab.systems.postgres.bindir`).  ``PGDATA`` (default :data:`IMAGE_PGDATA`)
+  and the init scripts' directory (:data:`IMAGE_INITDB_DIR`) are container paths,
+  translated through the container's volume mounts to host directories
+  (:func:`host_path`); with no volume at ``PGDATA`` the data lives in the pod directory, as
+  in a container's own filesystem.
+- ``stakater/reloader`` runs ``sleep`` (a stand-in: the lab's Reloader runs in the cluster
+  process).
+
+Any other image is an :class:`~rotate_lab.cluster.node.containers.UnknownImage`.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from rotate_lab.cluster.node.containers import (
+    Launch,
+    UnknownImage,
+    expand,
+    first_port,
+    redis_config,
+)
+from rotate_lab.systems import postgres
+
+Obj = dict[str, Any]
+
+#: the image's defaults: where PGDATA and the init scripts live inside the container
+IMAGE_PGDATA = "/var/lib/postgresql/data"
+IMAGE_INITDB_DIR = "/docker-entrypoint-initdb.d"
+
+
+def is_postgres_image(image: str) -> bool:
+    name = image.lower().rsplit("/", 1)[-1]
+    return name.split(":", 1)[0].split("@", 1)[0] == "postgres"
+
+
+def host_path(container_path: str, mounts: dict[str, Path]) -> Path | None:
+    """The host path of ``container_path`` through the container's volume mounts."""
+    for mount_path, host in sorted(mounts.items(), key=lambda kv: -len(kv[0])):
+        mount_path = mount_path.rstrip("/") or "/"
+        if container_path == mount_path or container_path.startswith(mount_path + "/"):
+            return host / container_path[len(mount_path):].lstrip("/")
+    return None
+
+
+def postgres_launch(container: Obj, env: dict[str, str], *, pod_ip: str, pod_dir: Path,
+                    mounts: dict[str, Path], base_env: dict[str, str], args: list[str]) -> Launch:
+    """The official image's entrypoint as a local process: ``PGDATA`` and the
+    ``/docker-entrypoint-initdb.d`` mount are translated to the host directories of the pod's
+    volumes; the server listens on the pod IP and the container's first port."""
+    try:
+        binaries = postgres.bindir()
+    except postgres.NoPostgres as exc:
+        raise UnknownImage(str(exc)) from None
+    pgdata_in_image = env.get("PGDATA") or IMAGE_PGDATA
+    # No volume at PGDATA: the container's own (ephemeral) filesystem, as in Docker.
+    volume = next((host for path, host in mounts.items()
+                   if host_path(pgdata_in_image, {path: host}) is not None), None)
+    pgdata = host_path(pgdata_in_image, mounts) or pod_dir / "rootfs" / "pgdata"
+    volume = volume or pgdata.parent
+    initdb_dir = host_path(IMAGE_INITDB_DIR, mounts)
+    full_env = {**base_env, **env,
+                "PGDATA": str(pgdata), "LAB_PG_VOLUME": str(volume), "LAB_PG_BINDIR": str(binaries),
+                "LAB_PG_SOCKET_DIR": str(pod_dir / "run"),
+                "POD_IP": pod_ip, "PORT": str(first_port(container) or postgres.PORT)}
+    if initdb_dir is not None:
+        full_env["LAB_PG_INITDB_DIR"] = str(initdb_dir)
+    return Launch([sys.executable, "-m", "rotate_lab.systems.postgres_entrypoint", *args],
+                  full_env, None, f"postgres ({binaries.parent.name})")
+
+
+def launch_for(container: Obj, env: dict[str, str], *, pod_ip: str, pod_dir: Path,
+               service_name: str, lab_dir: Path, base_env: dict[str, str],
+               mounts: dict[str, Path] | None = None) -> Launch:
+    """Map the container's image to a local program; ``env`` is the resolved container env."""
+    image = str(container.get("image") or "")
+    lowered = image.lower()
+    command = [expand(str(c), env) for c in container.get("command") or []]
+    args = [expand(str(a), env) for a in container.get("args") or []]
+    full_env = {**base_env, **env}
+    if is_postgres_image(image):
+        return postgres_launch(container, env, pod_ip=pod_ip, pod_dir=pod_dir,
+                               mounts=mounts or {}, base_env=base_env,
+                               args=command + args)
+    if "dragonfly" in lowered or "redis" in lowered:
+        flags = command[1:] + args
+        conf, ignored = redis_config(flags, bind=pod_ip, default_port=first_port(container)
+                                     or 6379, workdir=pod_dir)
+        notes = [f"ignored flags without a redis equivalent: {', '.join(ignored)}"] \
+            if ignored else []
+        return Launch(["redis-server", "-"], full_env, conf.encode(), "redis-server", notes)
+    if "shop-service" in lowered:
+        port = first_port(container) or 8080
+        full_env.update({
+            "POD_IP": pod_ip, "PORT": str(port), "LAB_HOSTS_FILE": str(lab_dir / "hosts"),
+            "LAB_FAULTS_FILE": str(lab_dir / "faults.json"), "LAB_SERVICE_NAME": service_name,
+        })
+        return Launch([sys.executable, "-m", "rotate_lab.shop.sample_service"], full_env,
+                      None, "sample-service")
+    if "stakater/reloader" in lowered:
+        # Reloader's reconcile loop runs in the cluster process; its pod is a stand-in.
+        return Launch(["sleep", "infinity"], full_env, None, "reloader-standin",
+                      ["the lab's Reloader runs in the cluster process; this pod stands in"])
+    raise UnknownImage(f'lab: no local program for image "{image}" (known: images '
+                       'containing "dragonfly" or "redis", "postgres" and "shop-service")')

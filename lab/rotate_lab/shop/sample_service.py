@@ -1,0 +1,529 @@
+"""The shop's sample microservice, run by the lab's kubelet as a pod process.
+
+Standard library only, so that a pod starts in well under a second.  Behaviour (lab.md, "The
+sample service"):
+
+- at start it fetches ``GET {CONFIG_CENTER_URL}/v1/bootstrap`` with its machine token
+  (retrying until a short deadline, then exiting non-zero) and keeps the document in memory:
+  like the real services it reads it *once*, so a rotated password reaches it only through a
+  restart — the very thing a rotation has to orchestrate;
+- ``/healthz`` is always 200 (liveness);
+- ``/readyz`` is 200 only while a fresh AUTH+PING to Dragonfly succeeds (when the document
+  has a ``dragonfly`` section) and the Config Center still accepts its token; each check is
+  cached for at most :data:`CHECK_TTL` seconds; the ``readyz-fail`` lab fault forces 503 for
+  every caller except the kubelet's probe (``User-Agent: kube-probe/…``), so the fault fails
+  a rotation's readyz stage without making the pods unready;
+- ``/work`` does a real SET+GET round trip to Dragonfly;
+- a ``cache`` section (host, port, username, password: a Dragonfly ACL user, the credential
+  rotated with the overlap strategy) is one more Dragonfly connection, authenticated as that
+  user (``AUTH username password``): ``/readyz`` and ``/work`` cover it the same way;
+- a ``postgres`` section (host, port, user, password, database) is a PostgreSQL login through
+  psycopg 3 (imported only then, so the other services start as fast as before): ``/readyz``
+  logs in afresh and runs ``SELECT 1``, ``/work`` logs in and reads the seeded ``products``
+  table — a rotated password that the server does not hold shows at once.
+
+Names of the form ``NAME.NS.svc.cluster.local`` are resolved through ``LAB_HOSTS_FILE`` (the
+lab's DNS), then through normal DNS.  The password and the token never appear in a log line
+or a response body.  SIGTERM stops it promptly with exit status 0, after a short drain
+(:data:`DRAIN_SECONDS`) during which it keeps serving: the endpoints controller and the
+kubelet react to a pod's deletion concurrently, and a request routed to the pod just before
+its endpoint was withdrawn must still be answered — what a ``preStop`` sleep does for real
+services, and what lets a rollout serve every request.  Then it stops accepting and lets the
+requests still in flight finish (at most :data:`IN_FLIGHT_GRACE` seconds, within the
+kubelet's grace period) before it exits: a graceful shutdown, never a cut response.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+import urllib.parse
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+CHECK_TTL = 0.5
+BOOTSTRAP_DEADLINE = float(os.environ.get("LAB_BOOTSTRAP_DEADLINE", "15"))
+IO_TIMEOUT = 2.0
+DRAIN_SECONDS = float(os.environ.get("LAB_DRAIN_SECONDS", "0.5"))
+IN_FLIGHT_GRACE = 1.0
+
+
+class InFlight:
+    """Counts the requests being handled, so that a shutdown can wait for them to finish."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._n = 0
+
+    def __enter__(self) -> None:
+        with self._cond:
+            self._n += 1
+
+    def __exit__(self, *_: Any) -> None:
+        with self._cond:
+            self._n -= 1
+            self._cond.notify_all()
+
+    def wait_idle(self, timeout: float) -> bool:
+        with self._cond:
+            return self._cond.wait_for(lambda: self._n == 0, timeout)
+
+
+def log(message: str) -> None:
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    name = os.environ.get("LAB_SERVICE_NAME", "sample")
+    print(f"{stamp} {name}: {message}", flush=True)
+
+
+class MtimeFile:
+    """A small file re-parsed only when its mtime changes (hosts file, faults file)."""
+
+    def __init__(self, path: str | None, parse: Callable[[str], Any], empty: Any) -> None:
+        self.path, self.parse, self.empty = path, parse, empty
+        self._mtime: int | None = None
+        self._value = empty
+
+    def get(self) -> Any:
+        if not self.path:
+            return self.empty
+        try:
+            mtime = os.stat(self.path).st_mtime_ns
+        except OSError:
+            return self.empty
+        if mtime != self._mtime:
+            try:
+                with open(self.path, encoding="utf-8") as fh:
+                    self._value = self.parse(fh.read())
+                self._mtime = mtime
+            except (OSError, ValueError):
+                pass
+        return self._value
+
+
+def parse_hosts(text: str) -> dict[str, str]:
+    table: dict[str, str] = {}
+    for line in text.splitlines():
+        fields = line.split("#", 1)[0].split()
+        for name in fields[1:]:
+            table[name.lower().rstrip(".")] = fields[0]
+    return table
+
+
+HOSTS = MtimeFile(os.environ.get("LAB_HOSTS_FILE"), parse_hosts, {})
+FAULTS = MtimeFile(os.environ.get("LAB_FAULTS_FILE"), lambda t: json.loads(t or "{}"), {})
+
+
+def resolve(host: str) -> str:
+    """Lab DNS first (so pods reach ClusterIPs), then the system resolver."""
+    table: dict[str, str] = HOSTS.get()
+    return table.get(host.lower().rstrip("."), host)
+
+
+def fault_active(kind: str, target: str) -> bool:
+    value = FAULTS.get().get(kind)
+    if not value:
+        return False
+    return value is True or (isinstance(value, list) and target in value)
+
+
+# -- Config Center ------------------------------------------------------------------------
+
+
+class ConfigCenter:
+    def __init__(self, url: str, token: str) -> None:
+        parts = urllib.parse.urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("CONFIG_CENTER_URL must be an http(s) URL")
+        self.scheme = parts.scheme
+        self.host = parts.hostname
+        self.port = parts.port or (443 if parts.scheme == "https" else 80)
+        self.base = parts.path.rstrip("/")
+        self._token = token
+
+    def get_bootstrap(self) -> tuple[int, Any]:
+        """(status, parsed body or None). Raises OSError when unreachable."""
+        addr = resolve(self.host)
+        conn: http.client.HTTPConnection
+        if self.scheme == "https":
+            conn = http.client.HTTPSConnection(addr, self.port, timeout=IO_TIMEOUT)
+        else:
+            conn = http.client.HTTPConnection(addr, self.port, timeout=IO_TIMEOUT)
+        try:
+            conn.request("GET", self.base + "/v1/bootstrap", headers={
+                "Authorization": f"Bearer {self._token}",
+                "Host": f"{self.host}:{self.port}",
+                "Accept": "application/json",
+            })
+            resp = conn.getresponse()
+            raw = resp.read()
+        except http.client.HTTPException as exc:
+            raise OSError("bad HTTP response") from exc
+        finally:
+            conn.close()
+        body: Any = None
+        if resp.status == 200:
+            try:
+                body = json.loads(raw)
+            except ValueError as exc:
+                raise OSError("bootstrap document is not JSON") from exc
+        return resp.status, body
+
+
+def unwrap(body: Any) -> dict[str, Any]:
+    """Accept the document itself or a ``{"value": doc, "version": n}`` envelope."""
+    if isinstance(body, dict) and isinstance(body.get("value"), dict) and "version" in body:
+        return dict(body["value"])
+    if not isinstance(body, dict):
+        raise ValueError("bootstrap document is not a JSON object")
+    return body
+
+
+# -- Dragonfly (RESP) -----------------------------------------------------------------------
+
+
+class RespError(Exception):
+    """A Dragonfly problem; the message never carries the password."""
+
+
+class RespConnectionLost(RespError):
+    """The connection failed or was closed (a server restarting), not an answer of it."""
+
+
+def _encode(*args: str) -> bytes:
+    out = [f"*{len(args)}\r\n".encode()]
+    for a in args:
+        b = a.encode()
+        out.append(b"$%d\r\n%s\r\n" % (len(b), b))
+    return b"".join(out)
+
+
+class Resp:
+    """One connection speaking just enough RESP2: simple strings, errors, integers, bulk."""
+
+    def __init__(self, host: str, port: int) -> None:
+        try:
+            self.sock = socket.create_connection((resolve(host), port), timeout=IO_TIMEOUT)
+        except OSError as exc:
+            raise RespConnectionLost(f"cannot connect to dragonfly at {host}:{port}") from exc
+        self.buf = self.sock.makefile("rb")
+
+    def close(self) -> None:
+        try:
+            self.buf.close()
+            self.sock.close()
+        except OSError:
+            pass
+
+    def pipeline(self, *commands: tuple[str, ...]) -> list[str | int | None]:
+        """Send every command in one write, then read their replies in order.
+
+        One round trip instead of one per command: each goes through the lab's kube-proxy,
+        which the benchmark's load keeps busy.  The first error reply raises; the commands
+        after it (on this connection, closed by the caller) are not read."""
+        try:
+            self.sock.sendall(b"".join(_encode(*args) for args in commands))
+        except OSError as exc:
+            raise RespConnectionLost(f"dragonfly I/O error on {commands[0][0]}") from exc
+        return [self._reply(args) for args in commands]
+
+    def _reply(self, args: tuple[str, ...]) -> str | int | None:
+        try:
+            line = self.buf.readline()
+            if not line.endswith(b"\r\n"):
+                raise RespConnectionLost("dragonfly closed the connection")
+            kind, rest = line[:1], line[1:-2].decode(errors="replace")
+            if kind == b"+":
+                return rest
+            if kind == b"-":
+                # First word only (e.g. WRONGPASS, NOAUTH, ERR): safe, never echoes input.
+                raise RespError(f"dragonfly answered {rest.split(' ', 1)[0]} to {args[0]}")
+            if kind == b":":
+                return int(rest)
+            if kind == b"$":
+                n = int(rest)
+                if n < 0:
+                    return None
+                data = self.buf.read(n + 2)
+                return data[:-2].decode(errors="replace")
+            raise RespError("unexpected reply from dragonfly")
+        except OSError as exc:
+            raise RespConnectionLost(f"dragonfly I/O error on {args[0]}") from exc
+
+
+class Dragonfly:
+    def __init__(self, section: dict[str, Any], what: str = "dragonfly") -> None:
+        self.host = str(section.get("host") or "")
+        self.port = int(section.get("port") or 6379)
+        password = section.get("password")
+        self._password = None if password in (None, "") else str(password)
+        username = section.get("username")
+        self._username = None if username in (None, "") else str(username)
+        if not self.host:
+            raise ValueError(f"{what} section has no host")
+
+    def _auth(self) -> list[tuple[str, ...]]:
+        if self._password is not None and self._username is not None:
+            return [("AUTH", self._username, self._password)]
+        if self._password is not None:
+            return [("AUTH", self._password)]
+        return []
+
+    def _session(self, *commands: tuple[str, ...]) -> list[str | int | None]:
+        """A fresh connection: AUTH (when the document has a password), then ``commands``,
+        all in one write; the replies after AUTH's.  A fresh login per call is the point: a
+        password the server no longer holds fails the very next request."""
+        auth = self._auth()
+        conn = Resp(self.host, self.port)
+        try:
+            return conn.pipeline(*auth, *commands)[len(auth):]
+        finally:
+            conn.close()
+
+    def ping(self) -> None:
+        def attempt() -> None:
+            if self._session(("PING",)) != ["PONG"]:
+                raise RespError("dragonfly did not answer PONG")
+
+        self._once_more(attempt)
+
+    def round_trip(self, key: str, value: str) -> None:
+        def attempt() -> None:
+            if self._session(("SET", key, value), ("GET", key))[1] != value:
+                raise RespError("dragonfly GET returned a different value")
+
+        self._once_more(attempt)
+
+    @staticmethod
+    def _once_more(attempt: Callable[[], None]) -> None:
+        """Like Redis clients: a connection lost to a restarting server is retried once on a
+        fresh connection (the Service then routes to a live pod); an *answer* such as
+        WRONGPASS is never retried — a rejected password must show."""
+        try:
+            attempt()
+        except RespConnectionLost:
+            attempt()
+
+
+# -- readiness ------------------------------------------------------------------------------
+
+
+class Cached:
+    """A check whose outcome (None = ok, str = reason) is reused for CHECK_TTL seconds."""
+
+    def __init__(self, check: Callable[[], str | None]) -> None:
+        self.check = check
+        self._at = 0.0
+        self._value: str | None = "not checked yet"
+        self._lock = threading.Lock()
+
+    def get(self) -> str | None:
+        with self._lock:
+            now = time.monotonic()
+            if now - self._at >= CHECK_TTL:
+                self._value = self.check()
+                self._at = time.monotonic()
+            return self._value
+
+
+class Service:
+    def __init__(self, name: str, cc: ConfigCenter, document: dict[str, Any]) -> None:
+        self.name = name
+        self.cc = cc
+        section = document.get("dragonfly")
+        self.dragonfly = Dragonfly(section) if isinstance(section, dict) else None
+        cache = document.get("cache")
+        self.cache = Dragonfly(cache, "cache") if isinstance(cache, dict) else None
+        pg = document.get("postgres")
+        if isinstance(pg, dict):
+            from rotate_lab.shop.sample_postgres import Postgres
+
+            self.postgres: Any = Postgres(pg, resolve)
+        else:
+            self.postgres = None
+        self.token_valid = True
+        self._work_seq = 0
+        self._lock = threading.Lock()
+        self.df_check = Cached(self._check_dragonfly)
+        self.token_check = Cached(self._check_token)
+
+    def _check_dragonfly(self) -> str | None:
+        for label, conn in (("", self.dragonfly), ("cache: ", self.cache)):
+            if conn is None:
+                continue
+            try:
+                conn.ping()
+            except RespError as exc:
+                return f"{label}{exc}"
+        return self.postgres.check() if self.postgres is not None else None
+
+    def _check_token(self) -> str | None:
+        # Only the Config Center's own answer decides validity: while it is unreachable the
+        # last known verdict stands (an outage of the Config Center is not a revoked token).
+        try:
+            status, _ = self.cc.get_bootstrap()
+        except OSError:
+            return None if self.token_valid else "config center token was rejected"
+        if status in (401, 403):
+            self.token_valid = False
+        elif status == 200:
+            self.token_valid = True
+        return None if self.token_valid else f"config center token rejected ({status})"
+
+    def readyz(self, from_kubelet: bool) -> str | None:
+        # The readyz-fail fault models a failure the pod's readiness gate does not catch (a
+        # deep check only clients run): the kubelet's probe does not see it, so the pods stay
+        # Ready, rollouts complete, and only a client's /readyz — rotate's readyz stage —
+        # answers 503.
+        if not from_kubelet and fault_active("readyz-fail", self.name):
+            return "lab fault readyz-fail is active"
+        return self.df_check.get() or self.token_check.get()
+
+    def work(self) -> str | None:
+        if self.dragonfly is None and self.cache is None and self.postgres is None:
+            return None
+        with self._lock:
+            self._work_seq += 1
+            n = self._work_seq
+        for label, conn in (("", self.dragonfly), ("cache: ", self.cache)):
+            if conn is None:
+                continue
+            try:
+                conn.round_trip(f"lab:work:{self.name}:{n % 100}", f"{time.time():.6f}")
+            except RespError as exc:
+                return f"{label}{exc}"
+        return self.postgres.work(n) if self.postgres is not None else None
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    #: a real server's listen backlog, not socketserver's 5, which a burst of load requests
+    #: through kube-proxy overflows (a dropped SYN is retried a whole second later)
+    request_queue_size = 128
+
+
+def make_handler(service: Service, in_flight: InFlight) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        server_version = "lab-sample-service"
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass  # probes every 200 ms would drown the pod log
+
+        def _send(self, code: int, body: dict[str, Any]) -> None:
+            raw = (json.dumps(body) + "\n").encode()
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(raw)))
+            self.end_headers()
+            self.wfile.write(raw)
+
+        def do_GET(self) -> None:
+            with in_flight:
+                self._route()
+
+        def _route(self) -> None:
+            path = self.path.split("?", 1)[0]
+            if path == "/healthz":
+                self._send(200, {"status": "ok"})
+            elif path == "/readyz":
+                agent = self.headers.get("User-Agent") or ""
+                reason = service.readyz(from_kubelet=agent.startswith("kube-probe/"))
+                if reason is None:
+                    self._send(200, {"status": "ready"})
+                else:
+                    self._send(503, {"status": "not ready", "reason": reason})
+            elif path == "/work":
+                reason = service.work()
+                if reason is None:
+                    self._send(200, {"status": "ok"})
+                else:
+                    self._send(503, {"status": "failed", "reason": reason})
+            else:
+                self._send(404, {"error": "not found"})
+
+        do_POST = do_GET
+
+    return Handler
+
+
+def fetch_bootstrap(cc: ConfigCenter, deadline: float) -> dict[str, Any]:
+    """Retry until ``deadline``; raises SystemExit(1) with a clear log line otherwise."""
+    last = "no attempt"
+    delay = 0.1
+    while True:
+        try:
+            status, body = cc.get_bootstrap()
+            if status == 200:
+                return unwrap(body)
+            last = f"HTTP {status}"
+            if status in (401, 403):
+                last += " (machine token rejected)"
+        except (OSError, ValueError) as exc:
+            last = str(exc) if isinstance(exc, ValueError) else "config center unreachable"
+        if time.monotonic() + delay > deadline:
+            log(f"bootstrap failed: {last}; giving up")
+            raise SystemExit(1)
+        time.sleep(delay)  # start-up retry back-off, not synchronisation
+        delay = min(1.0, delay * 2)
+
+
+def main() -> int:
+    name = os.environ.get("LAB_SERVICE_NAME", "sample")
+    url = os.environ.get("CONFIG_CENTER_URL", "")
+    token = os.environ.get("CONFIG_CENTER_TOKEN", "")
+    host = os.environ.get("POD_IP", "127.0.0.1")
+    port = int(os.environ.get("PORT", "8080"))
+    if not url or not token:
+        log("CONFIG_CENTER_URL and CONFIG_CENTER_TOKEN must be set")
+        return 1
+    try:
+        cc = ConfigCenter(url, token)
+    except ValueError as exc:
+        log(str(exc))
+        return 1
+    stopping = threading.Event()
+
+    def exit_now(*_: Any) -> None:
+        raise SystemExit(0)
+
+    signal.signal(signal.SIGTERM, exit_now)  # until the server runs: nothing to drain
+    document = fetch_bootstrap(cc, time.monotonic() + BOOTSTRAP_DEADLINE)
+    try:
+        service = Service(name, cc, document)
+    except (ValueError, TypeError) as exc:
+        log(f"bad bootstrap document: {exc}")
+        return 1
+    log(f"bootstrap loaded (keys: {', '.join(sorted(document))}); dragonfly: "
+        f"{'yes' if service.dragonfly else 'no'}; cache: {'yes' if service.cache else 'no'}; "
+        f"postgres: {'yes' if service.postgres else 'no'}")
+    in_flight = InFlight()
+    server = _Server((host, port), make_handler(service, in_flight))
+
+    def drain_then_shutdown() -> None:
+        threading.Event().wait(DRAIN_SECONDS)  # keep serving while the endpoint goes away
+        server.shutdown()
+
+    def on_term(*_: Any) -> None:
+        if not stopping.is_set():
+            stopping.set()
+            threading.Thread(target=drain_then_shutdown, daemon=True).start()
+
+    signal.signal(signal.SIGTERM, on_term)
+    log(f"listening on {host}:{port}")
+    try:
+        server.serve_forever(poll_interval=0.2)
+        in_flight.wait_idle(IN_FLIGHT_GRACE)  # answer what was accepted, then exit
+    finally:
+        server.server_close()
+    log("stopped")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
