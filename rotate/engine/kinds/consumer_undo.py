@@ -43,6 +43,7 @@ class ConsumerUndo(StepKind[RolledOut]):
     parallel: ClassVar[bool] = True
     result: ClassVar[type[StepData]] = RolledOut
     undo: ClassVar[tuple[type[StepKind[Any]], ...]] = ()
+    undone_words: ClassVar[str | None] = "the rollouts of {} settled back on their old pods"
 
     @classmethod
     def plan(cls, inp: PlanInput) -> Iterable[Draft]:

@@ -12,17 +12,27 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 from rotate.chain.model import Credential, ProviderApply
 from rotate.clients.seams import AuthProbe, PostgresAdmin, ProviderConnector, RedisAclAdmin
 from rotate.core.errors import StepFailed
 from rotate.core.secret import Secret
 from rotate.engine.kinds.backend_write import BackendRestore, BackendWrite, ensure_value
-from rotate.engine.kinds.base import Run
+from rotate.engine.kinds.base import Run, StepData
 from rotate.engine.targets import parse_workload
 from rotate.stages import backend
 from rotate.stages import provider_access as access
 from rotate.stages.provider_apply import Accounts, accounts_for
+
+
+@dataclass(frozen=True)
+class Applied(StepData):
+    """What ``provider.apply`` and ``provider.retire`` (either form) journal when done."""
+
+    method: str
+    account: str  # the ACL user / role that took the value (a name, never a value)
+    changed: bool
 
 
 def live(credential: Credential) -> Iterator[ProviderApply]:
