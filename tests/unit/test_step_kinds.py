@@ -149,3 +149,20 @@ def test_a_harvest_of_many_consumers_names_the_first_and_the_last() -> None:
     assert names_in_short(five) == "s1, s2, s3, s4, s5"
     many = ["cart", "order", "user"] + [f"consumer-{i:03d}" for i in range(4, 101)]
     assert names_in_short(many) == "cart, order, user, …, consumer-100 (100)"
+
+
+def test_no_module_outside_the_kinds_spells_a_kinds_name() -> None:
+    """Generic code asks a kind (kind_of, find) for what it needs; a string equal to a kind's
+    name anywhere else in the product would be knowledge the kind no longer owns."""
+    import ast
+
+    from tests.paths import ROTATE_PACKAGE
+
+    names = {k.name for k in REGISTRY.values()}
+    kinds_dir = ROTATE_PACKAGE / "engine" / "kinds"
+    spelled = [f"{path.relative_to(ROTATE_PACKAGE)}:{node.lineno} {node.value}"
+               for path in sorted(ROTATE_PACKAGE.rglob("*.py"))
+               if kinds_dir not in path.parents
+               for node in ast.walk(ast.parse(path.read_text(), str(path)))
+               if isinstance(node, ast.Constant) and node.value in names]
+    assert spelled == []

@@ -62,6 +62,11 @@ class ConfigUndo(StepKind[ConfigWritten]):
     undo: ClassVar[tuple[type[StepKind[Any]], ...]] = ()
     writes_document: ClassVar[bool] = True
     undone_words: ClassVar[str | None] = "the documents of {} restored"
+    event_reason: ClassVar[str | None] = "ConfigUndone"
+
+    @classmethod
+    def objects(cls, run: Run, subject: str) -> list[ObjectRef]:
+        return objects.consumer_workload(run, subject)
 
     @classmethod
     def plan(cls, inp: PlanInput) -> Iterable[Draft]:
