@@ -13,9 +13,11 @@ For example, a ``provider.apply`` kind (a provider changed through its own API, 
 ACL): ``kinds/provider_apply.py`` with ``class ProviderApply(StepKind[Applied])`` — stage 3,
 exit code 12, ``plan`` yielding one step per provider the chain file says is applied live,
 ``observe`` (does the provider already accept ``ensure_value(run)``?), ``act`` (set it),
-``prove`` (authenticate with it), ``undo = (ProviderApply,)`` (a rollback applies the
-restored value the same way) — placed in :data:`ROTATION` after ``ProviderWait``.  What
-preflight learns for its plan detail goes in a new field of ``PlanInput``.
+``prove`` (authenticate with it), ``undo = ITSELF`` (a rollback applies the restored value
+the same way), ``event_reason`` and ``objects`` (its Normal event, on the provider's
+workload), ``tells`` (what its journaled steps say of the provider) — placed in
+:data:`ROTATION` after ``ProviderWait``.  What preflight learns for its plan detail goes in
+a new field of ``PlanInput``.
 """
 
 from __future__ import annotations
