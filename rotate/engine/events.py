@@ -2,16 +2,19 @@
 look (``kubectl describe deploy/cart``, ``kubectl get events``).
 
 One place emits them — the executor calls :class:`RunEvents` after each step and at the run's
-end — so no step kind knows about events.  Per step that changed something, a Normal event
-(any failed step: a Warning) on the object the step acted on; at the end, one event per
-object the run touched (and always on the ExternalSecret, the credential's anchor in the
-cluster).  A consumer's workload gets its success event as soon as its own last step is
-done — a step of the ``finish`` lane: its rollout proven, its readyz 200, its old tokens
-revoked — so that ``kubectl get events -w`` shows each consumer done as it is, and the
-run's end sends only the rest.  A consumer's token Secret, whose last step is its
-``token.mint`` (a step of the ``prepare`` lane), gets no success event: ``TokenMinted`` is
-its whole story.  A run that fails or is interrupted still tells every touched object at
-its end:
+end; each step kind declares only what to say and where (``event_reason``, ``objects``).  Per
+step that changed something — in the cluster or behind it: the backend, the Config Center, a
+provider changed live — a Normal event (any failed step: a Warning) on the object the step
+acted on; a step that only proves (``sync.wait``, ``provider.wait``, ``provider.verify``,
+``consumer.wait``, ``readyz.check``) has none when it passes: its proof is what the object's
+success event says.  At the end, one event per object the run touched (and always on the
+ExternalSecret, the credential's anchor in the cluster).  A consumer's workload gets its
+success event as soon as its own last step is done — a step of the ``finish`` lane: its
+rollout proven, its readyz 200, its old tokens revoked — so that ``kubectl get events -w``
+shows each consumer done as it is, and the run's end sends only the rest.  A consumer's
+token Secret, whose last step is its ``token.mint`` (a step of the ``prepare`` lane), gets no
+success event: ``TokenMinted`` is its whole story.  A run that fails or is interrupted still
+tells every touched object at its end:
 
 =====================  =========  =================================
 run                    type       reason
@@ -60,10 +63,9 @@ from rotate.clients.seams import Kube, KubeEvent
 from rotate.core.errors import RotateError
 from rotate.core.refs import ObjectRef
 from rotate.core.timestamps import utcnow
-from rotate.engine.kinds import kind_of
+from rotate.engine.kinds import find, kind_of
 from rotate.engine.kinds.base import Run
 from rotate.engine.model import PlannedStep
-from rotate.engine.targets import workload_ref
 from rotate.stages import rollout
 
 EventType = Literal["Normal", "Warning"]
@@ -73,25 +75,6 @@ EventType = Literal["Normal", "Warning"]
 LANES = 4
 #: the longest the run's end waits for its events (each request has its own timeout too)
 FLUSH_SECONDS = 10.0
-
-#: the Normal event of a done step that changed something, by kind and phase.  A step that
-#: only proves (``sync.wait``, ``provider.wait``, ``consumer.wait``, ``readyz.check``) has
-#: none: its proof is what the object's success event says, and at 100 consumers those
-#: would be 300 more events, sent behind a saturated API server (a kind missing here
-#: has no event; a failed step of any kind is a Warning)
-STEP_REASONS: dict[tuple[str, str], str] = {
-    ("backend.write", "main"): "BackendWritten",
-    ("backend.write", "restore"): "BackendRestored",
-    ("backend.retire", "retire"): "PreviousValueRetired",
-    ("sync.trigger", "main"): "SyncRequested",
-    ("provider.restart", "main"): "RolloutRestarted",
-    ("provider.restart", "retire"): "RolloutRestarted",
-    ("config.write", "main"): "ConfigWritten",
-    ("config.write", "restore"): "ConfigRestored",
-    ("token.mint", "main"): "TokenMinted",
-    ("consumer.restart", "main"): "RolloutRestarted",
-    ("token.revoke", "main"): "TokensRevoked",
-}
 
 #: the end-of-run event by (operation, status)
 END_REASONS: dict[tuple[str, str], tuple[EventType, str]] = {
@@ -105,38 +88,17 @@ END_REASONS: dict[tuple[str, str], tuple[EventType, str]] = {
 
 
 def objects_of(run: Run, step: PlannedStep) -> list[ObjectRef]:
-    """The Kubernetes objects ``step`` acts on (none for backend-only or Config Center-only
-    steps other than the ones below).  The backend's writes are told on the ExternalSecret,
-    which reads that path; a consumer's document, token revocation and readyz on its
-    workload; a minted token on the Secret that holds it."""
-    cred = run.credential
-    es = ObjectRef("ExternalSecret", cred.external_secret.namespace, cred.external_secret.name)
-    kind = step.kind
-    if kind in ("backend.write", "backend.retire", "sync.trigger"):
-        return [es]
-    if kind == "sync.wait":
-        return [ObjectRef("Secret", cred.secret.namespace, cred.secret.name)]
-    if kind in ("provider.restart", "provider.wait"):
-        ref = _parse_ref(step.subject)
-        return [ref] if ref is not None else []
-    if step.subject in run.chain.services:
-        svc = run.service(step.subject)
-        if kind == "token.mint":
-            return [ObjectRef("Secret", svc.token.namespace, svc.token.name)]
-        if kind in ("consumer.restart", "consumer.wait", "readyz.check", "config.write",
-                    "token.revoke"):
-            return [workload_ref(svc)]
-    return []
+    """The Kubernetes objects ``step`` acts on, as its kind declares them
+    (``StepKind.objects``; none for a record that is no step kind)."""
+    kind = find(step)
+    return kind.objects(run, step.subject) if kind is not None else []
 
 
-def _parse_ref(text: str) -> ObjectRef | None:
-    """``deployment/ns/name`` (ObjectRef's str) back to a ref with the kind's proper case."""
-    parts = text.split("/")
-    if len(parts) != 3:
-        return None
-    kinds = {k.lower(): k for k in ("Deployment", "StatefulSet", "DaemonSet")}
-    kind = kinds.get(parts[0])
-    return ObjectRef(kind, parts[1], parts[2]) if kind else None
+def step_reason(step: PlannedStep) -> str | None:
+    """The reason of the Normal event a done ``step`` leaves, as its kind declares it
+    (``StepKind.event_reason``; None: a step that only proves leaves none)."""
+    kind = find(step)
+    return kind.event_reason if kind is not None else None
 
 
 @dataclass
@@ -213,7 +175,7 @@ class RunEvents:
             self._quiet = {ref for ref, st in last.items() if kind_of(st).lane == "prepare"}
 
     def step_done(self, step: PlannedStep, detail: str) -> None:
-        reason = STEP_REASONS.get((step.kind, step.phase))
+        reason = step_reason(step)
         success = END_REASONS.get((self._run.start.operation, "succeeded"))
         for ref in self._touch(step):
             if reason:

@@ -51,7 +51,7 @@ from rotate.engine import journal as journal_mod
 from rotate.engine import undo as undo_mod
 from rotate.engine.chain_state import describe_state
 from rotate.engine.events import RunEvents
-from rotate.engine.kinds import kind_of
+from rotate.engine.kinds import find, kind_of
 from rotate.engine.kinds.base import Outcome, Run, StepData, StepIO
 from rotate.engine.lock import Lease, Locks
 from rotate.engine.model import Observer, PlannedStep, RunReport, StepRecord
@@ -361,7 +361,8 @@ def report_from(state: journal_mod.RunState) -> RunReport:
         steps.append(StepRecord(st.step.index, st.step.stage, st.step.kind, st.step.target,
                                 status,  # type: ignore[arg-type]
                                 st.started_at, st.finished_at, st.seconds, detail))
-    wrote = [s for s in state.steps if s.step.kind == "backend.write" and s.status == "done"]
+    wrote = [s for s in state.steps
+             if s.status == "done" and (kind := find(s.step)) is not None and kind.writes_value]
     backend: dict[str, Any] = {"path": state.start.backend_path,
                                "previous_version": state.start.current_version,
                                "version": None}

@@ -44,7 +44,7 @@ from rotate.core.errors import EXIT_INTERRUPTED, UsageError
 from rotate.core.secret import Secret
 from rotate.core.strategy import Strategy
 from rotate.core.timestamps import rfc3339, utcnow
-from rotate.engine.model import Operation, PlannedStep, RunStart
+from rotate.engine.model import Operation, PlannedStep, RunStart, phases_untyped
 
 JOURNAL_NAME = "journal.jsonl"
 #: the kind of the journal's record of preflight (step 0: not a step kind, never resumed)
@@ -231,6 +231,10 @@ def load_file(path: Path, run_id: str) -> RunState:
     if not records or records[0].get("event") != "run.start":
         raise UsageError(f"journal of run {run_id!r} has no run.start record")
     start = RunStart.from_json(records[0]["data"])
+    if start.operation == "rollback" and phases_untyped(records[0]["data"]):
+        from rotate.engine.kinds import read_untyped_rollback  # only journals that old
+
+        start = read_untyped_rollback(start)
     state = RunState(run_id=run_id, start=start, steps=[StepState(s) for s in start.steps],
                      started_at=str(records[0]["ts"]))
     by_index = {s.step.index: s for s in state.steps}

@@ -324,7 +324,7 @@ class RunStart:
             current_version=int(current) if current is not None else None,
             consumers=tuple(str(c) for c in data.get("consumers", [])),
             providers=tuple(str(p) for p in data.get("providers", [])),
-            steps=tuple(_legacy_phase(PlannedStep.from_json(s), operation)
+            steps=tuple(_legacy_phase(PlannedStep.from_json(s))
                         for s in data.get("steps", [])),
             holder=str(data.get("holder", "")),
             of_run=str(data["of_run"]) if data.get("of_run") else None,
@@ -340,15 +340,19 @@ class RunStart:
 
 #: Before phases were typed, journals spelled them in the step itself: a ``retire:`` subject
 #: prefix, and a rollback's restoring kinds by its operation.  Runs journaled then are still
-#: resumable and rollback-able, so their steps are read into the typed form here, once.
-_RESTORED_BY_A_ROLLBACK = ("backend.write", "sync.wait", "config.write")
-
-
-def _legacy_phase(step: PlannedStep, operation: str) -> PlannedStep:
+#: resumable and rollback-able, so their steps are read into the typed form once: the
+#: prefix here; a rollback's restore forms by the journal, which asks the kinds which forms
+#: they are (rotate.engine.kinds.read_untyped_rollback) — this module knows no kind.
+def _legacy_phase(step: PlannedStep) -> PlannedStep:
     if step.phase != "main":
         return step
     if step.subject == "retire" or step.subject.startswith("retire:"):
         return replace(step, subject=step.subject.partition(":")[2], phase="retire")
-    if operation == "rollback" and step.kind in _RESTORED_BY_A_ROLLBACK:
-        return replace(step, phase="restore")
     return step
+
+
+def phases_untyped(data: Mapping[str, Any]) -> bool:
+    """Whether a ``run.start`` record with steps was journaled before phases were typed: none
+    of them names a phase (a rollback's always does since: its backend write is ``restore``)."""
+    steps = data.get("steps") or []
+    return bool(steps) and not any("phase" in s for s in steps)

@@ -28,6 +28,7 @@ from rotate.core.urls import display_url
 from rotate.engine.access import check_permissions, check_vault_capabilities, permissions_needed
 from rotate.engine.collector import Collector, Fanned, note_uid
 from rotate.engine.fanout import fan_out
+from rotate.engine.kinds.checks import BACKEND_CAPABILITIES, BACKEND_REACHABLE
 from rotate.engine.model import Adapters, Check, PreflightResult, Trap
 from rotate.engine.preflight_workloads import workload_findings
 from rotate.providers import access as provider_access
@@ -119,8 +120,8 @@ def _backend_and_access(
             return "reachable; path not written yet (the run creates v1)"
         return f"reachable; current version v{version[0]}"
 
-    if col.run("backend.reachable", backend_version):
-        col.run("backend.capabilities",
+    if col.run(BACKEND_REACHABLE, backend_version):
+        col.run(BACKEND_CAPABILITIES,
                 lambda: check_vault_capabilities(vault, chain, credential))
     if version[0]:
         for check, fn in live_provider_checks(adapters, credential, strategy, version[0],
@@ -314,7 +315,7 @@ def doctor_checks(
     An adapter that could not be built (None) is reported by the caller and skipped here."""
     col = Collector()
     vault_ok = vault is not None and col.run(
-        "backend.reachable", lambda: _healthy(vault.health, vault.address))
+        BACKEND_REACHABLE, lambda: _healthy(vault.health, vault.address))
     if kube is not None:
         col.run("kubernetes.lock-namespace", _exists_fn(
             kube, ObjectRef("Namespace", "", chain.cluster.lock_namespace)))
@@ -322,7 +323,7 @@ def doctor_checks(
         col.run("configcenter.reachable", lambda: _healthy(cc.health, cc.url))
     for name, cred in chain.credentials.items():
         if vault is not None and vault_ok:
-            col.run(f"backend.capabilities {name}", _caps_fn(vault, chain, cred))
+            col.run(f"{BACKEND_CAPABILITIES} {name}", _caps_fn(vault, chain, cred))
         if kube is not None:
             col.run(f"kubernetes.permissions {name}", _perms_fn(kube, chain, cred))
     return col.checks

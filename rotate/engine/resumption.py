@@ -85,8 +85,10 @@ def supplied_again(state: journal_mod.RunState, value: Secret | None) -> Secret 
                              "without --value-stdin")
         return None
     if value is None:
-        wrote = any(st.step.kind == "backend.write" and st.status == "done"
-                    for st in state.steps)
+        from rotate.engine.kinds import find
+
+        wrote = any(st.status == "done" and (kind := find(st.step)) is not None
+                    and kind.writes_value for st in state.steps)
         if wrote:
             return None  # the value is in the backend: re-read from there
         raise UsageError(

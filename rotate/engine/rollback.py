@@ -30,8 +30,8 @@ from rotate.chain.model import Chain, Credential
 from rotate.clients.seams import ConfigCenter, Vault
 from rotate.core.errors import ClientError, NotFoundError, PreflightFailed, UsageError
 from rotate.core.strategy import Strategy
-from rotate.engine.journal import RunState
-from rotate.engine.kinds import undo_of
+from rotate.engine.journal import RunState, StepState
+from rotate.engine.kinds import find, undo_of
 from rotate.engine.kinds.base import PlanInput, Restore
 from rotate.engine.model import Adapters, Options, Phase, PlannedStep, PreflightResult
 from rotate.engine.plan import number_steps
@@ -39,9 +39,19 @@ from rotate.engine.unfinished import later_runs
 from rotate.stages import backend
 
 
+def _writes_value(st: StepState) -> bool:
+    kind = find(st.step)
+    return kind is not None and kind.writes_value
+
+
+def _writes_document(st: StepState) -> bool:
+    kind = find(st.step)
+    return kind is not None and kind.writes_document
+
+
 def backend_written(vault: Vault, credential: Credential, orig: RunState) -> int | None:
     """N (the version before the run) if the run wrote a version, else None."""
-    steps = [s for s in orig.steps if s.step.kind == "backend.write"]
+    steps = [s for s in orig.steps if _writes_value(s)]
     if not steps:
         return None
     st = steps[0]
@@ -67,9 +77,10 @@ def build_rollback(
                          "previous value to restore")
     consumers = tuple(c for c in orig.start.consumers if c in chain.services)
     config: dict[str, int] = {}
-    for st in orig.steps:
-        if st.step.kind == "config.write" and st.status != "pending" and st.data.get(
-                "previous_version") is not None and st.step.subject in chain.services:
+    for st in orig.steps:  # a document the run wrote (not its own undo of one)
+        if _writes_document(st) and st.step.index not in orig.undo_of \
+                and st.status != "pending" and st.data.get("previous_version") is not None \
+                and st.step.subject in chain.services:
             config[st.step.subject] = int(st.data["previous_version"])
     overlap = orig.strategy == Strategy.overlap and credential.overlap is not None
     restore = Restore(written_from, config, overlap)
@@ -81,28 +92,30 @@ def build_rollback(
 
 
 def _backend_wrote(orig: RunState, written_from: int) -> int:
-    """The last backend version the run wrote (backend.write, or an overlap's retire)."""
+    """The last backend version the run wrote (its value, or an overlap's retire)."""
     versions = [int(st.data["version"]) for st in orig.steps
-                if st.step.kind in ("backend.write", "backend.retire") and st.status == "done"
-                and st.data.get("version") is not None]
+                if st.status == "done" and st.data.get("version") is not None
+                and (kind := find(st.step)) is not None and kind.writes_backend]
     return max(versions, default=written_from + 1)
 
 
 def _config_wrote(orig: RunState) -> dict[str, int | None]:
     """service → the version the run last wrote its document as (None: it may have,
-    unjournaled).  A ``config.undo`` of the run (its own restore after a failed stage ③)
-    counts: the run wrote that version too.
+    unjournaled).  The run's own undo of a document (its restore after a failed stage ③)
+    counts, once done: the run wrote that version too.
 
     "Last" is in the order the steps ran (``started_seq``), not the plan's: a run resumed
     after its undo wrote the new value, then the restore, then the new value again — and
     its journal lists every ``config.write`` before any ``config.undo``."""
     out: dict[str, int | None] = {}
     for st in sorted(orig.steps, key=lambda s: s.started_seq):
-        if st.step.kind == "config.undo" and st.status == "done" \
-                and st.data.get("version") is not None:
-            out[st.step.subject] = int(st.data["version"])
+        if not _writes_document(st):
             continue
-        if st.step.kind != "config.write" or st.step.phase != "main" or st.status == "pending":
+        if st.step.index in orig.undo_of:
+            if st.status == "done" and st.data.get("version") is not None:
+                out[st.step.subject] = int(st.data["version"])
+            continue
+        if st.step.phase != "main" or st.status == "pending":
             continue
         if st.status == "done" and st.data.get("version") is not None:
             out[st.step.subject] = int(st.data["version"])

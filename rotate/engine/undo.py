@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rotate.engine.journal import RunState, StepState
-from rotate.engine.kinds import kind_of
+from rotate.engine.kinds import find, kind_of
 from rotate.engine.model import PlannedStep
 
 
@@ -99,15 +99,15 @@ def pending_undo(state: RunState) -> list[PlannedStep]:
 
 
 def summary(state: RunState) -> str:
-    """What the undo of the latest round put back, in plain words."""
+    """What the undo of the latest round put back, in plain words (each compensation's
+    ``undone_words``), told in the reverse of the order the kinds ran: the rollouts settled
+    back last are said first, then the documents they read."""
     by_index = {st.step.index: st for st in state.steps}
     done = [by_index[i] for i in state.undo_round if by_index[i].status == "done"]
-    docs = [st.step.subject for st in done if st.step.kind == "config.undo"]
-    pods = [st.step.subject for st in done if st.step.kind == "consumer.undo"]
-    parts = []
-    if pods:
-        parts.append("the rollouts of " + ", ".join(sorted(pods)) + " settled back on their "
-                     "old pods")
-    if docs:
-        parts.append("the documents of " + ", ".join(sorted(docs)) + " restored")
-    return " and ".join(parts)
+    subjects: dict[str, list[str]] = {}  # words → subjects, in the order the kinds ran
+    for st in done:
+        kind = find(st.step)
+        if kind is not None and kind.undone_words is not None:
+            subjects.setdefault(kind.undone_words, []).append(st.step.subject)
+    return " and ".join(words.format(", ".join(sorted(names)))
+                        for words, names in reversed(subjects.items()))

@@ -27,6 +27,7 @@ from pathlib import Path
 from rotate.core.findings import Check
 from rotate.engine import journal as journal_mod
 from rotate.engine.journal import PREFLIGHT, RunState
+from rotate.engine.kinds import find
 
 #: a run in one of these states may have left the chain half-rotated
 _OPEN = ("running", "failed", "interrupted", "rollback-failed")
@@ -35,11 +36,11 @@ CHECK = "runs.unfinished"
 
 
 def changed_something(state: RunState) -> bool:
-    """Whether the run began a step that changes the chain: a rotation, its backend write
-    (nothing before it changes anything); a rollback, any step."""
+    """Whether the run began a step that changes the chain: a rotation, the step that writes
+    its value to the backend (nothing before it changes anything); a rollback, any step."""
     if state.operation == "rotate":
-        return any(s.step.kind == "backend.write" and s.status != "pending"
-                   for s in state.steps)
+        return any(s.status != "pending" and (kind := find(s.step)) is not None
+                   and kind.writes_value for s in state.steps)
     return any(s.step.kind != PREFLIGHT and s.status != "pending" for s in state.steps)
 
 

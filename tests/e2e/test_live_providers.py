@@ -2,15 +2,15 @@
 
 On one lab: bad input first (nothing changes), then ``rotate postgres --confirm``
 (alternating users) and its rollback, ``rotate dragonfly --confirm --strategy overlap``
-(redis-acl, user ``default``), and a chain whose postgres provider says ``apply: rollout``
-(the restart changes nothing inside PostgreSQL: ``provider.verify`` stops the run) and its
-rollback, and last a ``rotate postgres --confirm`` killed (SIGKILL) once provider.apply has
-acted, then resumed. Every rotation except the killed one runs under steady ``/work`` load
-on the services that use the provider (the Load loop of tests/support/proxy_load.py, one per
-service), and no request may fail — the rollout trap included, where PostgreSQL restarts:
-the sample service rides that out as a production client does (lab.md). Evidence comes from
-psql (PGPASSWORD), raw Redis AUTH, OpenBao's HTTP API, kubectl, the Config Center API and
-the pids the lab's kubelet records.
+(redis-acl, user ``default``: never rolled, each live change an Event on its workload), and
+a chain whose postgres provider says ``apply: rollout`` (the restart changes nothing inside
+PostgreSQL: ``provider.verify`` stops the run) and its rollback, and last a ``rotate
+postgres --confirm`` killed (SIGKILL) once provider.apply has acted, then resumed.  Every
+rotation except the killed one runs under steady ``/work`` load on the services that use the
+provider (the Load loop of tests/support/proxy_load.py, one per service), and no request may
+fail — the rollout trap included, where PostgreSQL restarts: the sample service rides that out as a
+production client does (lab.md).  Evidence comes from psql (PGPASSWORD), raw Redis AUTH,
+OpenBao's HTTP API, kubectl, the Config Center API and the pids the lab's kubelet records.
 """
 
 from __future__ import annotations
@@ -196,8 +196,17 @@ def test_dragonfly_overlap_is_live(lab: Lab) -> None:
         res = lab.rotate("dragonfly", "--confirm", "--strategy", "overlap", "-o", "json")
     assert res.code == 0, res.output
     assert_no_failure(loads)
-    kinds = [s["kind"] for s in json.loads(res.stdout)["steps"]]
+    report = json.loads(res.stdout)
+    kinds = [s["kind"] for s in report["steps"]]
     assert "provider.restart" not in kinds and "provider.retire" in kinds
+    # never rolled, yet every live change is told on the provider's workload, naming the run
+    told = lab.kjson("get", "events", "-n", "dragonfly",
+                     "--field-selector", "involvedObject.name=dragonfly")["items"]
+    ours = [e for e in told if report["run_id"] in e["message"]]  # listed in no set order
+    assert sorted((e["type"], e["reason"], e["involvedObject"]["kind"]) for e in ours) == [
+        ("Normal", "CredentialRotated", "Deployment"),
+        ("Normal", "PreviousValueRetired", "Deployment"),
+        ("Normal", "ProviderApplied", "Deployment")], told
 
     new = lab.bao_password()
     assert pid_of(lab, "dragonfly/dragonfly-") == pid

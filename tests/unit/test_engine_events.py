@@ -241,3 +241,18 @@ def test_a_consumer_is_told_rotated_as_soon_as_its_own_steps_are_done(
     # once each: the run's end does not tell a consumer again
     assert _reasons(world, CART).count("CredentialRotated") == 1
     assert _reasons(world, ES) == ["BackendWritten", "SyncRequested", "CredentialRotated"]
+
+
+def test_the_undo_of_a_prepared_consumer_is_told_on_its_workload(
+        world: World, tmp_path: Path) -> None:
+    """A provider that never comes back: the run puts each prepared consumer back — its
+    document, its pod template — and each of those changes is a Normal event naming the run."""
+    world.stuck.add("dragonfly")
+    report = run(world, tmp_path, timeout=0.4)
+    assert (report.status, report.exit_code) == ("failed", 12)
+    assert _reasons(world, CART) == ["ConfigWritten", "RolloutRestarted", "ConfigUndone",
+                                     "RolloutUndone", "RotationFailed"]
+    undone = [e for e in world.kube.kube_events if e.reason.endswith("Undone")]
+    assert {(e.type, e.action) for e in undone} == {("Normal", "config.undo"),
+                                                     ("Normal", "consumer.undo")}
+    assert all(report.run_id in e.message for e in undone)

@@ -207,6 +207,43 @@ def test_rollback_of_a_live_run_restores_the_old_password(world: LiveWorld,
     assert all(world.running[c] == OLD for c in CONSUMERS)
 
 
+def _reasons(world: LiveWorld, ref: ObjectRef) -> list[tuple[str, str]]:
+    return [(e.type, e.reason) for e in world.kube.kube_events if e.involved == ref]
+
+
+def test_a_live_change_is_told_on_the_providers_workload(world: LiveWorld,
+                                                         tmp_path: Path) -> None:
+    """A provider changed live never rolls, yet each change leaves a Normal event naming the
+    run on its workload (``kubectl describe deploy/dragonfly``) — a rollback's too."""
+    report = _run(world, tmp_path, Strategy.overlap)
+    assert report.exit_code == 0, report.message
+    assert _reasons(world, DRAGONFLY) == [("Normal", "ProviderApplied"),
+                                          ("Normal", "PreviousValueRetired"),
+                                          ("Normal", "CredentialRotated")]
+    told = [e for e in world.kube.kube_events if e.involved == DRAGONFLY]
+    assert all(report.run_id in e.message and e.instance == report.run_id for e in told)
+    assert [e.action for e in told[:2]] == ["provider.apply", "provider.retire"]
+    assert _new(world) not in " ".join(e.message for e in told)
+    world.kube.kube_events.clear()
+    back = rollback(world, tmp_path, report.run_id)
+    assert back.exit_code == 0, back.message
+    assert _reasons(world, DRAGONFLY) == [("Normal", "ProviderRestored"),
+                                          ("Normal", "ReplacedValueRetired"),
+                                          ("Normal", "RolledBack")]
+
+
+def test_a_provider_that_refuses_the_value_is_a_warning_on_its_workload(
+        world: LiveWorld, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.fakes_providers import FakeRedisAcl
+
+    monkeypatch.setattr(FakeRedisAcl, "set_only_password", lambda self, user, pw: None)
+    report = _run(world, tmp_path, Strategy.restart, timeout=1.0)
+    assert report.exit_code == 12, report.message
+    assert _reasons(world, DRAGONFLY) == [("Normal", "ProviderApplied"),
+                                          ("Warning", "StepFailed"),
+                                          ("Warning", "RotationFailed")]
+
+
 # --------------------------------------------------------------------------- postgres
 
 

@@ -7,14 +7,21 @@ declarations, so a kind that lacks one must fail here, not in the middle of a ro
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
 
+from rotate.engine.journal import load_file
 from rotate.engine.kinds import REGISTRY, ROLLBACK_ONLY, ROTATION, UNDO_ONLY, kind_of, undo_of
+from rotate.engine.kinds.backend_write import BackendRestore
 from rotate.engine.kinds.base import Draft, PlanInput, StepData, StepKind
-from rotate.engine.kinds.token_mint import TokenMinted
+from rotate.engine.kinds.config_write import ConfigRestore
+from rotate.engine.kinds.sync_trigger import SyncTrigger
+from rotate.engine.kinds.sync_wait import SyncWaitRestored
+from rotate.engine.kinds.token_mint import TokenMint, TokenMinted
 from rotate.engine.model import PHASES, PlannedStep, RunStart
 
 #: the kind strings of cli.md: the plan/run JSON, the journal and the CLI spell them so
@@ -114,8 +121,24 @@ def test_journals_written_before_phases_were_typed_still_resume() -> None:
     assert [(s.kind, s.phase, s.subject) for s in rotation.steps] == [
         ("backend.write", "main", ""), ("sync.wait", "retire", ""),
         ("provider.wait", "retire", "deployment/dragonfly/dragonfly")]
-    rollback = RunStart.from_json({"run_id": "r", "operation": "rollback", "steps": steps[:1]})
-    assert rollback.steps[0].phase == "restore"
+
+
+
+def test_rollbacks_journaled_before_phases_were_typed_read_their_restore_forms(
+        tmp_path: Path) -> None:
+    """Such a rollback spelled its restore forms with the rotation's phase; the journal reads
+    them as the forms the kinds declare (``legacy_rollback_form``), every other step as is."""
+    kinds = ["backend.write", "sync.trigger", "sync.wait", "config.write", "token.mint"]
+    steps = [{"index": i, "stage": 1, "kind": k, "target": "t"}
+             for i, k in enumerate(kinds, start=1)]
+    path = tmp_path / "journal.jsonl"
+    path.write_text(json.dumps({"ts": "2026-01-01T00:00:00Z", "event": "run.start", "data": {
+        "run_id": "r", "operation": "rollback", "steps": steps}}) + "\n")
+    rollback = load_file(path, "r").start
+    assert [s.phase for s in rollback.steps] == [
+        "restore", "main", "restore", "restore", "main"]
+    assert [kind_of(s) for s in rollback.steps] == [
+        BackendRestore, SyncTrigger, SyncWaitRestored, ConfigRestore, TokenMint]
 
 
 def test_a_harvest_of_many_consumers_names_the_first_and_the_last() -> None:
@@ -126,3 +149,20 @@ def test_a_harvest_of_many_consumers_names_the_first_and_the_last() -> None:
     assert names_in_short(five) == "s1, s2, s3, s4, s5"
     many = ["cart", "order", "user"] + [f"consumer-{i:03d}" for i in range(4, 101)]
     assert names_in_short(many) == "cart, order, user, …, consumer-100 (100)"
+
+
+def test_no_module_outside_the_kinds_spells_a_kinds_name() -> None:
+    """Generic code asks a kind (kind_of, find) for what it needs; a string equal to a kind's
+    name anywhere else in the product would be knowledge the kind no longer owns."""
+    import ast
+
+    from tests.paths import ROTATE_PACKAGE
+
+    names = {k.name for k in REGISTRY.values()}
+    kinds_dir = ROTATE_PACKAGE / "engine" / "kinds"
+    spelled = [f"{path.relative_to(ROTATE_PACKAGE)}:{node.lineno} {node.value}"
+               for path in sorted(ROTATE_PACKAGE.rglob("*.py"))
+               if kinds_dir not in path.parents
+               for node in ast.walk(ast.parse(path.read_text(), str(path)))
+               if isinstance(node, ast.Constant) and node.value in names]
+    assert spelled == []

@@ -3,12 +3,24 @@ value is valid nowhere (see stages.backend.retire)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
 from rotate.core.errors import StepFailed
+from rotate.core.refs import ObjectRef
+from rotate.engine.kinds import objects
 from rotate.engine.kinds.backend_write import BackendWritten, written_version
-from rotate.engine.kinds.base import Draft, Outcome, PlanInput, Run, StepData, StepIO, StepKind
+from rotate.engine.kinds.base import (
+    ITSELF,
+    Draft,
+    Outcome,
+    PlanInput,
+    Run,
+    StepData,
+    StepIO,
+    StepKind,
+    Told,
+)
 from rotate.engine.targets import backend_target
 from rotate.stages import backend
 
@@ -19,7 +31,14 @@ class BackendRetire(StepKind[BackendWritten]):
     exit_code: ClassVar[int] = 10
     result: ClassVar[type[StepData]] = BackendWritten
     #: rolling back an overlap run is an overlap itself: it retires the value it replaced
-    undo: ClassVar[tuple[type[StepKind[Any]], ...]] = ()
+    undo: ClassVar[tuple[type[StepKind[Any]], ...]] = ITSELF
+    event_reason: ClassVar[str | None] = "PreviousValueRetired"
+    tells: ClassVar[Mapping[str, tuple[Told, ...]]] = {"done": (Told.BACKEND_RETIRED,)}
+    writes_backend: ClassVar[bool] = True
+
+    @classmethod
+    def objects(cls, run: Run, subject: str) -> list[ObjectRef]:
+        return objects.external_secret(run)
 
     @classmethod
     def plan(cls, inp: PlanInput) -> Iterable[Draft]:
@@ -61,6 +80,3 @@ class BackendRetire(StepKind[BackendWritten]):
     def prove(self, run: Run, io: StepIO,
               acted: Outcome[BackendWritten]) -> Outcome[BackendWritten]:
         return acted
-
-
-BackendRetire.undo = (BackendRetire,)

@@ -3,13 +3,24 @@ read; a rollback's form writes version N's data as a new version instead."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from rotate.core.errors import StepFailed
+from rotate.core.refs import ObjectRef
 from rotate.core.secret import Secret, generate
-from rotate.engine.kinds.base import Draft, Outcome, PlanInput, Run, StepData, StepIO, StepKind
+from rotate.engine.kinds import objects
+from rotate.engine.kinds.base import (
+    Draft,
+    Outcome,
+    PlanInput,
+    Run,
+    StepData,
+    StepIO,
+    StepKind,
+    Told,
+)
 from rotate.engine.model import Phase
 from rotate.engine.targets import backend_target
 from rotate.providers.accounts import accounts_for, active_username
@@ -84,6 +95,15 @@ class BackendRestore(StepKind[BackendWritten]):
     exit_code: ClassVar[int] = 10
     result: ClassVar[type[StepData]] = BackendWritten
     undo: ClassVar[tuple[type[StepKind[Any]], ...]] = ()
+    event_reason: ClassVar[str | None] = "BackendRestored"
+    tells: ClassVar[Mapping[str, tuple[Told, ...]]] = {"done": (Told.BACKEND_WRITTEN,)}
+    writes_value: ClassVar[bool] = True
+    writes_backend: ClassVar[bool] = True
+    legacy_rollback_form: ClassVar[bool] = True
+
+    @classmethod
+    def objects(cls, run: Run, subject: str) -> list[ObjectRef]:
+        return objects.external_secret(run)  # it reads that path
 
     @classmethod
     def plan(cls, inp: PlanInput) -> Iterable[Draft]:
@@ -128,6 +148,14 @@ class BackendWrite(StepKind[BackendWritten]):
     exit_code: ClassVar[int] = 10
     result: ClassVar[type[StepData]] = BackendWritten
     undo: ClassVar[tuple[type[StepKind[Any]], ...]] = (BackendRestore,)
+    event_reason: ClassVar[str | None] = "BackendWritten"
+    tells: ClassVar[Mapping[str, tuple[Told, ...]]] = {"done": (Told.BACKEND_WRITTEN,)}
+    writes_value: ClassVar[bool] = True
+    writes_backend: ClassVar[bool] = True
+
+    @classmethod
+    def objects(cls, run: Run, subject: str) -> list[ObjectRef]:
+        return objects.external_secret(run)
 
     @classmethod
     def plan(cls, inp: PlanInput) -> Iterable[Draft]:

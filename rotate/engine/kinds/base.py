@@ -15,11 +15,18 @@ action and how it is undone.  A kind declares
   attempt already did, the change, and the proof that it holds;
 * ``result`` — the typed data its ``step.done`` record holds (:class:`StepData`), which later
   steps read back through :meth:`Run.result`;
-* ``undo`` — the kinds a rollback runs to undo it (``()``: nothing to undo);
+* ``undo`` — the kinds a rollback runs to undo it (``()``: nothing to undo; :data:`ITSELF`:
+  the kind again; :func:`later` names kinds defined after it);
 * ``prepares`` — under the ``restart`` strategy its steps run *before* stage ③, while ESO
   reacts (a consumer made ready for the new value while the provider still holds the old
   one), unless a draft says ``late``; ``compensate`` — the kind that undoes such a prepared
-  step within the run when a step it was prepared ahead of fails (rotate.engine.undo).
+  step within the run when a step it was prepared ahead of fails (rotate.engine.undo);
+* what generic code asks of a kind instead of knowing it by name: ``event_reason`` and
+  :meth:`StepKind.objects` (its Kubernetes Events, rotate.engine.events), ``tells`` (what its
+  journaled steps say of the chain's state now, rotate.engine.chain_state), ``writes_value``,
+  ``writes_backend``, ``writes_document`` (what rollback, resume, the report and the
+  unfinished-run check read from its journaled data), ``undone_words`` (a compensation's
+  words in a failure message) and ``legacy_rollback_form`` (how old journals spell it).
 
 Invariant, shared by every kind: a step is idempotent with respect to the journal.
 ``io.prior`` holds what earlier attempts recorded (``io.record`` journals a fact *before* the
@@ -34,18 +41,36 @@ import typing
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Generic, NamedTuple, TypeVar, cast
+from pathlib import Path
+from typing import Any, ClassVar, Generic, NamedTuple, Protocol, TypeVar, cast
 
 from rotate.chain.model import Chain, Credential, Service
+from rotate.core.refs import ObjectRef
 from rotate.core.secret import Secret
 from rotate.core.strategy import Strategy
 from rotate.core.waiting import CancelToken, Deadline
-from rotate.engine.journal import Journal
+from rotate.engine.kinds.declarations import BEGUN_UNFINISHED as BEGUN_UNFINISHED
+from rotate.engine.kinds.declarations import ITSELF as ITSELF
+from rotate.engine.kinds.declarations import PLANNED as PLANNED
+from rotate.engine.kinds.declarations import Told as Told
+from rotate.engine.kinds.declarations import later as later
 from rotate.engine.model import Adapters, Phase, PlannedStep, PreflightResult, RunStart
 from rotate.stages.harvest import Document
 from rotate.stages.kubecache import KubeCaches
 
 D = TypeVar("D", bound="StepData")
+
+
+class Recorder(Protocol):
+    """What a run's steps journal through (rotate.engine.journal.Journal).  The kinds never
+    read a journal file, so they do not import the journal module: it is the journal that
+    asks the kinds how to read old journals (rotate.engine.kinds.read_untyped_rollback)."""
+
+    #: the journal file (the executor reads the run's state back from it)
+    path: Path
+
+    def append(self, event: str, *, step: PlannedStep | None = None,
+               data: Mapping[str, Any] | None = None) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True)
@@ -174,7 +199,7 @@ class Run:
     chain: Chain
     credential: Credential
     adapters: Adapters
-    journal: Journal
+    journal: Recorder
     cancel: CancelToken
     timeout: float
     max_parallel: int
@@ -238,7 +263,7 @@ class StepIO:
     """One step's attempt: the step, and what earlier attempts of it recorded."""
 
     step: PlannedStep
-    journal: Journal
+    journal: Recorder
     prior: dict[str, Any]  # progress facts recorded by earlier attempts (resume)
 
     def record(self, **data: Any) -> None:
@@ -278,6 +303,33 @@ class StepKind(ABC, Generic[D]):
     #: a rollback runs this (undo) kind after every other one, once the consumers are back
     #: on the restored value (e.g. the replaced value removed from a live provider)
     rollback_last: ClassVar[bool] = False
+    #: the reason of the Normal event a done step leaves on each of its :meth:`objects`
+    #: (None: the step only proves, and its proof is what the object's success event says;
+    #: a failed step of any kind leaves a Warning)
+    event_reason: ClassVar[str | None] = None
+    #: what a journaled step tells of the chain's state now, by its journal status
+    #: (:data:`PLANNED`: whatever its status)
+    tells: ClassVar[Mapping[str, tuple[Told, ...]]] = {}
+    #: its step puts the run's value in the backend: nothing a rotation does before it
+    #: changes anything, a resume re-reads the value from the backend once it is done, and
+    #: its data holds the versions the report shows and a rollback restores from
+    writes_value: ClassVar[bool] = False
+    #: its done step's data holds a backend ``version`` this run wrote
+    writes_backend: ClassVar[bool] = False
+    #: its done step's data holds a Config Center document ``version`` this run wrote (and
+    #: ``previous_version``, the one before it)
+    writes_document: ClassVar[bool] = False
+    #: a compensation's words for what its done steps put back, ``{}`` the subjects
+    undone_words: ClassVar[str | None] = None
+    #: a rollback journaled before phases were typed spelled this restore form with the
+    #: rotation's phase ``main``; such journals are read with it (read_untyped_rollback)
+    legacy_rollback_form: ClassVar[bool] = False
+
+    @classmethod
+    def objects(cls, run: Run, subject: str) -> list[ObjectRef]:
+        """The Kubernetes objects a step on ``subject`` acts on: its events go there
+        (none: a step that acts on nothing in the cluster and tells no object of it)."""
+        return []
 
     @classmethod
     @abstractmethod

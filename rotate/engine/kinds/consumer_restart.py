@@ -16,11 +16,23 @@ starts fails this step before the provider switched, and the run undoes what it 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
 from rotate.core.refs import ObjectRef
-from rotate.engine.kinds.base import Draft, Outcome, PlanInput, Run, StepData, StepIO, StepKind
+from rotate.engine.kinds import objects
+from rotate.engine.kinds.base import (
+    ITSELF,
+    Draft,
+    Outcome,
+    PlanInput,
+    Run,
+    StepData,
+    StepIO,
+    StepKind,
+    Told,
+)
+from rotate.engine.kinds.consumer_undo import ConsumerUndo
 from rotate.engine.kinds.rolling import Restarted, RestartKind
 from rotate.engine.targets import workload_ref
 from rotate.stages import rollout, staged
@@ -56,9 +68,16 @@ class ConsumerRestart(RestartKind):
     lane: ClassVar[str | None] = "prepare"
     prepares: ClassVar[bool] = True
     #: the template was patched (or about to be) once the previous stamp was journaled
+    compensate: ClassVar[type[StepKind[Any]] | None] = ConsumerUndo
     compensate_failed: ClassVar[str | None] = "previous_stamp"
     result: ClassVar[type[StepData]] = Restarted
-    undo: ClassVar[tuple[type[StepKind[Any]], ...]] = ()
+    undo: ClassVar[tuple[type[StepKind[Any]], ...]] = ITSELF
+    event_reason: ClassVar[str | None] = "RolloutRestarted"
+    tells: ClassVar[Mapping[str, tuple[Told, ...]]] = {"done": (Told.CONSUMER_RESTARTED,)}
+
+    @classmethod
+    def objects(cls, run: Run, subject: str) -> list[ObjectRef]:
+        return objects.consumer_workload(run, subject)
 
     @classmethod
     def plan(cls, inp: PlanInput) -> Iterable[Draft]:
@@ -93,6 +112,3 @@ class ConsumerRestart(RestartKind):
         seen = staged.wait_staged(run.adapters.kube, ref, stamp, deadline=run.deadline(),
                                   cancel=run.cancel, pods=run.caches.of("Pod", ref.namespace))
         return Outcome(acted.data, f"{acted.detail}; {seen}")
-
-
-ConsumerRestart.undo = (ConsumerRestart,)

@@ -16,6 +16,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
 from rotate.core.errors import StepFailed
+from rotate.core.refs import ObjectRef
+from rotate.engine.kinds import objects
 from rotate.engine.kinds.base import Draft, Outcome, PlanInput, Run, StepData, StepIO, StepKind
 from rotate.engine.kinds.rolling import RolledOut
 from rotate.engine.targets import workload_ref
@@ -43,6 +45,12 @@ class ConsumerUndo(StepKind[RolledOut]):
     parallel: ClassVar[bool] = True
     result: ClassVar[type[StepData]] = RolledOut
     undo: ClassVar[tuple[type[StepKind[Any]], ...]] = ()
+    undone_words: ClassVar[str | None] = "the rollouts of {} settled back on their old pods"
+    event_reason: ClassVar[str | None] = "RolloutUndone"
+
+    @classmethod
+    def objects(cls, run: Run, subject: str) -> list[ObjectRef]:
+        return objects.consumer_workload(run, subject)
 
     @classmethod
     def plan(cls, inp: PlanInput) -> Iterable[Draft]:

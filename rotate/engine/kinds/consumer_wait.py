@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
-from rotate.engine.kinds.base import Draft, PlanInput, StepData, StepKind
+from rotate.core.refs import ObjectRef
+from rotate.engine.kinds import objects
+from rotate.engine.kinds.base import ITSELF, Draft, PlanInput, Run, StepData, StepKind, Told
 from rotate.engine.kinds.consumer_restart import ConsumerRestart
 from rotate.engine.kinds.rolling import RestartKind, RolledOut, WaitKind
 from rotate.engine.targets import workload_ref
@@ -18,13 +20,15 @@ class ConsumerWait(WaitKind):
     parallel: ClassVar[bool] = True
     lane: ClassVar[str | None] = "finish"
     result: ClassVar[type[StepData]] = RolledOut
-    undo: ClassVar[tuple[type[StepKind[Any]], ...]] = ()
+    undo: ClassVar[tuple[type[StepKind[Any]], ...]] = ITSELF
     restarted_by: ClassVar[type[RestartKind]] = ConsumerRestart
+    tells: ClassVar[Mapping[str, tuple[Told, ...]]] = {"done": (Told.CONSUMER_ROLLED,)}
+
+    @classmethod
+    def objects(cls, run: Run, subject: str) -> list[ObjectRef]:
+        return objects.consumer_workload(run, subject)  # proves only: a Warning if it fails
 
     @classmethod
     def plan(cls, inp: PlanInput) -> Iterable[Draft]:
         for svc in inp.services:
             yield Draft(str(workload_ref(svc)), "rollout status", svc.name)
-
-
-ConsumerWait.undo = (ConsumerWait,)

@@ -15,20 +15,30 @@ removes that value at the end of the rollback.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
+from rotate.core.refs import ObjectRef
+from rotate.engine.kinds import objects
 from rotate.engine.kinds import provider_live as pl
-from rotate.engine.kinds.base import Draft, Outcome, PlanInput, Run, StepData, StepIO, StepKind
+from rotate.engine.kinds.base import (
+    BEGUN_UNFINISHED,
+    PLANNED,
+    Draft,
+    Outcome,
+    PlanInput,
+    Run,
+    StepData,
+    StepIO,
+    StepKind,
+    Told,
+    later,
+)
+from rotate.engine.kinds.provider_live import Applied
+from rotate.engine.kinds.provider_retire import RetireReplaced
 from rotate.engine.model import Phase
 
-
-@dataclass(frozen=True)
-class Applied(StepData):
-    method: str
-    account: str  # the ACL user / role that took the value (a name, never a value)
-    changed: bool
+__all__ = ["Applied", "ApplyLive", "ApplyRestore"]
 
 
 class ApplyLive(StepKind[Applied]):
@@ -36,7 +46,20 @@ class ApplyLive(StepKind[Applied]):
     stage: ClassVar[int] = 3
     exit_code: ClassVar[int] = 12
     result: ClassVar[type[StepData]] = Applied
-    undo: ClassVar[tuple[type[StepKind[Any]], ...]] = ()
+    #: a rollback makes the restored value valid again, and at its end the replaced one
+    #: valid nowhere
+    undo: ClassVar[tuple[type[StepKind[Any]], ...]] = later(
+        lambda: (ApplyRestore, RetireReplaced))
+    event_reason: ClassVar[str | None] = "ProviderApplied"
+    #: planned: the provider is changed live, never rolled; begun and unfinished: it may
+    #: have been changed
+    tells: ClassVar[Mapping[str, tuple[Told, ...]]] = {
+        PLANNED: (Told.PROVIDER_LIVE,), "done": (Told.PROVIDER_APPLIED,),
+        **{status: (Told.PROVIDER_MAY_BE_APPLIED,) for status in BEGUN_UNFINISHED}}
+
+    @classmethod
+    def objects(cls, run: Run, subject: str) -> list[ObjectRef]:
+        return objects.provider_workload(subject)  # the workload whose server it changed
 
     @classmethod
     def plan(cls, inp: PlanInput) -> Iterable[Draft]:
@@ -65,6 +88,7 @@ class ApplyRestore(ApplyLive):
     """A rollback: the restored value valid again on the provider (nothing removed yet)."""
 
     phase: ClassVar[Phase] = "restore"
+    event_reason: ClassVar[str | None] = "ProviderRestored"
 
     @classmethod
     def plan(cls, inp: PlanInput) -> Iterable[Draft]:

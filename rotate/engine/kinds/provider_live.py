@@ -14,13 +14,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from typing import Any
 
 from rotate.chain.model import Credential, ProviderApply
 from rotate.core.errors import StepFailed
 from rotate.core.secret import Secret
 from rotate.engine.kinds.backend_write import BackendRestore, BackendWrite, ensure_value
-from rotate.engine.kinds.base import Run
+from rotate.engine.kinds.base import Run, StepData
 from rotate.engine.targets import parse_workload
 from rotate.providers import Target, method_of
 from rotate.providers import access as providers_access
@@ -28,6 +29,15 @@ from rotate.providers.access import Reach
 from rotate.providers.accounts import accounts_for, active_username, rollback_accounts
 from rotate.providers.method import ProviderMethod
 from rotate.stages import backend
+
+
+@dataclass(frozen=True)
+class Applied(StepData):
+    """What ``provider.apply`` and ``provider.retire`` (either form) journal when done."""
+
+    method: str
+    account: str  # the ACL user / role that took the value (a name, never a value)
+    changed: bool
 
 
 def live(credential: Credential) -> Iterator[tuple[ProviderApply, ProviderMethod[Any]]]:

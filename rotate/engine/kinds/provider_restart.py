@@ -3,13 +3,24 @@ overlap strategy rolls it once more, to drop the previous value)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any, ClassVar
 
 from rotate.core.refs import ObjectRef
 from rotate.core.timestamps import parse_rfc3339, utcnow
-from rotate.engine.kinds.base import Draft, Outcome, PlanInput, Run, StepData, StepKind
+from rotate.engine.kinds import objects
+from rotate.engine.kinds.base import (
+    BEGUN_UNFINISHED,
+    ITSELF,
+    Draft,
+    Outcome,
+    PlanInput,
+    Run,
+    StepData,
+    StepKind,
+    Told,
+)
 from rotate.engine.kinds.rolling import Restarted, RestartKind
 from rotate.engine.kinds.sync_trigger import SyncTrigger, SyncTriggered
 from rotate.engine.kinds.sync_wait import RetireSynced, SyncProven, SyncWait, SyncWaitRetire
@@ -23,8 +34,16 @@ class ProviderRestart(RestartKind):
     stage: ClassVar[int] = 3
     exit_code: ClassVar[int] = 12
     result: ClassVar[type[StepData]] = Restarted
-    undo: ClassVar[tuple[type[StepKind[Any]], ...]] = ()
+    undo: ClassVar[tuple[type[StepKind[Any]], ...]] = ITSELF
     baselines_from: ClassVar[type[StepKind[Any]] | None] = SyncTrigger
+    event_reason: ClassVar[str | None] = "RolloutRestarted"
+    #: begun, its rollout not proven: the provider may run either value
+    tells: ClassVar[Mapping[str, tuple[Told, ...]]] = {
+        status: (Told.PROVIDER_RESTARTED,) for status in ("done", *BEGUN_UNFINISHED)}
+
+    @classmethod
+    def objects(cls, run: Run, subject: str) -> list[ObjectRef]:
+        return objects.provider_workload(subject)
 
     @classmethod
     def plan(cls, inp: PlanInput) -> Iterable[Draft]:
@@ -89,7 +108,3 @@ class ProviderRestartRetire(ProviderRestart):
                 if inp.credential.apply_of(ref).live:
                     continue
                 yield Draft(str(ref), "set restartedAt: drop the previous value", str(ref))
-
-
-ProviderRestart.undo = (ProviderRestart,)
-ProviderRestartRetire.undo = (ProviderRestartRetire,)

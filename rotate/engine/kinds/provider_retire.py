@@ -12,12 +12,24 @@ refused.  A single PostgreSQL role needs none: restoring its verifier already wa
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
+from rotate.core.refs import ObjectRef
+from rotate.engine.kinds import objects
 from rotate.engine.kinds import provider_live as pl
-from rotate.engine.kinds.base import Draft, Outcome, PlanInput, Run, StepData, StepIO, StepKind
-from rotate.engine.kinds.provider_apply import Applied, ApplyLive, ApplyRestore
+from rotate.engine.kinds.base import (
+    PLANNED,
+    Draft,
+    Outcome,
+    PlanInput,
+    Run,
+    StepData,
+    StepIO,
+    StepKind,
+    Told,
+)
+from rotate.engine.kinds.provider_live import Applied
 from rotate.engine.model import Phase
 from rotate.providers import Change
 from rotate.providers.proof import prove_accepts
@@ -30,6 +42,14 @@ class RetireLive(StepKind[Applied]):
     result: ClassVar[type[StepData]] = Applied
     #: ApplyRestore (the undo of provider.apply) makes the old value valid again
     undo: ClassVar[tuple[type[StepKind[Any]], ...]] = ()
+    event_reason: ClassVar[str | None] = "PreviousValueRetired"
+    #: planned: the provider holds both values until the step is done
+    tells: ClassVar[Mapping[str, tuple[Told, ...]]] = {
+        PLANNED: (Told.PROVIDER_RETIRING,), "done": (Told.PROVIDER_RETIRED,)}
+
+    @classmethod
+    def objects(cls, run: Run, subject: str) -> list[ObjectRef]:
+        return objects.provider_workload(subject)
 
     @classmethod
     def plan(cls, inp: PlanInput) -> Iterable[Draft]:
@@ -60,6 +80,7 @@ class RetireReplaced(RetireLive):
 
     phase: ClassVar[Phase] = "restore"
     rollback_last: ClassVar[bool] = True
+    event_reason: ClassVar[str | None] = "ReplacedValueRetired"
 
     @classmethod
     def plan(cls, inp: PlanInput) -> Iterable[Draft]:
@@ -89,6 +110,3 @@ class RetireReplaced(RetireLive):
 
     def prove(self, run: Run, io: StepIO, acted: Outcome[Applied]) -> Outcome[Applied]:
         return acted  # act proved it on the same reach
-
-
-ApplyLive.undo = (ApplyRestore, RetireReplaced)

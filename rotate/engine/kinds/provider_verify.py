@@ -16,12 +16,24 @@ value the same way.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from rotate.core.refs import ObjectRef
+from rotate.engine.kinds import objects
 from rotate.engine.kinds import provider_live as pl
-from rotate.engine.kinds.base import Draft, Outcome, PlanInput, Run, StepData, StepIO, StepKind
+from rotate.engine.kinds.base import (
+    Draft,
+    Outcome,
+    PlanInput,
+    Run,
+    StepData,
+    StepIO,
+    StepKind,
+    Told,
+    later,
+)
 from rotate.engine.model import Phase
 from rotate.providers.proof import prove, prove_accepts
 
@@ -37,7 +49,13 @@ class VerifyProvider(StepKind[Verified]):
     exit_code: ClassVar[int] = 12
     parallel: ClassVar[bool] = True
     result: ClassVar[type[StepData]] = Verified
-    undo: ClassVar[tuple[type[StepKind[Any]], ...]] = ()
+    #: a rollback proves the restored value the same way
+    undo: ClassVar[tuple[type[StepKind[Any]], ...]] = later(lambda: (VerifyRestored,))
+    tells: ClassVar[Mapping[str, tuple[Told, ...]]] = {"done": (Told.PROVIDER_VERIFIED,)}
+
+    @classmethod
+    def objects(cls, run: Run, subject: str) -> list[ObjectRef]:
+        return objects.provider_workload(subject)  # proves only: a Warning when it fails
 
     @classmethod
     def plan(cls, inp: PlanInput) -> Iterable[Draft]:
@@ -103,6 +121,3 @@ class VerifyRestored(VerifyProvider):
         detail = prove_accepts(pl.reach(run, applied).probe, applied, target.accounts.old,
                                target.old, refused=None, deadline=run.deadline())
         return Outcome(Verified(target.accounts.old), detail)
-
-
-VerifyProvider.undo = (VerifyRestored,)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
-from rotate.engine.kinds.base import Draft, PlanInput, StepData, StepKind
+from rotate.core.refs import ObjectRef
+from rotate.engine.kinds import objects
+from rotate.engine.kinds.base import ITSELF, Draft, PlanInput, Run, StepData, StepKind, Told
 from rotate.engine.kinds.provider_restart import ProviderRestart, ProviderRestartRetire
 from rotate.engine.kinds.rolling import RestartKind, RolledOut, WaitKind
 from rotate.engine.model import Phase
@@ -17,8 +19,13 @@ class ProviderWait(WaitKind):
     stage: ClassVar[int] = 3
     exit_code: ClassVar[int] = 12
     result: ClassVar[type[StepData]] = RolledOut
-    undo: ClassVar[tuple[type[StepKind[Any]], ...]] = ()
+    undo: ClassVar[tuple[type[StepKind[Any]], ...]] = ITSELF
     restarted_by: ClassVar[type[RestartKind]] = ProviderRestart
+    tells: ClassVar[Mapping[str, tuple[Told, ...]]] = {"done": (Told.PROVIDER_ROLLED,)}
+
+    @classmethod
+    def objects(cls, run: Run, subject: str) -> list[ObjectRef]:
+        return objects.provider_workload(subject)  # proves only: a Warning when it fails
 
     @classmethod
     def plan(cls, inp: PlanInput) -> Iterable[Draft]:
@@ -41,7 +48,3 @@ class ProviderWaitRetire(ProviderWait):
                 if inp.credential.apply_of(ref).live:
                     continue
                 yield Draft(str(ref), "rollout status", str(ref))
-
-
-ProviderWait.undo = (ProviderWait,)
-ProviderWaitRetire.undo = (ProviderWaitRetire,)

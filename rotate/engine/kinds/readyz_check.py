@@ -6,7 +6,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, ClassVar
 
+from rotate.core.refs import ObjectRef
+from rotate.engine.kinds import objects
 from rotate.engine.kinds.base import (
+    ITSELF,
     Draft,
     NoData,
     Outcome,
@@ -27,7 +30,11 @@ class ReadyzCheck(StepKind[NoData]):
     parallel: ClassVar[bool] = True
     lane: ClassVar[str | None] = "finish"
     result: ClassVar[type[StepData]] = NoData
-    undo: ClassVar[tuple[type[StepKind[Any]], ...]] = ()
+    undo: ClassVar[tuple[type[StepKind[Any]], ...]] = ITSELF
+
+    @classmethod
+    def objects(cls, run: Run, subject: str) -> list[ObjectRef]:
+        return objects.consumer_workload(run, subject)  # proves only: a Warning if it fails
 
     @classmethod
     def plan(cls, inp: PlanInput) -> Iterable[Draft]:
@@ -45,6 +52,3 @@ class ReadyzCheck(StepKind[NoData]):
         message = readyz.wait_ready(run.adapters.readyz, readyz.target_for(svc),
                                     deadline=run.deadline(), cancel=run.cancel)
         return Outcome(NoData(), message)
-
-
-ReadyzCheck.undo = (ReadyzCheck,)

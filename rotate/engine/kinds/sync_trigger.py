@@ -7,8 +7,19 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from rotate.core.refs import ObjectRef
 from rotate.core.timestamps import rfc3339
-from rotate.engine.kinds.base import Draft, Outcome, PlanInput, Run, StepData, StepIO, StepKind
+from rotate.engine.kinds import objects
+from rotate.engine.kinds.base import (
+    ITSELF,
+    Draft,
+    Outcome,
+    PlanInput,
+    Run,
+    StepData,
+    StepIO,
+    StepKind,
+)
 from rotate.stages import rollout, sync
 
 
@@ -38,7 +49,12 @@ class SyncTrigger(StepKind[SyncTriggered]):
     stage: ClassVar[int] = 2
     exit_code: ClassVar[int] = 11
     result: ClassVar[type[StepData]] = SyncTriggered
-    undo: ClassVar[tuple[type[StepKind[Any]], ...]] = ()
+    undo: ClassVar[tuple[type[StepKind[Any]], ...]] = ITSELF
+    event_reason: ClassVar[str | None] = "SyncRequested"
+
+    @classmethod
+    def objects(cls, run: Run, subject: str) -> list[ObjectRef]:
+        return objects.external_secret(run)
 
     @classmethod
     def plan(cls, inp: PlanInput) -> Iterable[Draft]:
@@ -54,6 +70,3 @@ class SyncTrigger(StepKind[SyncTriggered]):
     def prove(self, run: Run, io: StepIO,
               acted: Outcome[SyncTriggered]) -> Outcome[SyncTriggered]:
         return acted  # the proof is sync.wait's
-
-
-SyncTrigger.undo = (SyncTrigger,)

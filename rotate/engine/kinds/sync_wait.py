@@ -4,14 +4,26 @@ value under the previous key (that form triggers by itself on every attempt)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 from rotate.core.errors import StepFailed
+from rotate.core.refs import ObjectRef
 from rotate.core.timestamps import parse_rfc3339
+from rotate.engine.kinds import objects
 from rotate.engine.kinds.backend_write import ensure_value
-from rotate.engine.kinds.base import Draft, Outcome, PlanInput, Run, StepData, StepIO, StepKind
+from rotate.engine.kinds.base import (
+    ITSELF,
+    Draft,
+    Outcome,
+    PlanInput,
+    Run,
+    StepData,
+    StepIO,
+    StepKind,
+    Told,
+)
 from rotate.engine.kinds.sync_trigger import SyncTrigger, SyncTriggered, trigger
 from rotate.engine.model import Phase
 from rotate.stages import sync
@@ -38,6 +50,12 @@ class SyncWaitRestored(StepKind[SyncProven]):
     undo: ClassVar[tuple[type[StepKind[Any]], ...]] = ()
     resume_after: ClassVar[str | None] = SyncTrigger.name
     holds: ClassVar[str] = "restored value"
+    tells: ClassVar[Mapping[str, tuple[Told, ...]]] = {"done": (Told.SECRET_SYNCED,)}
+    legacy_rollback_form: ClassVar[bool] = True
+
+    @classmethod
+    def objects(cls, run: Run, subject: str) -> list[ObjectRef]:
+        return objects.target_secret(run)  # proves only: a Warning there when it fails
 
     @classmethod
     def plan(cls, inp: PlanInput) -> Iterable[Draft]:
@@ -69,6 +87,7 @@ class SyncWait(SyncWaitRestored):
     undo: ClassVar[tuple[type[StepKind[Any]], ...]] = (SyncWaitRestored,)
     holds: ClassVar[str] = "new value"
     syncs: ClassVar[bool] = True
+    legacy_rollback_form: ClassVar[bool] = False
 
     @classmethod
     def plan(cls, inp: PlanInput) -> Iterable[Draft]:
@@ -85,7 +104,12 @@ class SyncWaitRetire(StepKind[RetireSynced]):
     stage: ClassVar[int] = 2
     exit_code: ClassVar[int] = 11
     result: ClassVar[type[StepData]] = RetireSynced
-    undo: ClassVar[tuple[type[StepKind[Any]], ...]] = ()
+    undo: ClassVar[tuple[type[StepKind[Any]], ...]] = ITSELF
+    tells: ClassVar[Mapping[str, tuple[Told, ...]]] = {"done": (Told.SECRET_SYNCED,)}
+
+    @classmethod
+    def objects(cls, run: Run, subject: str) -> list[ObjectRef]:
+        return objects.target_secret(run)
 
     @classmethod
     def plan(cls, inp: PlanInput) -> Iterable[Draft]:
@@ -115,6 +139,3 @@ class SyncWaitRetire(StepKind[RetireSynced]):
         return Outcome(replace(acted.data, refresh_time=proof.refresh_time),
                        f"Ready/SecretSynced at {proof.refresh_time}; the Secret's {prev_key} "
                        "holds the current value")
-
-
-SyncWaitRetire.undo = (SyncWaitRetire,)

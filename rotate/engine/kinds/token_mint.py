@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from rotate.core.refs import ObjectRef
 from rotate.core.timestamps import rfc3339, utcnow
+from rotate.engine.kinds import objects
 from rotate.engine.kinds.base import (
+    ITSELF,
     Draft,
     Outcome,
     PlanInput,
@@ -15,6 +18,7 @@ from rotate.engine.kinds.base import (
     StepData,
     StepIO,
     StepKind,
+    Told,
     omit_none,
 )
 from rotate.stages import tokens
@@ -39,7 +43,13 @@ class TokenMint(StepKind[TokenMinted]):
     #: token.revoke, the last step, so old pods keep working with it either way
     prepares: ClassVar[bool] = True
     result: ClassVar[type[StepData]] = TokenMinted
-    undo: ClassVar[tuple[type[StepKind[Any]], ...]] = ()  # a rollback mints a fresh one
+    undo: ClassVar[tuple[type[StepKind[Any]], ...]] = ITSELF  # a rollback mints a fresh one
+    event_reason: ClassVar[str | None] = "TokenMinted"
+    tells: ClassVar[Mapping[str, tuple[Told, ...]]] = {"done": (Told.TOKEN_DELIVERED,)}
+
+    @classmethod
+    def objects(cls, run: Run, subject: str) -> list[ObjectRef]:
+        return objects.token_secret(run, subject)  # the Secret that holds it
 
     @classmethod
     def plan(cls, inp: PlanInput) -> Iterable[Draft]:
@@ -76,6 +86,3 @@ class TokenMint(StepKind[TokenMinted]):
 
     def prove(self, run: Run, io: StepIO, acted: Outcome[TokenMinted]) -> Outcome[TokenMinted]:
         return acted  # delivered: the consumer's rollout and readyz prove it is used
-
-
-TokenMint.undo = (TokenMint,)

@@ -3,11 +3,23 @@ new one (and tokens an earlier attempt minted but never delivered)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from rotate.engine.kinds.base import Draft, Outcome, PlanInput, Run, StepData, StepIO, StepKind
+from rotate.core.refs import ObjectRef
+from rotate.engine.kinds import objects
+from rotate.engine.kinds.base import (
+    ITSELF,
+    Draft,
+    Outcome,
+    PlanInput,
+    Run,
+    StepData,
+    StepIO,
+    StepKind,
+    Told,
+)
 from rotate.engine.kinds.token_mint import TokenMint
 from rotate.stages import tokens
 
@@ -26,7 +38,13 @@ class TokenRevoke(StepKind[TokensRevoked]):
     result: ClassVar[type[StepData]] = TokensRevoked
     #: a rollback mints fresh tokens, then revokes every other one the consumer held —
     #: those the rolled-back run minted included (a revoked token stays revoked)
-    undo: ClassVar[tuple[type[StepKind[Any]], ...]] = ()
+    undo: ClassVar[tuple[type[StepKind[Any]], ...]] = ITSELF
+    event_reason: ClassVar[str | None] = "TokensRevoked"
+    tells: ClassVar[Mapping[str, tuple[Told, ...]]] = {"done": (Told.TOKENS_REVOKED,)}
+
+    @classmethod
+    def objects(cls, run: Run, subject: str) -> list[ObjectRef]:
+        return objects.consumer_workload(run, subject)  # the workload that held them
 
     @classmethod
     def plan(cls, inp: PlanInput) -> Iterable[Draft]:
@@ -58,4 +76,3 @@ class TokenRevoke(StepKind[TokensRevoked]):
     def prove(self, run: Run, io: StepIO,
               acted: Outcome[TokensRevoked]) -> Outcome[TokensRevoked]:
         return acted
-TokenRevoke.undo = (TokenRevoke,)
