@@ -1,6 +1,6 @@
 """Golden output of the CLI under NO_COLOR=1, COLUMNS=100, without a TTY (plain lines).
 
-The engine is the fake from cli_fake_engine, injected through CliState. Rewrite the files
+The engine is the fake from tests.fakes.engine, injected through CliState. Rewrite the files
 with ROTATE_UPDATE_GOLDEN=1 and review the diff.
 """
 

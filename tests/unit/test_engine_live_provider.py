@@ -234,7 +234,7 @@ def test_a_live_change_is_told_on_the_providers_workload(world: LiveWorld,
 
 def test_a_provider_that_refuses_the_value_is_a_warning_on_its_workload(
         world: LiveWorld, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from tests.fakes_providers import FakeRedisAcl
+    from tests.fakes.providers import FakeRedisAcl
 
     monkeypatch.setattr(FakeRedisAcl, "set_only_password", lambda self, user, pw: None)
     report = _run(world, tmp_path, Strategy.restart, timeout=1.0)

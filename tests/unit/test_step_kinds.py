@@ -156,7 +156,7 @@ def test_no_module_outside_the_kinds_spells_a_kinds_name() -> None:
     name anywhere else in the product would be knowledge the kind no longer owns."""
     import ast
 
-    from tests.paths import ROTATE_PACKAGE
+    from tests.support.paths import ROTATE_PACKAGE
 
     names = {k.name for k in REGISTRY.values()}
     kinds_dir = ROTATE_PACKAGE / "engine" / "kinds"
