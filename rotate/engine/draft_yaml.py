@@ -63,10 +63,7 @@ def _node_at(root: Any, path: Path_) -> Any:
 def _indent(path: Path_) -> int:
     """The column of the key (or ``- ``) at ``path`` in block style (mapping indent 2,
     sequences indented 4 with the dash at 2)."""
-    column = 0
-    for part in path[:-1]:
-        column += 4 if isinstance(part, int) else 2
-    return column if not isinstance(path[-1], int) else column + 0
+    return sum(4 if isinstance(part, int) else 2 for part in path[:-1])
 
 
 def render(draft: Drafted, config_center_read: bool) -> str:

@@ -15,6 +15,7 @@ nothing in the cluster or the Config Center changes.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -86,7 +87,10 @@ class _Cluster:
 
     def __init__(self, kube: Kube) -> None:
         self.kube = kube
-        self.namespaces = {o["metadata"]["name"] for o in self._list("Namespace")}
+        #: None when namespaces cannot be listed (then nothing is said about the lock's)
+        self.namespaces: set[str] | None = None
+        with contextlib.suppress(ClientError):
+            self.namespaces = {o["metadata"]["name"] for o in kube.list("Namespace", None)}
         self.workloads = [workload_of(kind, o) for kind in WORKLOAD_KINDS
                           for o in self._list(kind)]
         self.reads = [r for w in self.workloads for r in secret_reads(w)]
@@ -161,7 +165,8 @@ def draft_chain(kube: Kube, config_center: ConfigCenter | None,
         "token (BAO_TOKEN/VAULT_TOKEN); in a pod use kubernetes with a role")
     draft.data["cluster"] = {"lockNamespace": LOCK_NAMESPACE}
     draft.guesses[("cluster", "lockNamespace")] = (
-        "where the Leases go" + ("" if LOCK_NAMESPACE in cluster.namespaces else
+        "where the Leases go" + ("" if cluster.namespaces is None
+                                 or LOCK_NAMESPACE in cluster.namespaces else
                                  f"; it does not exist yet: kubectl create namespace "
                                  f"{LOCK_NAMESPACE}"))
     draft.data["configCenter"] = {"urlEnv": names.url_env, "tokenEnv": names.token_env}

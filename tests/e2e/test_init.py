@@ -37,3 +37,8 @@ def test_the_drafted_chain_plans_dragonfly_with_preflight_passing(lab: Lab) -> N
     assert again.code == 2 and "refusing to overwrite" in again.stderr
     assert target.read_text() == text
     assert lab.rotate("init", "--chain", str(target), "--force").code == 0
+
+    printed = lab.rotate("init", "--chain", "-")
+    assert printed.code == 0, printed.output
+    assert printed.stdout.startswith("# Drafted by `rotate init`")
+    assert "dragonfly:" in printed.stdout and "schemas not written" in printed.stderr
