@@ -83,6 +83,15 @@ def _strings(value: Any) -> list[str]:
     return []
 
 
+def _names_agree(pointer: str, key: str) -> bool:
+    """Whether a pointer's last token and a Secret key name the same thing (``password`` and
+    ``/db/password``, ``username`` and ``/db/user``): a value match under another name may be
+    a coincidence (a short value), so it is marked as a guess."""
+    last = pointer.rsplit("/", 1)[-1].lower()
+    key = key.lower()
+    return bool(last) and (last in key or key in last)
+
+
 def _parent(pointer: str) -> str:
     return pointer.rsplit("/", 1)[0]
 
@@ -114,6 +123,9 @@ class ValueMatcher:
                     if len(places) > 1:
                         others = ", ".join(f"{p.namespace}/{p.name}#{p.key}" for p in places[1:])
                         out.guesses[pointer] = f"the same value is also in {others}"
+                    elif not _names_agree(pointer, places[0].key):
+                        out.guesses[pointer] = (f"the value equals {places[0].namespace}/"
+                                                f"{places[0].name}#{places[0].key}")
                     continue
                 host = self._hosts.get(value)
                 if host is not None:

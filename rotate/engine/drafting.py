@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from rotate.chain.model import RESERVED_CREDENTIAL_NAMES
 from rotate.clients.seams import ConfigCenter, Kube
 from rotate.core.errors import ClientError, UsageError
 from rotate.core.fingerprint import Comparer
@@ -38,8 +39,7 @@ Path_ = tuple[str | int, ...]
 LOCK_NAMESPACE = "rotate-system"
 CONFIG_KEY = "bootstrap"
 #: names a credential may not take: the commands (cli.md "Commands")
-COMMANDS = frozenset({"list", "runs", "show", "resume", "rollback", "doctor", "lab", "rbac",
-                      "vault-policy", "init", "rotate"})
+COMMANDS = frozenset({*RESERVED_CREDENTIAL_NAMES, "rbac", "vault-policy", "rotate"})
 _SUFFIX = re.compile(r"-(password|passwd|secret|secrets|credentials?|creds)$")
 _LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,48}[a-z0-9])?$")
 

@@ -65,6 +65,17 @@ def test_values_expand_and_the_escape_stays_literal(chain_file: Path) -> None:
     assert cart.values["/url"].template == "redis://:{/env}@host:6379/0"  # type: ignore[union-attr]
 
 
+@pytest.mark.parametrize(("text", "expanded"), [
+    ("${/pointer} and $HOME and $$ and $${A}", "${/pointer} and $HOME and $$ and ${A}"),
+    ("${A}${A}-$$${A}", "aa-$${A}"),  # a lone $, then the escape
+    ("${EMPTY}x", "x"),
+])
+def test_only_a_named_reference_expands(text: str, expanded: str) -> None:
+    from rotate.chain.envvars import expand_text
+
+    assert expand_text(text, {"A": "a", "EMPTY": "", "HOME": "/root"}) == (expanded, [])
+
+
 def test_a_value_is_never_expanded_twice(chain_file: Path) -> None:
     chain = load_chain(chain_file, {**ENV, "ENV_NAME": "${SHOP_NS}"})
     assert chain.credentials["dragonfly"].backend.path == "${SHOP_NS}/dragonfly"

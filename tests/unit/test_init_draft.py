@@ -114,7 +114,7 @@ def cc() -> FakeConfigCenter:
                       "url": f"redis://:{PASSWORD}@{HOST}:6379/0",
                       "endpoint": f"{HOST}:6379"},
         "postgres": {"user": PG_USER, "password": PG_PASSWORD},
-        "api": {"token": API_KEY, "tags": ["a", "b"]},
+        "api": {"token": API_KEY, "tags": ["a", "b"], "owner": PG_USER},
     }, if_match=None)
     c.put_key("ghost", "bootstrap", {"x": 1}, if_match=None)
     return c
@@ -163,6 +163,7 @@ def test_the_draft_validates_and_sources_values_from_what_the_cluster_holds(
     assert values["/postgres/user"] == SecretKeySource("db", "postgres-password-secret",
                                                        "username")
     assert "/api/token" not in values and values["/api/tags"] == LiteralSource(["a", "b"])
+    assert values["/api/owner"] == values["/postgres/user"]  # by value: a guess (below)
     assert json.loads((tmp_path / "schemas" / "cart.schema.json").read_text()) == {}
 
 
@@ -174,7 +175,8 @@ def test_each_choice_is_a_guess_comment_and_what_was_left_out_is_said(
     for expected in ("--requirepass", "ACL user `search`", "PostgreSQL reads its password",
                      "among the keys password, username",
                      "kubectl create namespace rotate-system", "40 alphanumeric",
-                     "/api/token looks like a credential", "token (BAO_TOKEN"):
+                     "/api/token looks like a credential", "token (BAO_TOKEN",
+                     "the value equals db/postgres-password-secret#username"):
         assert expected in guesses, expected
     assert "not drafted: ExternalSecret apps/orphan-secret left out" in text
     assert "not drafted: Config Center service ghost left out" in text
