@@ -8,8 +8,9 @@ file that has not changed since the last one.
 
 What an entry holds: the file's content as plain JSON data, exactly what
 :func:`~rotate.chain.loader.validated_data` returned for it — so never more than the chain
-file itself, which by design holds no secret value (values come from Secrets and from
-environment variables named in it; a ``literal`` is a plain value the plan shows). Only a
+file itself with its ``${VAR}`` references expanded, which by design holds no secret value
+(values come from Secrets and from environment variables named in it; a ``literal`` or an
+expanded variable is a plain value the plan shows). Only a
 file that validated is stored; a file with problems is parsed and reported in full every
 time, exactly as without the cache.
 
@@ -17,10 +18,12 @@ When an entry counts (all must hold, else it is ignored and the file is validate
 
 - its name and its recorded key are the key of *this* load: the sha256 of the file's bytes,
   the file's resolved path (the Chain holds absolute paths, schema files are relative to
-  it), rotate's version, and the sha256 of the validation rules — every source file of
-  ``rotate.chain`` and ``rotate.core`` (the only layers the validation can use, by the
-  import contracts; the JSON Schema is one of them) and the installed ruamel.yaml and
-  jsonschema (path, size and mtime of their package files);
+  it), the values of the environment variables the file references (``${VAR}``,
+  rotate.chain.envvars: the entry holds the expanded data), rotate's version, and the
+  sha256 of the validation rules — every source file of ``rotate.chain`` and
+  ``rotate.core`` (the only layers the validation can use, by the import contracts; the
+  JSON Schema is one of them) and the installed ruamel.yaml and jsonschema
+  (path, size and mtime of their package files);
 - it is a regular file owned by this user, in a directory owned by this user, neither
   writable by group or others (another user's file is never trusted);
 - it parses, and the digest of its data matches the digest recorded with it (a truncated
@@ -44,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from rotate import __version__
+from rotate.chain.envvars import referenced_names
 from rotate.chain.loader import build_chain, read_chain_bytes, validated_data
 from rotate.chain.model import Chain
 from rotate.chain.problems import schema_file_problem
@@ -68,33 +72,50 @@ def default_cache_dir(environ: Mapping[str, str]) -> Path | None:
     return None
 
 
-def load_chain_cached(path: Path, cache_dir: Path | None) -> Chain:
+def load_chain_cached(
+    path: Path, cache_dir: Path | None, environ: Mapping[str, str] | None = None
+) -> Chain:
     """:func:`rotate.chain.loader.load_chain`, with the parse and the validation skipped when
-    ``cache_dir`` holds a valid entry for these bytes under these rules. Same Chain, same
-    ChainFileError (the bytes are read, and refused, by the loader's own reader)."""
+    ``cache_dir`` holds a valid entry for these bytes under these rules and these values of
+    the variables the file references. Same Chain, same ChainFileError (the bytes are read,
+    and refused, by the loader's own reader)."""
+    env = os.environ if environ is None else environ
     raw = read_chain_bytes(path)
     if cache_dir is None:
-        return build_chain(validated_data(path, raw), path)
+        return build_chain(validated_data(path, raw, env), path)
     resolved = path.resolve()
-    key = entry_key(raw, resolved)
+    key = entry_key(raw, resolved, env)
     data = _cached_data(cache_dir, key)
     if data is not None and _schema_files_ok(data, resolved.parent):
         try:
             return build_chain(data, path)
         except (KeyError, TypeError, ValueError, AttributeError, IndexError):
             pass  # an entry that does not build is not ours: validate in full
-    data = validated_data(path, raw)
+    data = validated_data(path, raw, env)
     chain = build_chain(data, path)
     _store(cache_dir, key, data)
     return chain
 
 
-def entry_key(raw: bytes, resolved: Path) -> str:
-    """The key of an entry (module docstring): these bytes, at this place, under these rules."""
+def entry_key(raw: bytes, resolved: Path, environ: Mapping[str, str] | None = None) -> str:
+    """The key of an entry (module docstring): these bytes, at this place, under these rules,
+    with these values of the environment variables the bytes reference (an entry holds the
+    expanded data, so a changed value must never find it)."""
+    env = os.environ if environ is None else environ
     digest = hashlib.sha256()
     for part in (FORMAT, __version__, rules_digest(), str(resolved),
-                 hashlib.sha256(raw).hexdigest()):
+                 hashlib.sha256(raw).hexdigest(), _variables_digest(raw, env)):
         digest.update(part.encode("utf-8", "surrogateescape") + b"\0")
+    return digest.hexdigest()
+
+
+def _variables_digest(raw: bytes, environ: Mapping[str, str]) -> str:
+    """sha256 over each referenced name and its value, or its absence."""
+    digest = hashlib.sha256()
+    for name in referenced_names(raw):
+        value = environ.get(name)
+        digest.update(name.encode("ascii") + (b"\1" + value.encode("utf-8", "surrogateescape")
+                                              if value is not None else b"\2") + b"\0")
     return digest.hexdigest()
 
 

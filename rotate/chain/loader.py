@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from rotate.chain.apply_fields import build_applies
+from rotate.chain.envvars import expand_tree
 from rotate.chain.model import (
     AuthConfig,
     BackendConfig,
@@ -68,21 +69,28 @@ def chain_schema() -> dict[str, Any]:
     return data
 
 
-def load_chain(path: Path) -> Chain:
+def load_chain(path: Path, environ: Mapping[str, str] | None = None) -> Chain:
     """Parse, validate and build the chain file at ``path``; ChainFileError lists every problem.
 
     Every command validates fully, ``rotate list`` included: a file that ``rotate CRED``
     refuses must not list. (:mod:`rotate.chain.cache` skips the parse and the validation
     for bytes it has seen validate, with these same three steps.)
     """
-    return build_chain(validated_data(path, read_chain_bytes(path)), path)
+    return build_chain(validated_data(path, read_chain_bytes(path), environ), path)
 
 
-def validated_data(path: Path, raw: bytes) -> dict[str, Any]:
+def validated_data(
+    path: Path, raw: bytes, environ: Mapping[str, str] | None = None
+) -> dict[str, Any]:
     """The chain file's content ``raw`` (from :func:`read_chain_bytes`) as plain JSON data —
-    parsed, schema-checked and semantically checked; ChainFileError lists every problem."""
+    parsed, its ``${VAR}`` references expanded from ``environ`` (default: the process's
+    environment; rotate.chain.envvars), schema-checked and semantically checked;
+    ChainFileError lists every problem."""
     file = str(path)
     root = _parse_yaml(_decode(raw, file), file)
+    unset = expand_tree(root, file, os.environ if environ is None else environ)
+    if unset:
+        raise ChainFileError(unset)
     data = _plain(root)
     if not isinstance(data, dict):
         raise ChainFileError([ChainFileProblem(file, 1, "", "the file must be a YAML mapping")])

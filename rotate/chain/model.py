@@ -28,7 +28,8 @@ API_VERSION = "rotate/v1"
 
 #: Commands of the CLI (cli.md). ``rotate NAME`` dispatches on them before credential names,
 #: so a credential named like one could never be rotated: the loader refuses such names.
-RESERVED_CREDENTIAL_NAMES = ("list", "runs", "show", "resume", "rollback", "doctor", "lab", "help")
+RESERVED_CREDENTIAL_NAMES = ("list", "runs", "show", "resume", "rollback", "doctor", "lab", "help",
+                             "init")
 
 DEFAULT_CONFIG_KEY = "bootstrap"
 DEFAULT_READYZ_PATH = "/readyz"

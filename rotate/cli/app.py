@@ -38,6 +38,7 @@ from typer.core import TyperGroup
 
 from rotate.cli.coercion import LightCommand, lighten
 from rotate.cli.commands import doctor, list_cmd, resume, rollback, rotate_cmd, runs, show
+from rotate.cli.commands.init_cmd import init
 from rotate.cli.commands.plugins import lab_app
 from rotate.cli.commands.rbac import rbac
 from rotate.cli.commands.vault_policy import vault_policy
@@ -262,6 +263,7 @@ app.command("rollback", cls=LightCommand)(rollback.rollback)
 app.command("doctor", cls=LightCommand)(doctor.doctor)
 app.command("rbac", cls=LightCommand)(rbac)
 app.command("vault-policy", cls=LightCommand)(vault_policy)
+app.command("init", cls=LightCommand)(init)
 app.add_typer(lab_app, name="lab")
 
 

@@ -399,6 +399,11 @@ class KubeClient:
         except (binascii.Error, UnicodeDecodeError, TypeError):
             raise PermanentError(SYSTEM, op, "the key is not base64-encoded UTF-8 text") from None
 
+    def secret_keys(self, namespace: str, name: str) -> builtins.list[str]:
+        op = self._op("read", "Secret", namespace, name)
+        obj = self._request("GET", self._path("Secret", namespace, name), op) or {}
+        return sorted(obj.get("data") or {})
+
     def write_secret_key(self, namespace: str, name: str, key: str, value: Secret) -> str:
         op = self._op("write", "Secret", namespace, name) + f" key {key}"
         encoded = base64.b64encode(value.reveal().encode("utf-8")).decode("ascii")

@@ -169,6 +169,10 @@ class Kube(Protocol):
     def read_secret_key(self, namespace: str, name: str, key: str) -> Secret | None:
         """One key of a Secret, decoded and wrapped; None when the key is absent."""
 
+    def secret_keys(self, namespace: str, name: str) -> builtins.list[str]:
+        """The key names of a Secret's data, sorted — never a value (NotFoundError when the
+        Secret does not exist)."""
+
     def write_secret_key(self, namespace: str, name: str, key: str, value: Secret) -> str:
         """Set one key of an existing Secret (merge patch); return the new resourceVersion."""
 

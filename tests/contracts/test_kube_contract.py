@@ -111,6 +111,25 @@ def test_secret_data_is_never_returned_and_read_one_key_at_a_time(kube: Kube) ->
                                 "password") == Secret("new-" + PASSWORD)
 
 
+def test_secret_keys_name_the_keys_never_the_values(kube: Kube) -> None:
+    kube.create("Secret", "dragonfly", {
+        "metadata": {"name": "two-keys"}, "type": "Opaque",
+        "data": {k: base64.b64encode(PASSWORD.encode()).decode() for k in ("user", "password")}})
+    keys = kube.secret_keys("dragonfly", "two-keys")
+    assert keys == ["password", "user"]
+    assert PASSWORD not in repr(keys)
+    with pytest.raises(NotFoundError):
+        kube.secret_keys("dragonfly", "absent")
+
+
+def test_a_namespaced_kind_lists_across_namespaces(kube: Kube) -> None:
+    kube.create("Deployment", "shop", deployment("cart"))
+    kube.create("Deployment", "dragonfly", deployment("dragonfly"))
+    seen = {(o["metadata"]["namespace"], o["metadata"]["name"])
+            for o in kube.list("Deployment", None)}
+    assert {("shop", "cart"), ("dragonfly", "dragonfly")} <= seen
+
+
 def test_a_watch_replays_changes_after_a_version_without_secret_data(kube: Kube) -> None:
     start = _secret(kube)["metadata"]["resourceVersion"]
     kube.write_secret_key("dragonfly", "dragonfly-password-secret", "password", Secret("v2-x"))

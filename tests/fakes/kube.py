@@ -229,6 +229,11 @@ class FakeKube:
             raw = (obj.get("data") or {}).get(key)
             return None if raw is None else Secret(base64.b64decode(raw).decode())
 
+    def secret_keys(self, namespace: str, name: str) -> builtins.list[str]:
+        self.faults.hit("secret_keys")
+        with self._lock:
+            return sorted(self._get(("Secret", namespace, name)).get("data") or {})
+
     def write_secret_key(self, namespace: str, name: str, key: str, value: Secret) -> str:
         self.faults.hit("write_secret_key")
         with self._lock:
