@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.labtools import Lab
+from tests.support.labtools import Lab
 
 pytestmark = pytest.mark.lab
 
