@@ -31,7 +31,7 @@ from typing import Any
 
 from rotate.chain.notify import WebhookConfig
 from rotate.core.timestamps import parse_rfc3339, rfc3339, utcnow
-from rotate.core.urls import display_url
+from rotate.core.urls import display_url, plain_remote_host
 from rotate.engine import journal as journal_mod
 from rotate.engine import run_metrics
 from rotate.engine.chain_state import describe_state
@@ -53,7 +53,7 @@ _RESUMABLE = ("failed", "interrupted", "rollback-failed")
 def shown_address(url: str) -> str:
     """Scheme and host of ``url``: what may name a webhook in a message."""
     scheme, sep, rest = display_url(url).partition("://")
-    return f"{scheme}{sep}{rest.partition('/')[0]}" if sep else "(no scheme)"
+    return f"{scheme}{sep}{rest.partition('/')[0]}" if sep else scheme.partition("/")[0]
 
 
 class RunNotifier:
@@ -73,7 +73,12 @@ class RunNotifier:
             if url is None:
                 self._problems.append(f"webhook {number}: ${hook.endpoint.url_env} is not set")
                 continue
-            self._hooks.append((f"webhook {number} ({shown_address(url)})", url, hook))
+            shown = f"webhook {number} ({shown_address(url)})"
+            plain = plain_remote_host(url)
+            if plain:
+                warn(f"warning: {shown} is plain http:// to {plain}, which is not loopback: "
+                     "what it carries crosses the network in clear; use https://")
+            self._hooks.append((shown, url, hook))
         self._gateway = env.get(PUSHGATEWAY_ENV) or (
             cfg.pushgateway.resolve(env) if cfg.pushgateway is not None else None)
         if cfg.pushgateway is not None and self._gateway is None:

@@ -112,6 +112,7 @@ def test_a_receiver_that_hangs_delays_no_other() -> None:
 def test_shown_address_keeps_scheme_and_host_only() -> None:
     assert shown_address(HOOK) == "https://hooks.example.com"
     assert shown_address("http://user:pass@gw:9091/x") == "http://gw:9091"
+    assert shown_address("user:pass@gw:9091/metrics?t=1") == "gw:9091"
 
 
 def test_slack_document_is_one_text() -> None:

@@ -154,3 +154,19 @@ def test_nothing_configured_changes_nothing(world: World, tmp_path: Path) -> Non
     assert report.status == "succeeded"
     assert "notify" not in _run_end(tmp_path, report.run_id)
     assert not [e for e in observer.events if e[0] == "note"]
+
+
+def test_a_plain_http_webhook_to_a_remote_host_is_warned_about(
+        world: World, tmp_path: Path, router: respx.MockRouter) -> None:
+    plain = "http://hooks.example.com/services/plain-hook-token"
+    router.post(plain).mock(return_value=httpx.Response(204))
+    world.chain = dataclasses.replace(world.chain, notify=NotifyConfig(
+        webhooks=(WebhookConfig(Endpoint(url=plain)),)))
+    observer = RecordingObserver()
+    report = _run(world, tmp_path, observer, environ={})
+    assert report.status == "succeeded"
+    notes = [text for kind, text, _ in observer.events if kind == "note"]
+    assert notes == ["warning: webhook 1 (http://hooks.example.com) is plain http:// to "
+                     "hooks.example.com, which is not loopback: what it carries crosses the "
+                     "network in clear; use https://"]
+    assert _run_end(tmp_path, report.run_id)["notify"]["delivered"] == 2
