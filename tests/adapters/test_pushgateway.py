@@ -13,6 +13,7 @@ import pytest
 
 from rotate.chain.notify import NotifyConfig
 from rotate.clients.pushgateway import Sample, push
+from rotate.core.errors import TemporaryError
 from rotate.core.waiting import CancelToken
 from rotate.engine.api import Engine
 from rotate.engine.model import RunReport
@@ -62,6 +63,20 @@ def test_the_adapter_pushes_a_group(gateway: Pushgateway) -> None:
          [Sample("rotate_test_gauge", "help", 2.5, (("stage", "3"),))], timeout=5)
     assert value_of(gateway.metrics(), "rotate_test_gauge", job="rotate", credential="c",
                     stage="3") == 2.5
+
+
+def test_user_info_is_sent_as_basic_auth_not_in_the_address(gateway: Pushgateway) -> None:
+    with_user = gateway.url.replace("http://", "http://pusher:s3cret-pass@")
+    push(with_user, "rotate", {"credential": "d"}, [Sample("rotate_test_gauge", "help", 1.0)],
+         timeout=5)
+    assert value_of(gateway.metrics(), "rotate_test_gauge", job="rotate", credential="d") == 1.0
+
+
+def test_an_unreachable_gateway_is_temporary_and_names_no_address(tmp_path: Path) -> None:
+    with pytest.raises(TemporaryError) as err:
+        push("http://pusher:s3cret-pass@127.0.0.1:9/", "rotate", {"credential": "d"},
+             [Sample("rotate_test_gauge", "help", 1.0)], timeout=5)
+    assert err.value.message == "pushgateway: push: unreachable"
 
 
 def test_a_run_pushes_its_metrics(world: World, tmp_path: Path, gateway: Pushgateway) -> None:
