@@ -88,7 +88,7 @@ class RunNotifier:
         self._lock = threading.Lock()
         self._began = time.monotonic()
         self._stages: dict[int, tuple[float, float]] = {}  # stage → (first start, last end)
-        self._failed: list[str] = []
+        self._failed: list[tuple[int, str]] = []  # (index, "index kind target")
         self._started = False
         self._deadline: float | None = None
         self._client: Any = None
@@ -114,7 +114,7 @@ class RunNotifier:
             first, last = self._stages.get(step.stage, (start, end))
             self._stages[step.stage] = (min(first, start), max(last, end))
             if record.status == "failed":
-                self._failed.append(f"{step.index} {step.kind} {step.target}")
+                self._failed.append((step.index, f"{step.index} {step.kind} {step.target}"))
 
     def run_end(self, status: str, exit_code: int, message: str) -> None:
         """Queue the end notices and the metrics; :meth:`flush` waits for them."""
@@ -124,7 +124,9 @@ class RunNotifier:
         run = self._run
         state = journal_mod.load_file(run.journal.path, run.run_id)
         with self._lock:
-            failed = list(self._failed)
+            # the lowest-numbered first: the step the run failed with (chain.md), not an
+            # undo step numbered after the plan, nor a parallel step that failed earlier
+            failed = [text for _, text in sorted(self._failed)]
             stages = {stage: round(last - first, 3)
                       for stage, (first, last) in self._stages.items()}
         resume = f"rotate resume {run.run_id} --confirm" if status in _RESUMABLE else ""
