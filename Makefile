@@ -19,6 +19,11 @@ $(BIN)/rotate: pyproject.toml lab/pyproject.toml
 	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
 	  ($$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null) || { \
 	    echo "error: could not install postgresql with apt-get; install it by hand (Debian/Ubuntu: apt-get install postgresql) and run make again" >&2; exit 1; }; }
+	@{ command -v prometheus-pushgateway >/dev/null 2>&1 && command -v promtool >/dev/null 2>&1; } || { \
+	  echo "prometheus-pushgateway or promtool is missing: installing them with apt-get (the metrics and alert-rule tests)"; \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	  ($$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus-pushgateway prometheus >/dev/null) || \
+	    echo "note: could not install prometheus-pushgateway/prometheus with apt-get; the Pushgateway and alert-rule tests will be skipped"; }
 	@command -v kubectl >/dev/null 2>&1 || echo "note: kubectl not found; the kubectl fidelity tests will be skipped"
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip

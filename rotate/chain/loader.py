@@ -41,6 +41,7 @@ from rotate.chain.model import (
     TokenTarget,
     ValueSource,
 )
+from rotate.chain.notify import notify_from
 from rotate.chain.problems import schema_problems, semantic_problems
 from rotate.core.durations import parse_duration
 from rotate.core.errors import ChainFileError, ChainFileProblem
@@ -360,4 +361,5 @@ def _build(data: dict[str, Any], file: Path) -> Chain:
         ),
         credentials={n: _credential(n, c) for n, c in data["credentials"].items()},
         services={n: _service(n, s, base) for n, s in data.get("services", {}).items()},
+        notify=notify_from(data.get("notify")),
     )

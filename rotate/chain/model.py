@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 # Re-exported: the template syntax lives in rotate.chain.templates.
+from rotate.chain.notify import NotifyConfig
 from rotate.chain.templates import is_json_pointer as is_json_pointer
 from rotate.chain.templates import render_template as render_template
 from rotate.chain.templates import template_refs as template_refs
@@ -334,6 +335,7 @@ class Chain:
     defaults: Defaults
     credentials: Mapping[str, Credential] = field(hash=False)  # file order
     services: Mapping[str, Service] = field(hash=False)  # file order
+    notify: NotifyConfig = field(default_factory=NotifyConfig)  # rotate.chain.notify
 
     def credential(self, name: str) -> Credential:
         """The named credential; UsageError (exit 2) naming the known ones otherwise."""

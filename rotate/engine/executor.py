@@ -55,6 +55,7 @@ from rotate.engine.kinds import find, kind_of
 from rotate.engine.kinds.base import Outcome, Run, StepData, StepIO
 from rotate.engine.lock import Lease, Locks
 from rotate.engine.model import Observer, PlannedStep, RunReport, StepRecord
+from rotate.engine.notify import RunNotifier
 
 
 class _StepError(Exception):
@@ -83,6 +84,8 @@ class Executor:
         self.lease = lease
         self.prior = prior or {}
         self.events = RunEvents(run, uids)
+        #: webhooks and Pushgateway metrics (rotate.engine.notify); warnings on the observer
+        self.notices = RunNotifier(run, observer.note)
 
     # ------------------------------------------------------------------ one step
 
@@ -132,6 +135,7 @@ class Executor:
         record = StepRecord(step.index, step.stage, step.kind, step.target, status,
                             seconds=seconds, detail=detail)
         self.observer.step_finished(step, record)
+        self.notices.step_finished(step, record)
 
     def _run_group(self, group: Sequence[PlannedStep],
                    stop: threading.Event | None = None) -> None:
@@ -210,6 +214,7 @@ class Executor:
         """Run ``steps`` (already filtered to what is left to do); journal ``run.end``."""
         run = self.run
         self.events.expect(steps)
+        self.notices.run_started()
         try:
             self._run_steps(steps)
         except _StepError as err:
@@ -228,11 +233,15 @@ class Executor:
 
     def _end(self, status: str, exit_code: int, message: str | None = None) -> None:
         """The run's end events (best effort), then ``run.end`` with their counts."""
+        self.notices.run_end(status, exit_code, message or "")  # delivered beside the events
         self.events.run_end(status, message or "")
         data: dict[str, Any] = {"status": status, "exit_code": exit_code}
         if message is not None:
             data["message"] = message
         data["events"] = self.events.counts.to_json()
+        notified = self.notices.flush()
+        if notified is not None:
+            data["notify"] = notified
         self.run.journal.append("run.end", data=data)
 
     def _end_interrupted(self, step: PlannedStep) -> None:
@@ -259,6 +268,7 @@ class Executor:
         """Run the undo ``steps`` of ``failed`` (maybe none), then journal the run's end:
         ``failed`` with ``code`` — or interrupted, resumable, when the undo was."""
         run = self.run
+        self.notices.run_started()
         undo_error: _StepError | None = None
         try:
             self._run_steps(steps)
