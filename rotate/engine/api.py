@@ -212,10 +212,13 @@ class Engine:
     def load_chain(self, options: _Options) -> Chain:
         return self._load(options.chain_file)
 
-    def _adapters(self, chain: Chain, options: _Options) -> Adapters:
-        """Every adapter, or one UsageError listing what each one misses (all at once)."""
+    def _adapters(self, chain: Chain, options: _Options, credential: Credential) -> Adapters:
+        """Every adapter, or one UsageError listing what each one misses (all at once),
+        the drivers ``credential``'s providers need included (rotate.clients.drivers)."""
+        from rotate.clients.drivers import missing_drivers
+
         f, env = self._factory, self.environ
-        problems: list[str] = []
+        problems = missing_drivers([credential])
 
         def build(make: Callable[[], T]) -> T | None:
             try:
@@ -227,7 +230,7 @@ class Engine:
         kube = build(lambda: f.kube(chain, options, env))
         vault = build(lambda: f.vault(chain, env))
         cc = build(lambda: f.config_center(chain, env))
-        if kube is None or vault is None or cc is None:
+        if kube is None or vault is None or cc is None or problems:
             if len(problems) == 1:
                 raise UsageError(problems[0])
             raise UsageError("; ".join(problems))
@@ -244,7 +247,7 @@ class Engine:
         chain = self.load_chain(options)
         cred = chain.credential(credential)
         strategy = _strategy(options, cred)
-        adapters = self._adapters(chain, options)
+        adapters = self._adapters(chain, options, cred)
         observed = preflight(chain, cred, adapters, strategy=strategy,
                              candidate=_candidate(cred, None), environ=self.environ)
         return build_plan(chain, cred, strategy, _with_unfinished(observed, options, cred))
@@ -264,7 +267,7 @@ class Engine:
         if cred.value_from == "stdin" and new_value is None:
             raise UsageError(
                 f"credential {cred.name} takes its value from stdin: use --value-stdin")
-        adapters = self._adapters(chain, options)
+        adapters = self._adapters(chain, options, cred)
         run_id = new_run_id(cred.name)
         lease = _lease(chain, adapters, cred.name, run_id, options.state_dir)
         _acquire(lease, options)
@@ -329,7 +332,7 @@ class Engine:
         new_value = supplied_again(state, new_value)
         chain = self.load_chain(options)
         cred = chain.credential(state.credential)
-        adapters = self._adapters(chain, options)
+        adapters = self._adapters(chain, options, cred)
         lease = _lease(chain, adapters, cred.name, run_id, options.state_dir)
         _acquire(lease, options, reclaim_run=run_id)
         try:
@@ -366,7 +369,7 @@ class Engine:
             raise UsageError(f"run {run_id} was already rolled back by {orig.rolled_back_by}")
         chain = self.load_chain(options)
         cred = chain.credential(orig.credential)
-        adapters = self._adapters(chain, options)
+        adapters = self._adapters(chain, options, cred)
         rb_id = new_run_id(cred.name)
         lease = _lease(chain, adapters, cred.name, rb_id, options.state_dir)
         _acquire(lease, options, reclaim_run=run_id)
@@ -424,10 +427,15 @@ class Engine:
 
     def doctor(self, options: _Options) -> list[Check]:
         """Connectivity and every permission any run needs, for every credential in the
-        chain.  An adapter that cannot be built is one failed check; the others still run."""
+        chain.  An adapter that cannot be built is one failed check; the others still run.
+        A driver the chain needs and the install lacks is a UsageError, as for a run."""
+        from rotate.clients.drivers import missing_drivers
         from rotate.engine.preflight import doctor_checks
 
         chain = self.load_chain(options)
+        problems = missing_drivers(chain.credentials.values())
+        if problems:
+            raise UsageError("; ".join(problems))
         f, env = self._factory, self.environ
         checks: list[Check] = []
 
