@@ -20,7 +20,7 @@ from rotate.chain.model import (
     strategy_problem,
 )
 from rotate.clients.seams import ConfigCenter, Kube, Vault
-from rotate.core.errors import NotFoundError
+from rotate.core.errors import ForbiddenError, NotFoundError
 from rotate.core.refs import ObjectRef
 from rotate.core.secret import Secret
 from rotate.core.strategy import Strategy
@@ -30,6 +30,7 @@ from rotate.engine.collector import Collector, Fanned, note_uid
 from rotate.engine.fanout import fan_out
 from rotate.engine.model import Adapters, Check, PreflightResult, Trap
 from rotate.engine.preflight_workloads import workload_findings
+from rotate.engine.vault_token import describe_token, explain_forbidden
 from rotate.stages import backend, harvest, provider_access, sync, tokens, traps
 from rotate.stages.provider_apply import accounts_for
 
@@ -113,7 +114,10 @@ def _backend_and_access(
 
     def backend_version() -> str:
         vault.health()
-        version[0] = backend.current_version(vault, credential.backend.path)
+        try:
+            version[0] = backend.current_version(vault, credential.backend.path)
+        except ForbiddenError as refused:  # the token, or its policy: each has its own fix
+            raise explain_forbidden(vault, chain, [credential.name], refused) from None
         if version[0] == 0:
             return "reachable; path not written yet (the run creates v1)"
         return f"reachable; current version v{version[0]}"
@@ -310,10 +314,13 @@ def doctor_checks(
     chain: Chain, vault: Vault | None, kube: Kube | None, cc: ConfigCenter | None
 ) -> list[Check]:
     """Connectivity + every permission any credential's run needs; no credential required.
-    An adapter that could not be built (None) is reported by the caller and skipped here."""
+    An adapter that could not be built (None) is reported by the caller and skipped here.
+    The token is checked on its own (``backend.token``): an invalid or expired one fails
+    there, with its fix, instead of as every credential's missing capabilities."""
     col = Collector()
     vault_ok = vault is not None and col.run(
-        "backend.reachable", lambda: _healthy(vault.health, vault.address))
+        "backend.reachable", lambda: _healthy(vault.health, vault.address)) and col.run(
+        "backend.token", lambda: describe_token(vault, chain))
     if kube is not None:
         col.run("kubernetes.lock-namespace", _exists_fn(
             kube, ObjectRef("Namespace", "", chain.cluster.lock_namespace)))
