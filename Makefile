@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 LAB_DIR ?= .rotate-lab
 export NO_COLOR ?=
 
-.PHONY: install bytecode demo test lint typecheck bench bench-rotation clean lab-down
+.PHONY: install bytecode demo test test-floors lint typecheck bench bench-rotation clean lab-down
 
 $(BIN)/rotate: pyproject.toml lab/pyproject.toml
 	@command -v redis-server >/dev/null 2>&1 || { \
@@ -27,7 +27,7 @@ $(BIN)/rotate: pyproject.toml lab/pyproject.toml
 	@command -v kubectl >/dev/null 2>&1 || echo "note: kubectl not found; the kubectl fidelity tests will be skipped"
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev]' -e ./lab
+	$(BIN)/pip install -q -e '.[all,dev]' -e ./lab
 	@touch $(BIN)/rotate
 
 install: $(BIN)/rotate
@@ -47,6 +47,23 @@ test: install bytecode
 	$(BIN)/lint-imports --no-logo
 	$(BIN)/pytest -q
 
+# `make test-floors`: the unit tests with every dependency at the floor pyproject.toml (and
+# lab/pyproject.toml) declares, in a venv of its own (.ci/floors.py writes the pins), plus
+# pytest and respx at theirs. Not import-linter: it needs a newer rich than rotate's floor
+# (its contract test skips here; `make test` runs it). Rebuilt only when a pyproject changes.
+FLOORS := .venv-floors
+
+$(FLOORS)/installed: pyproject.toml lab/pyproject.toml .ci/floors.py
+	rm -rf $(FLOORS)
+	$(PY) -m venv $(FLOORS)
+	$(PY) .ci/floors.py pyproject.toml lab/pyproject.toml > $(FLOORS)/constraints.txt
+	$(FLOORS)/bin/pip install -q -c $(FLOORS)/constraints.txt -e '.[all]' -e ./lab \
+	  pytest respx
+	@touch $@
+
+test-floors: $(FLOORS)/installed
+	$(FLOORS)/bin/python -m pytest -q -p no:cacheprovider tests/unit
+
 # `make bench` = start-up cost, the plan's latency against slow APIs (bench/plan_rtt.py), then
 # the rotation benchmark (brings up its own realistic lab in bench/results/<time>/lab and
 # stops it). BENCH_ARGS passes options, e.g.
@@ -65,4 +82,4 @@ lab-down:
 	-$(BIN)/rotate lab down --dir "$(LAB_DIR)"
 
 clean: lab-down
-	rm -rf $(VENV) $(LAB_DIR) .pytest_cache .mypy_cache .ruff_cache build dist *.egg-info lab/*.egg-info lab/build
+	rm -rf $(VENV) $(FLOORS) $(LAB_DIR) .pytest_cache .mypy_cache .ruff_cache build dist *.egg-info lab/*.egg-info lab/build

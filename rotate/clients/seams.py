@@ -48,6 +48,16 @@ class KvMetadata:
     custom_metadata: Mapping[str, str]
 
 
+@dataclass(frozen=True)
+class VaultToken:
+    """What OpenBao says of the token rotate uses (``auth/token/lookup-self``): never the
+    token itself.  ``ttl`` is seconds left, 0 for a token that never expires (root)."""
+
+    ttl: int
+    policies: tuple[str, ...]
+    renewable: bool = False
+
+
 class Vault(Protocol):
     """KV v2 at one mount (e.g. ``secret``). Paths are relative to the mount."""
 
@@ -74,6 +84,11 @@ class Vault(Protocol):
 
     def capabilities(self, paths: Sequence[str]) -> dict[str, list[str]]:
         """Vault's sys/capabilities-self for each full API path (e.g. ``secret/data/x``)."""
+
+    def lookup_self(self) -> VaultToken:
+        """The token's own lookup.  ForbiddenError when OpenBao refuses it: the token is
+        invalid or expired — or valid, with a policy that does not grant the lookup (the
+        default policy does; ``capabilities`` then still answers)."""
 
 
 # --------------------------------------------------------------------------- Kubernetes

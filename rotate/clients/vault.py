@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from rotate.clients.seams import KvMetadata, KvVersion
+from rotate.clients.seams import KvMetadata, KvVersion, VaultToken
 from rotate.clients.tls import TlsSettings, client_context, tls_failure, tls_reason
 from rotate.core.errors import (
     ClientError,
@@ -345,6 +345,18 @@ class HvacVault:
                 caps = data.get("capabilities")
             out[p] = [str(c) for c in caps] if isinstance(caps, list) else []
         return out
+
+    def lookup_self(self) -> VaultToken:
+        op = "look up the token"
+        answer = self._do(op, lambda c: c.auth.token.lookup_self())
+        data = answer.get("data") if isinstance(answer, dict) else None
+        if not isinstance(data, dict):
+            raise PermanentError(SYSTEM, op, "unexpected answer")
+        policies = data.get("policies") or []
+        return VaultToken(ttl=int(data.get("ttl") or 0),
+                         policies=tuple(str(p) for p in policies) if isinstance(
+                             policies, list) else (),
+                         renewable=bool(data.get("renewable")))
 
 
 # --------------------------------------------------------------------------- from the environment

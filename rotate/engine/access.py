@@ -32,7 +32,7 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from rotate.chain.model import (
@@ -51,6 +51,14 @@ from rotate.stages.rollout import VSO_KINDS
 
 #: what preflight and doctor call to learn the token's capabilities
 CAPABILITIES_SELF = "sys/capabilities-self"
+
+
+def policy_fix(names: Sequence[str]) -> str:
+    """The command that prints the policy ``names`` need, and how to apply it."""
+    args = "".join(f" {n}" for n in names)
+    return (f"`rotate vault-policy{args}` prints the policy to apply "
+            f"(`rotate vault-policy{args} | bao policy write rotate -`, then attach it to "
+            "the token)")
 
 
 @dataclass(frozen=True)
@@ -235,5 +243,6 @@ def check_vault_capabilities(vault: Vault, chain: Chain, credential: Credential)
             continue
         lacking += [f"{need} on {grant.path}" for need in grant.capabilities if need not in got]
     if lacking:
-        raise NotFoundError("vault", "capabilities", "missing " + ", ".join(lacking))
+        raise NotFoundError("vault", "capabilities", "missing " + ", ".join(lacking) + "; "
+                            + policy_fix([credential.name]))
     return "/".join(grants[0].capabilities) + " on " + " and ".join(g.path for g in grants)

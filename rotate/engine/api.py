@@ -202,10 +202,13 @@ class Engine:
     def load_chain(self, options: Options) -> Chain:
         return self._load(options.chain_file)
 
-    def _adapters(self, chain: Chain, options: Options) -> Adapters:
-        """Every adapter, or one UsageError listing what each one misses (all at once)."""
+    def _adapters(self, chain: Chain, options: Options, credential: Credential) -> Adapters:
+        """Every adapter, or one UsageError listing what each one misses (all at once),
+        the drivers ``credential``'s providers need included (rotate.clients.drivers)."""
+        from rotate.clients.drivers import missing_drivers
+
         f, env = self._factory, self.environ
-        problems: list[str] = []
+        problems = missing_drivers([credential])
 
         def build(make: Callable[[], T]) -> T | None:
             try:
@@ -217,7 +220,7 @@ class Engine:
         kube = build(lambda: f.kube(chain, options, env))
         vault = build(lambda: f.vault(chain, env))
         cc = build(lambda: f.config_center(chain, env))
-        if kube is None or vault is None or cc is None:
+        if kube is None or vault is None or cc is None or problems:
             if len(problems) == 1:
                 raise UsageError(problems[0])
             raise UsageError("; ".join(problems))
@@ -256,7 +259,7 @@ class Engine:
         chain = self.load_chain(options)
         cred = chain.credential(credential)
         strategy = _strategy(options, cred)
-        adapters = self._adapters(chain, options)
+        adapters = self._adapters(chain, options, cred)
         observed = preflight(chain, cred, adapters, strategy=strategy,
                              candidate=_candidate(cred, None), environ=self.environ)
         return build_plan(chain, cred, strategy, _with_unfinished(observed, options, cred))
@@ -275,7 +278,7 @@ class Engine:
         if cred.value_from == "stdin" and new_value is None:
             raise UsageError(
                 f"credential {cred.name} takes its value from stdin: use --value-stdin")
-        adapters = self._adapters(chain, options)
+        adapters = self._adapters(chain, options, cred)
         run_id = new_run_id(cred.name)
         with self._session(chain, cred, adapters, options, run_id) as session:
             candidate = _candidate(cred, new_value)
@@ -327,7 +330,7 @@ class Engine:
         new_value = supplied_again(state, new_value)
         chain = self.load_chain(options)
         cred = chain.credential(state.credential)
-        adapters = self._adapters(chain, options)
+        adapters = self._adapters(chain, options, cred)
         with self._session(chain, cred, adapters, options, run_id,
                            reclaim_run=run_id) as session:
             session.open_journal("run.resume", {"holder": session.lease.holder})
@@ -353,7 +356,7 @@ class Engine:
             raise UsageError(f"run {run_id} was already rolled back by {orig.rolled_back_by}")
         chain = self.load_chain(options)
         cred = chain.credential(orig.credential)
-        adapters = self._adapters(chain, options)
+        adapters = self._adapters(chain, options, cred)
         rb_id = new_run_id(cred.name)
         with self._session(chain, cred, adapters, options, rb_id,
                            reclaim_run=run_id) as session:
@@ -401,10 +404,15 @@ class Engine:
 
     def doctor(self, options: Options) -> list[Check]:
         """Connectivity and every permission any run needs, for every credential in the
-        chain.  An adapter that cannot be built is one failed check; the others still run."""
+        chain.  An adapter that cannot be built is one failed check; the others still run.
+        A driver the chain needs and the install lacks is a UsageError, as for a run."""
+        from rotate.clients.drivers import missing_drivers
         from rotate.engine.preflight import doctor_checks
 
         chain = self.load_chain(options)
+        problems = missing_drivers(chain.credentials.values())
+        if problems:
+            raise UsageError("; ".join(problems))
         f, env = self._factory, self.environ
         checks: list[Check] = []
 

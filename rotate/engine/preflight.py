@@ -20,7 +20,7 @@ from rotate.chain.model import (
     strategy_problem,
 )
 from rotate.clients.seams import ConfigCenter, Kube, Vault
-from rotate.core.errors import NotFoundError
+from rotate.core.errors import ForbiddenError, NotFoundError
 from rotate.core.refs import ObjectRef
 from rotate.core.secret import Secret
 from rotate.core.strategy import Strategy
@@ -28,9 +28,10 @@ from rotate.core.urls import display_url
 from rotate.engine.access import check_permissions, check_vault_capabilities, permissions_needed
 from rotate.engine.collector import Collector, Fanned, note_uid
 from rotate.engine.fanout import fan_out
-from rotate.engine.kinds.checks import BACKEND_CAPABILITIES, BACKEND_REACHABLE
+from rotate.engine.kinds.checks import BACKEND_CAPABILITIES, BACKEND_REACHABLE, BACKEND_TOKEN
 from rotate.engine.model import Adapters, Check, PreflightResult, Trap
 from rotate.engine.preflight_workloads import workload_findings
+from rotate.engine.vault_token import describe_token, explain_forbidden
 from rotate.providers import access as provider_access
 from rotate.providers.accounts import accounts_for, active_username
 from rotate.stages import backend, harvest, sync, tokens, traps
@@ -115,7 +116,10 @@ def _backend_and_access(
 
     def backend_version() -> str:
         vault.health()
-        version[0] = backend.current_version(vault, credential.backend.path)
+        try:
+            version[0] = backend.current_version(vault, credential.backend.path)
+        except ForbiddenError as refused:  # the token, or its policy: each has its own fix
+            raise explain_forbidden(vault, chain, [credential.name], refused) from None
         if version[0] == 0:
             return "reachable; path not written yet (the run creates v1)"
         return f"reachable; current version v{version[0]}"
@@ -312,10 +316,13 @@ def doctor_checks(
     chain: Chain, vault: Vault | None, kube: Kube | None, cc: ConfigCenter | None
 ) -> list[Check]:
     """Connectivity + every permission any credential's run needs; no credential required.
-    An adapter that could not be built (None) is reported by the caller and skipped here."""
+    An adapter that could not be built (None) is reported by the caller and skipped here.
+    The token is checked on its own (``backend.token``): an invalid or expired one fails
+    there, with its fix, instead of as every credential's missing capabilities."""
     col = Collector()
     vault_ok = vault is not None and col.run(
-        BACKEND_REACHABLE, lambda: _healthy(vault.health, vault.address))
+        BACKEND_REACHABLE, lambda: _healthy(vault.health, vault.address)) and col.run(
+        BACKEND_TOKEN, lambda: describe_token(vault, chain))
     if kube is not None:
         col.run("kubernetes.lock-namespace", _exists_fn(
             kube, ObjectRef("Namespace", "", chain.cluster.lock_namespace)))

@@ -23,6 +23,12 @@ from rotate.core.errors import (
     UsageError,
 )
 from rotate.core.secret import Secret
+from rotate.core.waiting import Deadline, wait_for
+from rotate.engine.grants import vault_policy
+from rotate.engine.model import Check
+from rotate.engine.preflight import doctor_checks
+from rotate.engine.vault_token import explain_forbidden
+from tests.fakes import make_chain
 from tests.support.bao import ROOT_TOKEN, Bao, free_port, start_bao, stop_bao
 
 pytestmark = pytest.mark.bao
@@ -260,3 +266,74 @@ def test_an_expired_login_token_is_renewed_once(bao: Bao, path: str) -> None:
     assert revoke_approle_tokens() == 1
     assert vault.read(path)["password"].reveal() == VALUE_1  # logged in again, transparently
     assert revoke_approle_tokens() == 1  # exactly one new login happened
+
+
+def _checks(vault: HvacVault, tmp_path: Path) -> dict[str, Check]:
+    """doctor's OpenBao checks for the fake world's chain (token auth, credential
+    dragonfly), with this vault and neither Kubernetes nor the Config Center."""
+    return {c.check: c for c in doctor_checks(make_chain(tmp_path), vault, None, None)}
+
+
+def test_an_expired_token_is_told_from_a_missing_policy(bao: Bao, tmp_path: Path) -> None:
+    """Both are a 403 ``permission denied`` on the KV path; the token's lookup tells which,
+    and each says its own fix."""
+    root = HvacVault(bao.addr, Secret(ROOT_TOKEN))
+    root.write("infra/dragonfly", {"password": Secret(VALUE_1)}, cas=0)
+    chain = make_chain(tmp_path)
+
+    def token(**spec: object) -> tuple[HvacVault, str]:
+        created = bao.api("POST", "auth/token/create", json={"policies": ["default"], **spec})
+        value = created.json()["auth"]["client_token"]
+        return HvacVault(bao.addr, Secret(value)), value
+
+    no_policy, value = token(ttl="10m")
+    with pytest.raises(ForbiddenError) as refused:
+        no_policy.read_metadata("infra/dragonfly")
+    said = explain_forbidden(no_policy, chain, ["dragonfly"], refused.value)
+    assert "the token is valid but its policies (default) do not allow this" in said.message
+    assert "`rotate vault-policy dragonfly` prints the policy to apply" in said.message
+    assert value not in said.message and bao.addr not in said.message
+    checks = _checks(no_policy, tmp_path)
+    assert checks["backend.token"].ok and "(policies: default)" in checks["backend.token"].detail
+    assert "expires in" in checks["backend.token"].detail
+    caps = checks["backend.capabilities dragonfly"]
+    assert not caps.ok and "rotate vault-policy dragonfly" in caps.detail
+
+    short, value = token(ttl="1s", explicit_max_ttl="1s")
+
+    def expired() -> bool | None:
+        try:
+            short.lookup_self()
+        except ForbiddenError:
+            return True
+        return None
+
+    wait_for(expired, deadline=Deadline.after(30), what="the 1s token to expire")
+    with pytest.raises(ForbiddenError) as refused:
+        short.read_metadata("infra/dragonfly")
+    said = explain_forbidden(short, chain, ["dragonfly"], refused.value)
+    assert "the token is invalid or expired" in said.message
+    assert "VAULT_TOKEN" in said.message and "the token is valid" not in said.message
+    assert value not in said.message and bao.addr not in said.message
+    checks = _checks(short, tmp_path)
+    assert not checks["backend.token"].ok
+    assert "invalid or expired" in checks["backend.token"].detail
+    assert "backend.capabilities dragonfly" not in checks
+
+
+def test_a_token_without_the_default_policy_is_valid(bao: Bao, tmp_path: Path) -> None:
+    """`rotate vault-policy`'s policy with -no-default-policy: the lookup is refused, yet the
+    token is valid, and doctor passes."""
+    chain = make_chain(tmp_path)
+    name = f"rotate-{uuid.uuid4().hex[:6]}"
+    policy = vault_policy(chain, [chain.credentials["dragonfly"]])
+    bao.api("PUT", f"sys/policies/acl/{name}", json={"policy": policy})
+    created = bao.api("POST", "auth/token/create",
+                      json={"policies": [name], "no_default_policy": True, "ttl": "10m"})
+    vault = HvacVault(bao.addr, Secret(created.json()["auth"]["client_token"]))
+    with pytest.raises(ForbiddenError):
+        vault.lookup_self()
+    checks = _checks(vault, tmp_path)
+    assert all(c.ok for c in checks.values()), checks
+    assert "valid (its policies do not grant auth/token/lookup-self" in \
+        checks["backend.token"].detail

@@ -13,7 +13,7 @@ import pytest
 
 from rotate.clients.seams import Vault
 from rotate.clients.vault import HvacVault
-from rotate.core.errors import ConflictError, NotFoundError
+from rotate.core.errors import ConflictError, ForbiddenError, NotFoundError
 from rotate.core.secret import Secret
 from tests.fakes import FakeVault
 from tests.support.bao import ROOT_TOKEN, Bao, start_bao, stop_bao
@@ -100,3 +100,30 @@ def test_capabilities_answer_for_every_path_asked(vault: Vault, path: str) -> No
     for got in caps.values():
         assert got and all(isinstance(c, str) for c in got)
         assert "root" in got or {"read", "update"} <= set(got)
+
+
+@pytest.fixture(params=["fake", pytest.param("real", marks=pytest.mark.bao)])
+def unknown_token_vault(request: pytest.FixtureRequest) -> Vault:
+    """A vault whose token the server does not know (as after it expired)."""
+    if request.param == "fake":
+        fake = FakeVault("secret")
+        fake.token_expired = True
+        return fake
+    bao: Bao = request.getfixturevalue("bao")
+    return HvacVault(bao.addr, Secret("not-a-token-" + uuid.uuid4().hex), "secret")
+
+
+def test_the_token_looks_itself_up(vault: Vault) -> None:
+    token = vault.lookup_self()
+    assert token.policies == ("root",)
+    assert token.ttl == 0  # the root token never expires
+
+
+def test_an_unknown_token_is_refused_everywhere(unknown_token_vault: Vault, path: str) -> None:
+    vault = unknown_token_vault
+    vault.health()  # health needs no token
+    for call in (vault.lookup_self, lambda: vault.read_metadata(path),
+                 lambda: vault.capabilities([f"secret/data/{path}"])):
+        with pytest.raises(ForbiddenError) as info:
+            call()
+        assert info.value.status == 403

@@ -1,4 +1,7 @@
-"""A fake of the Vault seam: KV v2 versions with check-and-set, capabilities."""
+"""A fake of the Vault seam: KV v2 versions with check-and-set, capabilities, the token.
+
+``token_expired`` stands for a token OpenBao no longer knows (expired, revoked, mistyped):
+every authenticated call is refused with 403, as the real server does."""
 
 from __future__ import annotations
 
@@ -7,8 +10,9 @@ from collections.abc import Mapping, Sequence
 from rotate.clients.seams import (
     KvMetadata,
     KvVersion,
+    VaultToken,
 )
-from rotate.core.errors import ConflictError, NotFoundError
+from rotate.core.errors import ConflictError, ForbiddenError, NotFoundError
 from rotate.core.secret import Secret
 from tests.fakes.faults import Faults
 
@@ -23,6 +27,13 @@ class FakeVault:
         self.capability_map: dict[str, list[str]] = {}
         self.faults = Faults()
         self.writes = 0
+        self.token = VaultToken(ttl=0, policies=("root",))
+        self.token_expired = False
+
+    def _authorised(self, op: str) -> None:
+        self.faults.hit(op)
+        if self.token_expired:
+            raise ForbiddenError("vault", op, "not allowed", status=403)
 
     @property
     def address(self) -> str:
@@ -32,7 +43,7 @@ class FakeVault:
         self.faults.hit("health")
 
     def read_metadata(self, path: str) -> KvMetadata:
-        self.faults.hit("read_metadata")
+        self._authorised("read_metadata")
         if path not in self.versions:
             raise NotFoundError("vault", f"metadata {path}", "not found", status=404)
         vs = self.versions[path]
@@ -41,7 +52,7 @@ class FakeVault:
         }, dict(self.custom.get(path, {})))
 
     def read(self, path: str, version: int | None = None) -> dict[str, Secret]:
-        self.faults.hit("read")
+        self._authorised("read")
         vs = self.versions.get(path)
         if not vs:
             raise NotFoundError("vault", f"read {path}", "not found", status=404)
@@ -51,7 +62,7 @@ class FakeVault:
         return {k: Secret(x) for k, x in vs[v - 1].items()}
 
     def write(self, path: str, data: Mapping[str, Secret], *, cas: int) -> int:
-        self.faults.hit("write")
+        self._authorised("write")
         vs = self.versions.setdefault(path, [])
         if cas != len(vs):
             raise ConflictError("vault", f"write {path}", "check-and-set mismatch")
@@ -60,12 +71,17 @@ class FakeVault:
         return len(vs)
 
     def set_custom_metadata(self, path: str, metadata: Mapping[str, str]) -> None:
-        self.faults.hit("set_custom_metadata")
+        self._authorised("set_custom_metadata")
         self.versions.setdefault(path, [])
         self.custom.setdefault(path, {}).update(metadata)
 
     def capabilities(self, paths: Sequence[str]) -> dict[str, list[str]]:
+        self._authorised("capabilities")
         return {p: list(self.capability_map.get(p, ["read", "update", "create"])) for p in paths}
+
+    def lookup_self(self) -> VaultToken:
+        self._authorised("lookup_self")
+        return self.token
 
     # test helpers
     def current(self, path: str, key: str) -> str:

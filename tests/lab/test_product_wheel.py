@@ -1,6 +1,7 @@
 """The product as an adopter gets it: ``pip wheel --no-deps .`` installed (not editable) into
-a fresh venv.  The wheel carries the chain schema and no lab code; installed alone, it plans
-the dragonfly rotation against the lab, and ``rotate lab`` says how to get the lab.
+a fresh venv with the ``redis`` extra only.  The wheel carries the chain schema and no lab
+code; installed alone, it plans the dragonfly rotation (``apply: redis-acl``) against the lab,
+refuses the postgres one naming the extra it lacks, and ``rotate lab`` says how to get the lab.
 
 The wheel is built from a copy of the product's sources (pyproject.toml, README.md, LICENSE,
 rotate/), not from the checkout itself: setuptools reuses ``build/lib`` and would ship a
@@ -19,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.labhandle import LabHandle
+from tests.support.paths import EXAMPLE_CHAIN
 
 pytestmark = pytest.mark.wheel
 PRODUCT_FILES = ("pyproject.toml", "README.md", "LICENSE")
@@ -47,7 +49,7 @@ def fresh_venv(product_wheel: Path, tmp_path_factory: pytest.TempPathFactory) ->
                    timeout=120)
     installed = subprocess.run(
         [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install",
-         "-q", str(product_wheel)], capture_output=True, text=True, timeout=600)
+         "-q", f"{product_wheel}[redis]"], capture_output=True, text=True, timeout=600)
     assert installed.returncode == 0, installed.stderr[-2000:]
     return venv
 
@@ -86,3 +88,15 @@ def test_installed_product_plans_dragonfly_against_the_lab(
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("Plan: rotate dragonfly"), done.stdout
     assert "backend.write" in done.stdout and "consumer" in done.stdout
+
+
+def test_installed_product_names_the_extra_a_credential_lacks(fresh_venv: Path,
+                                                               tmp_path: Path) -> None:
+    done = subprocess.run(
+        [str(fresh_venv / "bin" / "rotate"), "postgres", "--chain", str(EXAMPLE_CHAIN),
+         "--state-dir", str(tmp_path / "state")],
+        capture_output=True, text=True, timeout=60, cwd=tmp_path,
+        env={"PATH": "/usr/bin:/bin", "NO_COLOR": "1", "HOME": str(tmp_path)})
+    assert done.returncode == 2, done.stderr
+    assert "pip install 'rotate[postgres]'" in done.stderr
+    assert "rotate[redis]" not in done.stderr and "Traceback" not in done.stderr

@@ -10,3 +10,5 @@ from __future__ import annotations
 BACKEND_REACHABLE = "backend.reachable"
 #: the token may read and update the path's data and metadata
 BACKEND_CAPABILITIES = "backend.capabilities"
+#: the token is one OpenBao knows (lookup-self): tells an expired token from a missing policy
+BACKEND_TOKEN = "backend.token"
