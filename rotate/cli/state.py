@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from rotate.core.errors import JournalUnreadable
     from rotate.core.secret import Secret
     from rotate.core.waiting import CancelToken
     from rotate.engine.model import Check, Observer, Plan, RunReport, RunSummary
@@ -54,7 +55,9 @@ class Engine(Protocol):
         self, options: Any, run_id: str, observer: Observer, cancel: CancelToken,
     ) -> RunReport: ...
 
-    def runs(self, options: Any) -> Sequence[RunSummary]: ...
+    def runs(
+        self, options: Any, unreadable: list[JournalUnreadable] | None = None,
+    ) -> Sequence[RunSummary]: ...
 
     def show(self, options: Any, run_id: str) -> RunReport: ...
 

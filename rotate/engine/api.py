@@ -26,7 +26,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from rotate.chain.model import Chain, Credential, consumers_of, strategy_problem
-from rotate.core.errors import ClientError, LockHeld, PreflightFailed, RotateError, UsageError
+from rotate.core.errors import (
+    ClientError,
+    JournalUnreadable,
+    LockHeld,
+    PreflightFailed,
+    RotateError,
+    UsageError,
+)
 from rotate.core.fingerprint import fingerprint
 from rotate.core.secret import Secret, generate
 from rotate.core.strategy import Strategy
@@ -402,8 +409,13 @@ class Engine:
 
     # ------------------------------------------------------------------ read-only views
 
-    def runs(self, options: _Options) -> list[RunSummary]:
-        return [_summary(state) for state in journal_mod.load_runs(options.state_dir)]
+    def runs(
+        self, options: _Options, unreadable: list[JournalUnreadable] | None = None,
+    ) -> list[RunSummary]:
+        """Every readable run, newest first; a journal that cannot be read is skipped and,
+        when ``unreadable`` is given, added to it (``rotate runs`` names it, exit 6)."""
+        return [_summary(state)
+                for state in journal_mod.load_runs(options.state_dir, unreadable)]
 
     def show(self, options: _Options, run_id: str) -> RunReport:
         from rotate.engine.executor import report_from
