@@ -98,6 +98,13 @@ class LockLost(RotateError):
 
     exit_code = EXIT_LOCK_LOST
 
+    def __init__(self, message: str, *, hint: str | None = None, lease: str = "",
+                 taken_by: str = "") -> None:
+        """``lease``: namespace/name; ``taken_by``: its holder now ("" when deleted)."""
+        super().__init__(message, hint=hint)
+        self.lease = lease
+        self.taken_by = taken_by
+
 
 class JournalUnreadable(RotateError):
     """A run's journal exists but cannot be read as one (binary, another file written over

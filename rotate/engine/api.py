@@ -122,7 +122,8 @@ def _lease(chain: Chain, adapters: Adapters, credential: str, run_id: str,
     def one(name: str | None = None) -> Lease:
         return Lease(adapters.kube, chain.cluster.lock_namespace, credential, holder,
                      duration=chain.defaults.lease_duration, name=name,
-                     run_ended=lambda rid: journal_mod.has_ended(state_dir, rid))
+                     run_ended=lambda rid: journal_mod.has_ended(state_dir, rid),
+                     run_started=lambda rid: journal_mod.journal_path(state_dir, rid).exists())
 
     providers = chain.credentials[credential].providers if credential in chain.credentials \
         else ()

@@ -2,7 +2,7 @@
 
 Without ``--confirm`` nothing is changed: the engine runs preflight and returns the ordered
 steps; exit 0 when preflight passed, 3 when it did not (cli.md). With ``--confirm`` the
-engine runs the chain; the CLI exits with the report's code (0, 10–16, 130).
+engine runs the chain; the CLI exits with the report's code (0, 5, 10–16, 130).
 
 ``--value-stdin`` reads the new value from stdin — never from argv, where ``ps`` and shell
 history would see it. On a terminal it is read without echo. The value goes straight into a
