@@ -20,8 +20,9 @@ recovery, without asking rotate (bench/fault_world.py):
 - every consumer of either credential holds exactly one live Config Center token;
 - the recovery (resume, rollback) itself exited 0; after a torn record the run reads as
   settled (``succeeded`` resumed, ``rolled-back``): a hidden record would leave it failed,
-  and the next rotation refused; a run whose lock was taken over exited 5 (lock lost) and
-  the take-over (``resume --take-over-lock``) exited 0.
+  and the next rotation refused; a run whose lock was taken over exited 5 (lock lost), the
+  take-over (``resume --take-over-lock``) exited 0, and the run still reads ``succeeded``
+  as the take-over left it (the stopped process journaled nothing more).
 
 It prints the matrix as a Markdown table and writes OUT/faults.json.
 
@@ -258,6 +259,11 @@ class Case:
             if codes[self.spec.credential] != 5:
                 self.out.problems.append("the run whose lock was taken over did not exit 5 "
                                          "(docs/cli.md)")
+            run_id = self.journal.run_id_now() if self.journal else None
+            if run_id and (status := self.world.run_status(run_id)) != "succeeded":
+                self.out.problems.append(f"the run reads {status} after the take-over's "
+                                         "resume finished it: the process that lost its "
+                                         "lock journaled on")
         v1 = {c: self.world.bao_version(cred) for c, cred in self.creds.items()}
         self.check(self.recover(codes), v1)
         self.out.seconds = time.monotonic() - began

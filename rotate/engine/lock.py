@@ -216,7 +216,7 @@ class Lease:
             try:
                 current = self.kube.get("Lease", self.namespace, self.name)
                 spec = dict(current.get("spec") or {})
-                if spec.get("holderIdentity") != self.holder:
+                if not self._ours(current):
                     self._lose(str(spec.get("holderIdentity") or ""))
                     return False
                 spec["renewTime"] = rfc3339(utcnow())
@@ -233,6 +233,19 @@ class Lease:
                 return False
             except ClientError:
                 return True  # temporary trouble: the lease stays valid until it expires
+
+    def _ours(self, current: dict[str, Any]) -> bool:
+        """Whether ``current`` is this process's lease: our holder identity *and* our host
+        and pid — a resume of the same run (``--take-over-lock``) has the same identity
+        (``user@host/<run id>``) but is another process.  A lease without the annotations
+        (edited by hand) is judged by its identity alone."""
+        if (current.get("spec") or {}).get("holderIdentity") != self.holder:
+            return False
+        ann = (current.get("metadata") or {}).get("annotations") or {}
+        if PID_ANNOTATION not in ann:
+            return True
+        return (ann.get(PID_ANNOTATION) == str(os.getpid())
+                and ann.get(HOST_ANNOTATION) == socket.gethostname())
 
     def _lose(self, taken_by: str) -> None:
         self.lost = True
@@ -274,7 +287,7 @@ class Lease:
             return
         try:
             current = self.kube.get("Lease", self.namespace, self.name)
-            if (current.get("spec") or {}).get("holderIdentity") != self.holder:
+            if not self._ours(current):
                 return
             if self._previous is not None and not self._run_started(self.run_id):
                 self._give_back(current)

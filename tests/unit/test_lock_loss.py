@@ -137,3 +137,17 @@ def test_a_take_over_that_ran_releases_the_lease(world: World, tmp_path: Path) -
     report = run(world, tmp_path, take_over_lock=True)
     assert report.status == "succeeded", report.message
     assert ("Lease", NS, NAME) not in world.kube.objects
+
+
+def test_a_resume_of_the_same_run_is_another_holder_though_its_identity_is_ours() -> None:
+    """`rotate resume RUN --take-over-lock` holds the Lease as ``user@host/RUN`` — the
+    identity of the frozen run it took it from: the pid tells them apart, so the frozen
+    process notices the loss and never deletes the resume's Lease."""
+    kube = FakeKube()
+    lease = Lease(kube, NS, "dragonfly", "me@here/r1", duration=30)
+    lease.acquire(renew=False)
+    kube.raw("Lease", NS, NAME)["metadata"]["annotations"]["rotate.dev/pid"] = "1"
+    assert not lease.renew_once()
+    assert lease.lost and lease.taken_by == "me@here/r1"
+    lease.release()
+    assert kube.raw("Lease", NS, NAME)["spec"]["holderIdentity"] == "me@here/r1"
