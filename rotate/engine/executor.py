@@ -128,7 +128,8 @@ class Executor:
         if self.lease is None or self.lease.still_held():
             return
         error = lock_loss.lost(self.lease)
-        if ending and lock_loss.holder_run(error) != self.run.run_id:
+        if ending and not lock_loss.taken_by_this_run(error, self.run.journal.path,
+                                                      self.run.run_id):
             return
         raise _StepError(step, error) from None
 
@@ -254,7 +255,7 @@ class Executor:
         assert self.lease is not None
         run = self.run
         error = lock_loss.lost(self.lease)
-        if lock_loss.holder_run(error) == run.run_id:
+        if lock_loss.taken_by_this_run(error, run.journal.path, run.run_id):
             raise lock_loss.resumed_elsewhere(error, run.run_id)  # its journal is theirs now
         state = journal_mod.load_file(run.journal.path, run.run_id)
         rollback = rollback_command(run.run_id) if run.start.operation == "rotate" else ""

@@ -6,9 +6,11 @@ goes on, it must not act any further: the new holder may be acting on the same o
 the executor stops it at the next step boundary (rotate.engine.lock: ``still_held``) and:
 
 * undoes nothing, and starts no further step;
-* when the new holder is a process resuming *this* run (its holder identity ends with this
-  run's id), journals nothing more — not even the end of the step it was in: the journal is
-  that process's now — and exits 5 saying so;
+* when the new holder is a process resuming *this* run, journals nothing more — not even
+  the end of the step it was in: the journal is that process's now — and exits 5 saying so.
+  Told by the journal itself (:func:`taken_by_this_run`): its last ``run.resume`` names
+  another process — the Lease cannot tell, as that resume holds it under the same identity
+  (``user@host/<run id>``) and may have finished and deleted it already;
 * otherwise ends the run ``failed`` with exit 5 and a message naming the Lease, its new
   holder, the state of the chain and the next commands: wait for that run, then resume or
   roll back this one.
@@ -16,7 +18,12 @@ the executor stops it at the next step boundary (rotate.engine.lock: ``still_hel
 
 from __future__ import annotations
 
-from rotate.core.errors import LockLost
+import os
+import socket
+from pathlib import Path
+
+from rotate.core.errors import JournalUnreadable, LockLost
+from rotate.engine import journal as journal_mod
 from rotate.engine.lock import Lease, Locks
 from rotate.engine.model import PlannedStep
 
@@ -37,11 +44,27 @@ def holder_run(error: LockLost) -> str:
     return error.taken_by.rpartition("/")[2] if error.taken_by else ""
 
 
+def taken_by_this_run(error: LockLost, journal: Path, run_id: str) -> bool:
+    """Whether the lock went to a process resuming this run: the Lease's new holder is this
+    run, or the journal's latest ``run.start``/``run.resume`` was written by another
+    process than this one."""
+    if holder_run(error) == run_id:
+        return True
+    try:
+        records = journal_mod.read_records(journal, run_id)
+    except JournalUnreadable:
+        return False
+    starts = [r for r in records if r.get("event") in ("run.start", "run.resume")]
+    process = (starts[-1].get("data") or {}).get("process") if starts else None
+    return isinstance(process, dict) and process != {"host": socket.gethostname(),
+                                                     "pid": os.getpid()}
+
+
 def resumed_elsewhere(error: LockLost, run_id: str) -> LockLost:
     """The run's lock was taken over by a process resuming this very run."""
     return LockLost(
-        f"run {run_id} {error.message}, which resumes this same run; this process stopped "
-        "and changed nothing more",
+        f"run {run_id} {error.message}; a process resuming this same run took it over, and "
+        "this process stopped and changed nothing more",
         hint=f"follow that process's run with `rotate show {run_id}`; there is nothing to "
              "do here", lease=error.lease, taken_by=error.taken_by)
 

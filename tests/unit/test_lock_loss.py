@@ -17,6 +17,7 @@ from tests.fakes import FakeKube, World, deployment
 from tests.unit.engine_support import (
     RecordingObserver,
     journal_lines,
+    options,
     run,
     world_fixture,  # noqa: F401 - fixture
 )
@@ -85,7 +86,7 @@ def test_a_lock_taken_by_a_resume_of_the_same_run_journals_nothing_more(
     with pytest.raises(LockLost) as exc:
         run(world, tmp_path, obs)
     assert exc.value.exit_code == 5
-    assert "resumes this same run" in exc.value.message
+    assert "a process resuming this same run took it over" in exc.value.message
     assert f"rotate show {held[0].run_id}" in (exc.value.hint or "")
     # not even the end of the step it was in: the journal is the resuming process's now
     assert len(journal_lines(tmp_path, held[0].run_id)) == seen[0]
@@ -151,3 +152,35 @@ def test_a_resume_of_the_same_run_is_another_holder_though_its_identity_is_ours(
     assert lease.lost and lease.taken_by == "me@here/r1"
     lease.release()
     assert kube.raw("Lease", NS, NAME)["spec"]["holderIdentity"] == "me@here/r1"
+
+
+def test_a_resume_that_already_finished_and_deleted_the_lease_is_told_by_the_journal(
+    world: World, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The frozen process thaws after the resume that took its lock finished and deleted
+    the Lease: the journal's last run.resume (another process) says whose run it is now,
+    so this process journals nothing more — the run stays as the resume left it."""
+    import json
+
+    held = _held_leases(monkeypatch)
+    obs = RecordingObserver()
+    seen: list[int] = []
+
+    def resumed_and_finished(step: Any) -> None:
+        run_id = held[0].run_id
+        path = tmp_path / "state" / "runs" / run_id / "journal.jsonl"
+        with path.open("a") as fh:
+            for event, data in (("run.resume", {"process": {"host": "h", "pid": 1}}),
+                                ("run.end", {"status": "succeeded", "exit_code": 0})):
+                fh.write(json.dumps({"data": data, "event": event,
+                                     "ts": "2026-12-04T00:00:00.000000Z"}) + "\n")
+        world.kube.objects.pop(("Lease", NS, NAME))
+        assert not held[0].renew_once()
+        seen.append(len(journal_lines(tmp_path, run_id)))
+
+    obs.on_start["config.harvest"] = resumed_and_finished
+    with pytest.raises(LockLost) as exc:
+        run(world, tmp_path, obs)
+    assert "was deleted" in exc.value.message and exc.value.exit_code == 5
+    assert len(journal_lines(tmp_path, held[0].run_id)) == seen[0]
+    assert world.engine().show(options(tmp_path), held[0].run_id).status == "succeeded"
