@@ -53,6 +53,7 @@ from rotate.core.errors import EXIT_INTERRUPTED, JournalUnreadable, UsageError
 from rotate.core.secret import Secret
 from rotate.core.strategy import Strategy
 from rotate.core.timestamps import rfc3339, utcnow
+from rotate.engine.journal_lines import read_records, torn_tail
 from rotate.engine.model import Operation, PlannedStep, RunStart
 
 JOURNAL_NAME = "journal.jsonl"
@@ -131,7 +132,7 @@ class Journal:
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         os.fchmod(fd, 0o600)
         self._fh = open(fd, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
-        if _torn_tail(path):
+        if torn_tail(path):
             self._fh.write("\n")  # the next record must not extend a crashed process's line
 
     @classmethod
@@ -162,15 +163,6 @@ class Journal:
         with self._lock:
             if not self._fh.closed:
                 self._fh.close()
-
-
-def _torn_tail(path: Path) -> bool:
-    """Whether the file ends inside a line (a writer killed mid-record)."""
-    with open(path, "rb") as fh:
-        if fh.seek(0, os.SEEK_END) == 0:
-            return False
-        fh.seek(-1, os.SEEK_END)
-        return fh.read(1) != b"\n"
 
 
 # --------------------------------------------------------------------------- reading
@@ -247,47 +239,6 @@ def load_file(path: Path, run_id: str) -> RunState:
         return _state(records, run_id)
     except (KeyError, ValueError, TypeError, AttributeError):
         raise JournalUnreadable(run_id, str(path), "it holds a malformed record") from None
-
-
-def read_records(path: Path, run_id: str) -> list[dict[str, Any]]:
-    """Every complete record, in order; a torn line (it does not parse) is skipped."""
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise JournalUnreadable(run_id, str(path),
-                                f"cannot read it: {exc.strerror or 'not readable'}") from None
-    records: list[dict[str, Any]] = []
-    for line in raw.split(b"\n"):
-        if line.strip():
-            record = _record(line)
-            if record is not None:
-                records.append(record)
-    return records
-
-
-#: how every record starts (json.dumps with sort_keys: "data" is the first key)
-_RECORD_START = b'{"data": '
-
-
-def _record(line: bytes) -> dict[str, Any] | None:
-    """The record on ``line``; a torn line yields None, or the complete record written on
-    its tail (by a writer that did not yet start after a torn line on a new line)."""
-    for start in _starts(line):
-        try:
-            record = json.loads(line[start:].decode("utf-8"))
-        except ValueError:  # UnicodeDecodeError included
-            continue
-        if isinstance(record, dict):
-            return record
-    return None
-
-
-def _starts(line: bytes) -> Iterator[int]:
-    yield 0
-    at = line.find(_RECORD_START, 1)
-    while at != -1:
-        yield at
-        at = line.find(_RECORD_START, at + 1)
 
 
 def _state(records: list[dict[str, Any]], run_id: str) -> RunState:

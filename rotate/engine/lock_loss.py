@@ -23,7 +23,7 @@ import socket
 from pathlib import Path
 
 from rotate.core.errors import JournalUnreadable, LockLost
-from rotate.engine import journal as journal_mod
+from rotate.engine.journal_lines import read_records
 from rotate.engine.lock import Lease, Locks
 from rotate.engine.model import PlannedStep
 
@@ -51,7 +51,7 @@ def taken_by_this_run(error: LockLost, journal: Path, run_id: str) -> bool:
     if holder_run(error) == run_id:
         return True
     try:
-        records = journal_mod.read_records(journal, run_id)
+        records = read_records(journal, run_id)
     except JournalUnreadable:
         return False
     starts = [r for r in records if r.get("event") in ("run.start", "run.resume")]

@@ -14,6 +14,7 @@ from typer.testing import CliRunner, Result
 from rotate.cli.app import app
 from rotate.core.errors import EXIT_JOURNAL_UNREADABLE, JournalUnreadable
 from rotate.engine import journal as journal_mod
+from rotate.engine.journal_lines import read_records
 from tests.fakes import World
 from tests.unit.engine_support import (
     options,
@@ -75,7 +76,7 @@ def test_a_record_written_on_a_torn_line_is_found_again(tmp_path: Path) -> None:
                  + b"\n")
     state = journal_mod.load(tmp_path, "r1")
     assert (state.status, state.exit_code) == ("succeeded", 0)
-    records = journal_mod.read_records(path, "r1")
+    records = read_records(path, "r1")
     assert [r["event"] for r in records] == ["run.start", "run.resume", "run.end"]
 
 
