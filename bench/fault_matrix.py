@@ -10,6 +10,9 @@ Invariants:
 - Every disturbance is recovered twice, once by ``resume`` and once by ``rollback``
   (two cases), except the shared-provider and human-restart cases, which an operator
   recovers by resuming.
+- A torn journal (a kill mid-write) is a kill at a state-changing kind with a partial
+  record appended to the killed run's journal; a lock take-over freezes the run at a kind
+  that only reads (``TAKE_OVER_AT``: the step in flight changes nothing once thawed).
 """
 
 from __future__ import annotations
@@ -35,6 +38,12 @@ FAULTS: dict[str, tuple[str | None, str]] = {
     "readyz-fail": ("cart", "consumer.wait"),
     "provider-crashloop": (None, "provider.apply"),
 }
+#: kinds at which a frozen run's Lease is taken over by `resume --take-over-lock` (read-only:
+#: the step the frozen run was in changes nothing when it is thawed; not the consumers' kinds,
+#: whose lanes may be in state-changing steps at that moment)
+TAKE_OVER_AT = ("provider.verify", "readyz.check")
+#: what a torn case appends to the killed run's journal: a record cut off mid-write
+TORN_RECORD = b'{"data": {"detail": "cut off mid-wri'
 #: human `kubectl rollout restart` → (whose run: main/other, workload, at the start of kind)
 HUMAN: tuple[tuple[str, str, str], ...] = (
     ("main", "dragonfly/dragonfly", "sync.wait"),
@@ -53,9 +62,11 @@ class Spec:
 
     ``disturbance`` is ``signal`` (``sig`` at ``kind`` + ``delay_ms``), ``fault-before``,
     ``fault-during`` (``fault`` on ``target`` switched on at ``kind``), ``human``
-    (``kubectl rollout restart`` of ``target`` at ``kind``) or ``shared`` (both
+    (``kubectl rollout restart`` of ``target`` at ``kind``), ``shared`` (both
     credentials at once; ``kind``: the step of ``credential`` at which the other starts,
-    "" for the same instant)."""
+    "" for the same instant), ``torn`` (kill -9 at ``kind``, then a torn record appended to
+    its journal) or ``takeover`` (frozen at ``kind`` until its Leases are stale, taken over
+    by ``rotate resume RUN --confirm --take-over-lock``, then thawed)."""
 
     disturbance: str
     credential: str
@@ -79,6 +90,8 @@ class Spec:
                             f" at {at}",
             "human": f"human restart {self.target} at {at}",
             "shared": f"both credentials at once{' (at ' + at + ')' if self.kind else ''}",
+            "torn": f"kill at {at} + torn journal record",
+            "takeover": f"lock taken over at {at}",
         }[self.disturbance]
         return f"{cred}{what} → {self.recovery}"
 
@@ -139,6 +152,16 @@ def fault_specs(credential: str, kinds: Sequence[str]) -> list[Spec]:
     return out
 
 
+def journal_specs(credential: str, kinds: Sequence[str]) -> list[Spec]:
+    """A torn record after a kill at each state-changing kind, and a lock taken over at each
+    ``TAKE_OVER_AT`` kind the plan has, each recovered by resume and by rollback."""
+    out = [Spec("torn", credential, how, kind=kind, sig="kill")
+           for kind in kinds if kind not in READ_ONLY for how in RECOVERIES]
+    out += [Spec("takeover", credential, how, kind=kind)
+            for kind in TAKE_OVER_AT if kind in kinds for how in RECOVERIES]
+    return out
+
+
 def matrix(plans: dict[str, dict[str, Any]], main: str, other: str,
            signals: Sequence[str] = SIGNALS) -> list[Spec]:
     """The whole matrix: ``main`` at every kind of its plan with every signal and fault;
@@ -159,7 +182,7 @@ def matrix(plans: dict[str, dict[str, Any]], main: str, other: str,
         if kind in plan_kinds(plans[cred]):
             specs.append(Spec("human", cred, "resume", kind=kind, target=target,
                               tagged=cred != main))
-    return specs
+    return specs + journal_specs(main, main_kinds)
 
 
 def select(specs: Iterable[Spec], only: Sequence[str] | None, shard: tuple[int, int]

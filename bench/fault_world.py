@@ -142,6 +142,19 @@ class World:
             raise BenchError(f"`rotate {credential} -o json` printed no plan "
                              f"(exit {done.returncode})") from None
 
+    def leases_stale(self, run_id: str) -> bool:
+        """Whether every Lease held for ``run_id`` (its credential's and its providers') is
+        past ``renewTime + leaseDurationSeconds`` — what `--take-over-lock` waits for."""
+        from datetime import UTC, datetime, timedelta
+
+        items = self.lab.kubectl_json("get", "leases", "-n", "rotate-system")["items"]
+        mine = [lease["spec"] for lease in items
+                if str(lease["spec"].get("holderIdentity", "")).endswith(f"/{run_id}")]
+        now = datetime.now(UTC)
+        return bool(mine) and all(
+            datetime.fromisoformat(str(spec["renewTime"]).replace("Z", "+00:00"))
+            + timedelta(seconds=int(spec["leaseDurationSeconds"])) < now for spec in mine)
+
     def known_runs(self) -> set[str]:
         return {p.name for p in self.runs.iterdir()} if self.runs.is_dir() else set()
 

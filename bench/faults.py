@@ -1,8 +1,8 @@
 """Fault matrix: every lab fault before and during a run, kill -9 / SIGTERM at the start of
 every step kind the plan has (and a few ms into the state-changing ones), two credentials on
-one provider, a human `kubectl rollout restart` mid-run — each recovered by resume and by
-rollback, and checked from outside the tool
-(docs/reliability.md).
+one provider, a human `kubectl rollout restart` mid-run, a torn journal record after a kill,
+a run's lock taken over while it is frozen — each recovered by resume and by rollback, and
+checked from outside the tool (docs/reliability.md).
 
 One lab (fast profile) in its own directory, started and stopped here.  The kinds come from
 ``rotate CRED -o json`` (bench/fault_matrix.py).  A run is disturbed at a step by freezing
@@ -18,7 +18,11 @@ recovery, without asking rotate (bench/fault_world.py):
   (as that credential's ACL user) and, for the restart strategy, refuses the value it
   replaced; every consumer's Config Center document holds it and every shop /readyz is 200;
 - every consumer of either credential holds exactly one live Config Center token;
-- the recovery (resume, rollback) itself exited 0.
+- the recovery (resume, rollback) itself exited 0; after a torn record the run reads as
+  settled (``succeeded`` resumed, ``rolled-back``): a hidden record would leave it failed,
+  and the next rotation refused; a run whose lock was taken over exited 5 (lock lost), the
+  take-over (``resume --take-over-lock``) exited 0, and the run still reads ``succeeded``
+  as the take-over left it (the stopped process journaled nothing more).
 
 It prints the matrix as a Markdown table and writes OUT/faults.json.
 
@@ -42,7 +46,16 @@ from typing import Any
 
 import httpx
 
-from bench.fault_matrix import Outcome, Spec, matrix, outcomes_of, paired, select, table
+from bench.fault_matrix import (
+    TORN_RECORD,
+    Outcome,
+    Spec,
+    matrix,
+    outcomes_of,
+    paired,
+    select,
+    table,
+)
 from bench.fault_world import CREDENTIALS, Credential, Journal, World, freeze, thaw, wait
 from bench.world import BENCH_DIR, BenchError, Lab
 
@@ -57,6 +70,8 @@ class Case:
     def __init__(self, world: World, creds: dict[str, Credential], spec: Spec) -> None:
         self.world, self.creds, self.spec = world, creds, spec
         self.out = Outcome(spec.name)
+        self.journal: Journal | None = None  # the disturbed run's, once started
+        self.taker: subprocess.CompletedProcess[str] | None = None  # a take-over's resume
         self.v0 = {c: world.bao_version(cred) for c, cred in creds.items()}
         self.value0 = {c: world.bao_value(cred) for c, cred in creds.items()}
         self.known = world.known_runs()
@@ -104,6 +119,7 @@ class Case:
             b, _ = self.start(OTHER)
             return {MAIN: self.finish(a), OTHER: self.finish(b)}
         proc, journal = self.start(s.credential)
+        self.journal = journal
         codes: dict[str, int] = {}
         try:
             if self.at_kind(proc, journal):
@@ -132,7 +148,31 @@ class Case:
             other = OTHER if s.credential == MAIN else MAIN
             second, _ = self.start(other)
             return {other: self.finish(second)}
+        elif s.disturbance == "torn":
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
+            self.tear()
+        elif s.disturbance == "takeover":
+            self.take_over()
         return {}
+
+    def tear(self) -> None:
+        """Append a record cut off mid-write to the killed run's journal."""
+        run_id = self.journal.run_id_now() if self.journal else None
+        if run_id is None:
+            raise BenchError("torn: the killed run has no journal")
+        with (self.world.runs / run_id / "journal.jsonl").open("ab") as fh:
+            fh.write(TORN_RECORD)
+
+    def take_over(self) -> None:
+        """Wait (frozen run) until every Lease it holds is stale, then take them over with
+        `rotate resume RUN --confirm --take-over-lock`; its exit code joins the case's."""
+        run_id = self.journal.run_id_now() if self.journal else None
+        if run_id is None:
+            raise BenchError("takeover: the frozen run has no journal")
+        if not wait(lambda: self.world.leases_stale(run_id), 120, every=1.0):
+            raise BenchError(f"the Leases of the frozen run {run_id} never went stale")
+        self.taker = self.world.rotate("resume", run_id, "--confirm", "--take-over-lock")
 
     # -- recover
     def recover(self, codes: dict[str, int]) -> dict[str, str]:
@@ -156,6 +196,11 @@ class Case:
                 self.out.exit_codes.append(
                     self.world.rotate("rollback", run_id, "--confirm").returncode)
                 expect[cred] = "restored" if changed else "unchanged"
+            settled = "succeeded" if how == "resume" else "rolled-back"
+            if self.spec.disturbance == "torn" and (
+                    status := self.world.run_status(run_id)) != settled:
+                self.out.problems.append(f"{cred}: the run reads {status}, not {settled}, "
+                                         "after its torn record")
         if any(c != 0 for c in self.out.exit_codes[len(codes):]):
             self.out.problems.append(f"{self.spec.recovery} did not exit 0")
         return expect
@@ -209,6 +254,16 @@ class Case:
         self.out.exit_codes = list(codes.values())
         if self.spec.sig == "term" and codes[self.spec.credential] not in (0, 130):
             self.out.problems.append("SIGTERM: exit is not 130 (docs/cli.md)")
+        if self.spec.disturbance == "takeover":
+            self.out.exit_codes.append(self.taker.returncode if self.taker else -1)
+            if codes[self.spec.credential] != 5:
+                self.out.problems.append("the run whose lock was taken over did not exit 5 "
+                                         "(docs/cli.md)")
+            run_id = self.journal.run_id_now() if self.journal else None
+            if run_id and (status := self.world.run_status(run_id)) != "succeeded":
+                self.out.problems.append(f"the run reads {status} after the take-over's "
+                                         "resume finished it: the process that lost its "
+                                         "lock journaled on")
         v1 = {c: self.world.bao_version(cred) for c, cred in self.creds.items()}
         self.check(self.recover(codes), v1)
         self.out.seconds = time.monotonic() - began

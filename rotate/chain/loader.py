@@ -14,6 +14,7 @@ import functools
 import json
 import os
 import re
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -44,7 +45,7 @@ from rotate.chain.model import (
 from rotate.chain.notify import notify_from
 from rotate.chain.problems import schema_problems, semantic_problems
 from rotate.core.durations import parse_duration
-from rotate.core.errors import ChainFileError, ChainFileProblem
+from rotate.core.errors import ChainFileError, ChainFileProblem, UsageError
 from rotate.core.refs import ObjectRef
 from rotate.core.strategy import Strategy
 
@@ -117,13 +118,35 @@ def _refuse(file: str, reason: str) -> ChainFileError:
     return ChainFileError([ChainFileProblem(file, None, "", reason)])
 
 
+#: what a non-regular file is, in the words of the refusal
+_NOT_REGULAR = ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISDIR, "a directory"),
+                (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                (stat.S_ISSOCK, "a socket"))
+
+
 def read_chain_bytes(path: Path) -> bytes:
-    """The file's bytes; ChainFileError when unreadable or over MAX_BYTES."""
+    """The file's bytes; ChainFileError when unreadable or over MAX_BYTES.
+
+    Only a regular file is read (UsageError, exit 2, naming the path, otherwise): a named
+    pipe would block the command until something writes to it, a device never ends.  The
+    file is opened non-blocking (opening a FIFO waits for a writer) and checked on the
+    opened descriptor, so what is checked is what is read."""
     file = str(path)
     try:
-        with open(path, "rb") as fh:
-            raw = fh.read(MAX_BYTES + 1)
-            size = max(len(raw), os.fstat(fh.fileno()).st_size)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                what = next((name for test, name in _NOT_REGULAR if test(st.st_mode)),
+                            "not a regular file")
+                raise UsageError(f"the chain file {file} is {what}, not a regular file",
+                                 hint="point --chain (or ROTATE_CHAIN) at the chain file "
+                                      "itself")
+            with open(fd, "rb", closefd=False) as fh:
+                raw = fh.read(MAX_BYTES + 1)
+        finally:
+            os.close(fd)
+        size = max(len(raw), st.st_size)
     except OSError as exc:
         raise _refuse(file, f"cannot read the file: {exc.strerror or 'not readable'}") from None
     if size > MAX_BYTES:

@@ -22,6 +22,8 @@ _TOP = re.compile(r"^\S")
 
 def credential_names(chain_file: Path) -> list[str]:
     """The names under ``credentials:`` in ``chain_file``; [] when unreadable or not found."""
+    if not chain_file.is_file():
+        return []  # a named pipe would block the shell's Tab
     try:
         text = chain_file.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):

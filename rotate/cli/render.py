@@ -19,6 +19,7 @@ from rotate.cli.console import Console
 if TYPE_CHECKING:
     from rich.table import Table
 
+    from rotate.core.errors import JournalUnreadable
     from rotate.engine.model import Check, Plan, PlannedStep, RunReport, RunSummary, StepRecord
 
 STAGE_LABEL = {0: "⓪ preflight", 1: "① backend", 2: "② sync", 3: "③ provider", 4: "④ consumers"}
@@ -287,13 +288,22 @@ def _run_row(r: RunSummary) -> tuple[str, ...]:
     return (r.run_id, r.operation, r.credential, r.started_at, r.status, r.failed_step or "")
 
 
-def show_runs(console: Console, runs: Sequence[RunSummary]) -> None:
+def show_runs(console: Console, runs: Sequence[RunSummary],
+              unreadable: Sequence[JournalUnreadable] = ()) -> None:
+    """The runs; ``unreadable`` journals are in the JSON document only (the command names
+    them on stderr)."""
     if console.json_mode:
-        console.document({"kind": "runs", "runs": [
+        document: dict[str, Any] = {"kind": "runs", "runs": [
             dict(zip(("run_id", "operation", "credential", "started_at", "status",
                       "failed_step"),
                      (r.run_id, r.operation, r.credential, r.started_at, r.status,
-                      r.failed_step), strict=True)) for r in runs]})
+                      r.failed_step), strict=True)) for r in runs]}
+        if unreadable:
+            document["unreadable"] = [{"run_id": u.run_id, "journal": u.path,
+                                       "reason": u.reason} for u in unreadable]
+        console.document(document)
+        return
+    if not runs and unreadable:
         return
     if not runs:
         console.lines(["No runs in the journal."])

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from rotate.chain.model import Chain
+    from rotate.core.errors import JournalUnreadable
     from rotate.core.secret import Secret
     from rotate.core.waiting import CancelToken
     from rotate.engine.model import (
@@ -59,7 +60,9 @@ class Engine(Protocol):
         self, options: Options, run_id: str, observer: Observer, cancel: CancelToken,
     ) -> RunReport: ...
 
-    def runs(self, options: Options) -> Sequence[RunSummary]: ...
+    def runs(
+        self, options: Options, unreadable: list[JournalUnreadable] | None = None,
+    ) -> Sequence[RunSummary]: ...
 
     def show(self, options: Options, run_id: str) -> RunReport: ...
 

@@ -94,7 +94,7 @@ class HttpConfigCenter:
             raise UsageError("the Config Center URL is not a valid URL") from None
 
     def __repr__(self) -> str:
-        return f"HttpConfigCenter({self._url!r})"
+        return f"HttpConfigCenter({display_url(self._url)!r})"
 
     @property
     def url(self) -> str:

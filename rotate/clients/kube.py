@@ -138,7 +138,7 @@ class KubeClient:
         self._eso_version: str | None = None  # discovered on first use of an ESO kind
 
     def __repr__(self) -> str:
-        return f"KubeClient({self._server!r})"
+        return f"KubeClient({display_url(self._server)!r})"
 
     @property
     def server(self) -> str:

@@ -199,7 +199,7 @@ class HvacVault:
         return _translate(exc, operation, self._address, self._tls)
 
     def __repr__(self) -> str:
-        return f"HvacVault({self._address!r}, mount={self._mount!r})"
+        return f"HvacVault({display_url(self._address)!r}, mount={self._mount!r})"
 
     @property
     def address(self) -> str:

@@ -7,6 +7,8 @@
     ├── ChainFileError               2   invalid chain file: file, line, JSON path
     ├── PreflightFailed              3   nothing was changed
     ├── LockHeld                     4   another run holds the Lease
+    ├── LockLost                     5   the run's Lease was taken while it ran (named)
+    ├── JournalUnreadable            6   a journal that is not a run's records (named)
     ├── StepFailed                   10..16: the failed step's kind says which (engine/kinds)
     ├── Interrupted                  130 SIGINT/SIGTERM; the run is resumable
     └── ClientError                  raised by client adapters (clients/*), never with library text
@@ -40,7 +42,10 @@ EXIT_INTERNAL = 1
 EXIT_USAGE = 2
 EXIT_PREFLIGHT = 3
 EXIT_LOCKED = 4
+EXIT_LOCK_LOST = 5
+EXIT_JOURNAL_UNREADABLE = 6
 EXIT_INTERRUPTED = 130
+
 
 class RotateError(Exception):
     """Base class. ``message`` must be safe to print as is."""
@@ -84,6 +89,36 @@ class PreflightFailed(RotateError):
 
 class LockHeld(RotateError):
     exit_code = EXIT_LOCKED
+
+
+class LockLost(RotateError):
+    """A run's Lease was taken from it (``--take-over-lock`` of another run): the run stops
+    at the next step boundary and changes nothing more — whoever holds the Lease now may be
+    acting on the same objects."""
+
+    exit_code = EXIT_LOCK_LOST
+
+    def __init__(self, message: str, *, hint: str | None = None, lease: str = "",
+                 taken_by: str = "") -> None:
+        """``lease``: namespace/name; ``taken_by``: its holder now ("" when deleted)."""
+        super().__init__(message, hint=hint)
+        self.lease = lease
+        self.taken_by = taken_by
+
+
+class JournalUnreadable(RotateError):
+    """A run's journal exists but cannot be read as one (binary, another file written over
+    it, no permission): named by its run id and path, its content never shown."""
+
+    exit_code = EXIT_JOURNAL_UNREADABLE
+
+    def __init__(self, run_id: str, path: str, reason: str) -> None:
+        self.run_id = run_id
+        self.path = path
+        self.reason = reason
+        super().__init__(f"the journal of run {run_id} is unreadable ({reason}): {path}",
+                         hint="it was not written by rotate or was damaged; move it out of "
+                              "the state directory's runs/ to silence this")
 
 
 class StepFailed(RotateError):

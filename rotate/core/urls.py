@@ -7,15 +7,30 @@ through :func:`display_url`.
 
 from __future__ import annotations
 
+import re
+from urllib.parse import urlsplit
+
+#: ``scheme://`` at the start (RFC 3986: a letter, then letters, digits, ``+ - .``)
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+#: what is shown for an address the standard parser refuses (an unclosed ``[`` of IPv6)
+UNPARSEABLE = "(an address that does not parse)"
+
 
 def display_url(url: str) -> str:
-    """``url`` without user info and query string (fragment dropped too)."""
-    scheme, sep, rest = url.partition("://")
-    if not sep:
-        scheme, rest = "", url
-    host, slash, tail = rest.partition("/")
-    path = tail.partition("?")[0].partition("#")[0]
-    return f"{scheme}{sep}{host.rpartition('@')[2]}{slash}{path}"
+    """``url`` as ``scheme://host[:port]/path``: user info, query string and fragment dropped.
+
+    Parsed by :func:`urllib.parse.urlsplit` (RFC 3986), the way the HTTP clients read it:
+    the authority ends at the first ``/``, ``?`` or ``#``, so a query right after the port
+    (``http://h:9?token=…``) never reaches the display.  An address without a scheme
+    (``host:8200?token=…``) is read as an authority, not as ``host:`` scheme.  An address the
+    parser refuses is not shown at all."""
+    scheme = _SCHEME.match(url) is not None
+    try:
+        parts = urlsplit(url if scheme else f"//{url}")
+    except ValueError:
+        return UNPARSEABLE
+    host = parts.netloc.rpartition("@")[2]
+    return f"{parts.scheme}://{host}{parts.path}" if scheme else f"{host}{parts.path}"
 
 
 def plain_remote_host(url: str) -> str | None:

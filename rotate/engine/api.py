@@ -28,7 +28,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from rotate.chain.model import Chain, Credential, consumers_of, strategy_problem
-from rotate.core.errors import ClientError, LockHeld, PreflightFailed, RotateError, UsageError
+from rotate.core.errors import (
+    ClientError,
+    JournalUnreadable,
+    LockHeld,
+    PreflightFailed,
+    RotateError,
+    UsageError,
+)
 from rotate.core.fingerprint import fingerprint
 from rotate.core.secret import Secret, generate
 from rotate.core.strategy import Strategy
@@ -108,7 +115,8 @@ def _lease(chain: Chain, adapters: Adapters, credential: str, run_id: str,
     def one(name: str | None = None) -> Lease:
         return Lease(adapters.kube, chain.cluster.lock_namespace, credential, holder,
                      duration=chain.defaults.lease_duration, name=name,
-                     run_ended=lambda rid: journal_mod.has_ended(state_dir, rid))
+                     run_ended=lambda rid: journal_mod.has_ended(state_dir, rid),
+                     run_started=lambda rid: journal_mod.journal_path(state_dir, rid).exists())
 
     providers = chain.credentials[credential].providers if credential in chain.credentials \
         else ()
@@ -382,8 +390,13 @@ class Engine:
 
     # ------------------------------------------------------------------ read-only views
 
-    def runs(self, options: Options) -> list[RunSummary]:
-        return [_summary(state) for state in journal_mod.load_runs(options.state_dir)]
+    def runs(
+        self, options: Options, unreadable: list[JournalUnreadable] | None = None,
+    ) -> list[RunSummary]:
+        """Every readable run, newest first; a journal that cannot be read is skipped and,
+        when ``unreadable`` is given, added to it (``rotate runs`` names it, exit 6)."""
+        return [_summary(state)
+                for state in journal_mod.load_runs(options.state_dir, unreadable)]
 
     def show(self, options: Options, run_id: str) -> RunReport:
         from rotate.engine.executor import report_from

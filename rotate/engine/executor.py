@@ -42,11 +42,10 @@ from rotate.core.errors import (
     EXIT_OK,
     Interrupted,
     RotateError,
-    StepFailed,
 )
 from rotate.core.refs import ObjectRef
 from rotate.core.waiting import wait_for
-from rotate.engine import grouping
+from rotate.engine import grouping, lock_loss
 from rotate.engine import journal as journal_mod
 from rotate.engine import undo as undo_mod
 from rotate.engine.chain_state import describe_state
@@ -55,6 +54,7 @@ from rotate.engine.kinds import find, kind_of
 from rotate.engine.kinds.base import Outcome, Run, StepData, StepIO
 from rotate.engine.lock import Lease, Locks
 from rotate.engine.model import Observer, PlannedStep, RunReport, StepRecord
+from rotate.engine.next_commands import resume_command, rollback_command
 from rotate.engine.notify import RunNotifier
 
 
@@ -93,10 +93,7 @@ class Executor:
         run = self.run
         journal = run.journal
         run.cancel.check()
-        if self.lease is not None and self.lease.lost:
-            raise _StepError(step, StepFailed(
-                f"lost the lock Lease {self.lease.namespace}/{self.lease.name} "
-                "to someone else; stopped before this step"))
+        self._check_lock(step)
         journal.append("step.start", step=step, data={})
         self.observer.step_started(step)
         started = time.monotonic()
@@ -113,17 +110,32 @@ class Executor:
         except Exception as exc:
             seconds = round(time.monotonic() - started, 3)
             message = _safe_message(exc)
+            self._check_lock(step, ending=True)
             journal.append("step.failed", step=step, data={"detail": message, "seconds": seconds})
             self.events.step_failed(step, message)
             self._finished(step, "failed", message, seconds)
             raise _StepError(step, exc) from None
         seconds = round(time.monotonic() - started, 3)
+        self._check_lock(step, ending=True)
         run.remember(step, outcome.data)
         journal.append("step.done", step=step, data={**outcome.data.to_json(),
                                                      "detail": outcome.detail,
                                                      "seconds": seconds})
         self.events.step_done(step, outcome.detail)
         self._finished(step, "done", outcome.detail, seconds)
+
+    def _check_lock(self, step: PlannedStep, *, ending: bool = False) -> None:
+        """Before a step starts: the run still holds its locks, or it stops (LockLost). Before
+        a step's end is journaled (``ending``): the same when a process resuming this very
+        run took the lock — the journal is that process's now; taken by another run, what
+        the step did is journaled and the run stops at the next boundary (lock_loss.py)."""
+        if self.lease is None or self.lease.still_held():
+            return
+        error = lock_loss.lost(self.lease)
+        if ending and not lock_loss.taken_by_this_run(error, self.run.journal.path,
+                                                      self.run.run_id):
+            return
+        raise _StepError(step, error) from None
 
     def _attempts(self, step: PlannedStep, io: StepIO) -> Outcome[StepData]:
         """Attempt the step, again after a TemporaryError, until the step deadline."""
@@ -221,6 +233,9 @@ class Executor:
             if isinstance(err.error, Interrupted):
                 self._end_interrupted(err.step)
                 return
+            if self.lease is not None and self.lease.lost:
+                self._end_lock_lost(err.step)
+                return
             self._fail(err)
             return
         except Interrupted:
@@ -243,6 +258,21 @@ class Executor:
         if notified is not None:
             data["notify"] = notified
         self.run.journal.append("run.end", data=data)
+
+    def _end_lock_lost(self, step: PlannedStep) -> None:
+        """Another process holds the run's lock now: nothing more is changed, nothing is
+        undone (the holder may be acting on the same objects); exit 5 (lock_loss.py)."""
+        assert self.lease is not None
+        run = self.run
+        error = lock_loss.lost(self.lease)
+        if lock_loss.taken_by_this_run(error, run.journal.path, run.run_id):
+            raise lock_loss.resumed_elsewhere(error, run.run_id)  # its journal is theirs now
+        state = journal_mod.load_file(run.journal.path, run.run_id)
+        rollback = rollback_command(run.run_id) if run.start.operation == "rotate" else ""
+        self._end("failed" if run.start.operation == "rotate" else "rollback-failed",
+                  error.exit_code, lock_loss.explain(error, step, describe_state(run, state),
+                                                     run.run_id, resume_command(run.run_id),
+                                                     rollback))
 
     def _end_interrupted(self, step: PlannedStep) -> None:
         self._end("interrupted", EXIT_INTERRUPTED, self._explain(step, "was interrupted"))
@@ -320,8 +350,6 @@ class Executor:
                 "options as this run).")
 
 
-
-
 def _gather(errors: list[_StepError], exc: BaseException | None) -> None:
     """Keep a step's failure; anything else (our own bug) is raised at once."""
     if isinstance(exc, _StepError):
@@ -341,14 +369,6 @@ def _first(errors: Sequence[_StepError]) -> _StepError:
 
 
 
-
-
-def resume_command(run_id: str) -> str:
-    return f"rotate resume {run_id} --confirm"
-
-
-def rollback_command(run_id: str) -> str:
-    return f"rotate rollback {run_id} --confirm"
 
 
 def report_from(state: journal_mod.RunState) -> RunReport:

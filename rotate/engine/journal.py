@@ -23,6 +23,15 @@ journal 0600, whatever the umask — a journal names paths, hosts and holders, a
 else's business. ``run.start``/``run.resume`` carry the writing process (host, pid): a run
 left "running" by a process that is gone from this host (``kill -9``) reads as interrupted.
 
+Torn records: a process killed mid-write leaves a line that does not parse.  The reader
+skips such a line and reads every complete record after it, and a writer opening a journal
+whose last line has no line end starts its first record on a new line — so a resume after a
+crash is never hidden behind the crashed process's half record.  (A record written before
+that rule on the torn line's tail is found again: every record starts ``{"data": `` — keys
+are sorted — and the complete one is the tail that parses to the end of the line.)  A journal
+whose first complete record is not ``run.start`` is unreadable (:class:`JournalUnreadable`,
+exit 6), named by its path.
+
 Invariant: no secret value is ever written.  Besides discipline in the callers, every
 record is walked before writing and a :class:`Secret` anywhere in it raises TypeError —
 belt and braces, because a journal is a file that outlives the run and gets attached to
@@ -40,10 +49,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rotate.core.errors import EXIT_INTERRUPTED, UsageError
+from rotate.core.errors import EXIT_INTERRUPTED, JournalUnreadable, UsageError
 from rotate.core.secret import Secret
 from rotate.core.strategy import Strategy
 from rotate.core.timestamps import rfc3339, utcnow
+from rotate.engine.journal_lines import read_records, torn_tail
 from rotate.engine.model import Operation, PlannedStep, RunStart, phases_untyped
 
 JOURNAL_NAME = "journal.jsonl"
@@ -122,6 +132,8 @@ class Journal:
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         os.fchmod(fd, 0o600)
         self._fh = open(fd, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+        if torn_tail(path):
+            self._fh.write("\n")  # the next record must not extend a crashed process's line
 
     @classmethod
     def open(cls, state_dir: Path, run_id: str) -> Journal:
@@ -218,18 +230,18 @@ def load(state_dir: Path, run_id: str) -> RunState:
 
 
 def load_file(path: Path, run_id: str) -> RunState:
-    records: list[dict[str, Any]] = []
-    with open(path, encoding="utf-8") as fh:
-        for line in fh:
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                records.append(json.loads(line))
-            except ValueError:
-                break  # a torn last line after a crash: everything before it stands
+    """The run's state from its journal; JournalUnreadable (exit 6) when it holds no
+    readable ``run.start`` record first."""
+    records = read_records(path, run_id)
     if not records or records[0].get("event") != "run.start":
-        raise UsageError(f"journal of run {run_id!r} has no run.start record")
+        raise JournalUnreadable(run_id, str(path), "its first record is not a run.start")
+    try:
+        return _state(records, run_id)
+    except (KeyError, ValueError, TypeError, AttributeError):
+        raise JournalUnreadable(run_id, str(path), "it holds a malformed record") from None
+
+
+def _state(records: list[dict[str, Any]], run_id: str) -> RunState:
     start = RunStart.from_json(records[0]["data"])
     if start.operation == "rollback" and phases_untyped(records[0]["data"]):
         from rotate.engine.kinds import read_untyped_rollback  # only journals that old
@@ -348,7 +360,7 @@ def has_ended(state_dir: Path, run_id: str) -> bool:
     """Whether the run journaled its end (``run.end`` after its last start or resume)."""
     try:
         return load(state_dir, run_id).finished_at is not None
-    except (UsageError, OSError, KeyError, ValueError, TypeError):
+    except (UsageError, JournalUnreadable, OSError, KeyError, ValueError, TypeError):
         return False
 
 
@@ -387,13 +399,19 @@ def _start_time(run: Path) -> str:
         return ""
 
 
-def load_runs(state_dir: Path) -> Iterator[RunState]:
+def load_runs(
+    state_dir: Path, unreadable: list[JournalUnreadable] | None = None,
+) -> Iterator[RunState]:
     """Every run's state, newest first, read one journal at a time as the caller asks (a
     caller that stops early reads no more); an unreadable journal is skipped — it must not
-    hide the others."""
+    hide the others — and added to ``unreadable`` when given (``rotate runs`` names it)."""
     for run_id in list_run_ids(state_dir):
         try:
             state = load(state_dir, run_id)
-        except (UsageError, KeyError, ValueError, TypeError):
+        except JournalUnreadable as exc:
+            if unreadable is not None:
+                unreadable.append(exc)
             continue
+        except UsageError:
+            continue  # removed since it was listed
         yield state

@@ -5,9 +5,16 @@
   is taken over only when the operator says so (``--take-over-lock``), with a conditional
   replace so that two takers cannot both win.
 * a daemon thread renews every duration/3 with a conditional replace (resourceVersion);
-  if the lease was taken from us, :attr:`Lease.lost` is set and the executor stops at the
-  next step boundary instead of running on without the lock.
-* release = delete, only if we still hold it.
+  if the lease was taken from us, :attr:`Lease.lost` is set (and :attr:`Lease.taken_by`
+  names the new holder) and the executor stops at the next step boundary instead of running
+  on without the lock (LockLost, exit 5).  A process frozen longer than the lease's duration
+  (SIGSTOP, a suspended VM) cannot trust its renewal thread to have noticed yet:
+  :meth:`Lease.still_held` asks the API server itself once the last renewal is older than
+  the duration — so a step boundary costs no request while renewals are on time.
+* release = delete, only if we still hold it — except a lease this process *took over*
+  whose run never started (its preflight refused, nothing was journaled): it is given back,
+  the previous holder's record restored, so the run that held it stays locked as before
+  (resumable by its own ``resume``) instead of being left unlocked.
 * a resume may reclaim the lease of *its own run* (holder ``…/<run id>``) at once when that
   holder ran on this host and its process is gone (``kill -9``): the Lease carries the
   holder's host and pid as annotations for exactly this check.
@@ -33,6 +40,7 @@ import math
 import os
 import socket
 import threading
+import time
 from collections.abc import Callable
 from datetime import timedelta
 from types import TracebackType
@@ -71,19 +79,33 @@ class Lease:
     def __init__(
         self, kube: Kube, namespace: str, credential: str, holder: str, *,
         duration: float = 30.0, run_ended: Callable[[str], bool] | None = None,
-        name: str | None = None,
+        name: str | None = None, run_started: Callable[[str], bool] | None = None,
     ) -> None:
         """``run_ended(run_id)``: whether that run journaled its end (in this state dir);
+        ``run_started(run_id)``: whether that run journaled anything (unknown: assumed so,
+        and a taken-over lease is deleted on release, not given back);
         ``name``: the Lease's name when it is not the credential's (a provider's)."""
         self.kube = kube
         self._run_ended = run_ended or (lambda _run_id: False)
+        self._run_started = run_started or (lambda _run_id: True)
         self.namespace = namespace
         self.name = name or lease_name(credential)
         self.holder = holder
         self.duration = max(1, math.ceil(duration))
         self.lost = False
+        #: who holds the lease since it was taken from us ("" when it was deleted)
+        self.taken_by = ""
+        #: the lease as it was before this process took it over (None: created it)
+        self._previous: dict[str, Any] | None = None
+        self._renewed = time.monotonic()
+        self._renewing = threading.Lock()  # the renewal thread and still_held() alike
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+
+    @property
+    def run_id(self) -> str:
+        """The run this process holds the lease for (the holder identity's last part)."""
+        return self.holder.rpartition("/")[2]
 
     # ------------------------------------------------------------------ acquire
 
@@ -111,6 +133,7 @@ class Lease:
             self.kube.create("Lease", self.namespace, self._body())
         except ConflictError:
             self._take_over_or_refuse(take_over, reclaim_run)
+        self._renewed = time.monotonic()
         if renew:
             self._thread = threading.Thread(target=self._renew_loop, name=f"lease-{self.name}",
                                             daemon=True)
@@ -181,27 +204,70 @@ class Lease:
             raise LockHeld(
                 f"Lease {self.namespace}/{self.name} changed while taking it over; "
                 "someone else took it") from None
+        self._previous = current
 
     # ------------------------------------------------------------------ renew
 
     def renew_once(self) -> bool:
         """One conditional renewal; False (and ``lost``) when the lease is no longer ours."""
+        with self._renewing:
+            if self.lost:
+                return False
+            try:
+                current = self.kube.get("Lease", self.namespace, self.name)
+                spec = dict(current.get("spec") or {})
+                if not self._ours(current):
+                    self._lose(str(spec.get("holderIdentity") or ""))
+                    return False
+                spec["renewTime"] = rfc3339(utcnow())
+                body = dict(current)
+                body["spec"] = spec
+                self.kube.replace("Lease", self.namespace, self.name, body)
+                self._renewed = time.monotonic()
+                return True
+            except NotFoundError:
+                self._lose("")
+                return False
+            except ConflictError:
+                self._lose(self._holder_now())
+                return False
+            except ClientError:
+                return True  # temporary trouble: the lease stays valid until it expires
+
+    def _ours(self, current: dict[str, Any]) -> bool:
+        """Whether ``current`` is this process's lease: our holder identity *and* our host
+        and pid — a resume of the same run (``--take-over-lock``) has the same identity
+        (``user@host/<run id>``) but is another process.  A lease without the annotations
+        (edited by hand) is judged by its identity alone."""
+        if (current.get("spec") or {}).get("holderIdentity") != self.holder:
+            return False
+        ann = (current.get("metadata") or {}).get("annotations") or {}
+        if PID_ANNOTATION not in ann:
+            return True
+        return (ann.get(PID_ANNOTATION) == str(os.getpid())
+                and ann.get(HOST_ANNOTATION) == socket.gethostname())
+
+    def _lose(self, taken_by: str) -> None:
+        self.lost = True
+        self.taken_by = taken_by
+
+    def _holder_now(self) -> str:
+        """Who holds the lease now, best effort ("" when unknown or deleted)."""
         try:
             current = self.kube.get("Lease", self.namespace, self.name)
-            spec = dict(current.get("spec") or {})
-            if spec.get("holderIdentity") != self.holder:
-                self.lost = True
-                return False
-            spec["renewTime"] = rfc3339(utcnow())
-            body = dict(current)
-            body["spec"] = spec
-            self.kube.replace("Lease", self.namespace, self.name, body)
-            return True
-        except (NotFoundError, ConflictError):
-            self.lost = True
-            return False
         except ClientError:
-            return True  # temporary trouble: the lease stays valid until it expires
+            return ""
+        return str((current.get("spec") or {}).get("holderIdentity") or "")
+
+    def still_held(self) -> bool:
+        """Whether the lease is still ours, asked of the API server only when the last
+        renewal is older than the lease's duration (the process was frozen, or renewals
+        failed): until then nobody could have taken it over, and no request is made."""
+        if self.lost:
+            return False
+        if time.monotonic() - self._renewed <= self.duration:
+            return True
+        return self.renew_once()
 
     def _renew_loop(self) -> None:
         interval = self.duration / 3
@@ -212,6 +278,8 @@ class Lease:
     # ------------------------------------------------------------------ release
 
     def release(self) -> None:
+        """Delete the lease if it is still ours; a lease this process took over for a run
+        that never started is given back instead (:meth:`_give_back`)."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
@@ -219,10 +287,24 @@ class Lease:
             return
         try:
             current = self.kube.get("Lease", self.namespace, self.name)
-            if (current.get("spec") or {}).get("holderIdentity") == self.holder:
+            if not self._ours(current):
+                return
+            if self._previous is not None and not self._run_started(self.run_id):
+                self._give_back(current)
+            else:
                 self.kube.delete("Lease", self.namespace, self.name)
         except ClientError:
             pass  # it expires on its own; never fail a finished run over its lock
+
+    def _give_back(self, current: dict[str, Any]) -> None:
+        """Restore the lease as it was before the take-over (holder, times, annotations),
+        conditionally on our own version: the run that held it is as locked as before.
+        Should that fail, the lease is left to expire — never deleted."""
+        previous = self._previous or {}
+        meta = dict(previous.get("metadata") or {})
+        meta["resourceVersion"] = (current.get("metadata") or {}).get("resourceVersion")
+        body = {**previous, "metadata": meta}
+        self.kube.replace("Lease", self.namespace, self.name, body)
 
     def __enter__(self) -> Lease:
         return self
@@ -255,6 +337,16 @@ class Locks:
     @property
     def lost(self) -> bool:
         return any(lease.lost for lease in self.all)
+
+    @property
+    def lost_lease(self) -> Lease | None:
+        """The first of the leases taken from us, if any."""
+        return next((lease for lease in self.all if lease.lost), None)
+
+    def still_held(self) -> bool:
+        """Every lease still ours (:meth:`Lease.still_held`: no request while renewals are
+        on time)."""
+        return all(lease.still_held() for lease in self.all)
 
     def acquire(
         self, *, take_over: bool = False, renew: bool = True, reclaim_run: str | None = None

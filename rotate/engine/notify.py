@@ -35,8 +35,10 @@ from rotate.core.urls import display_url, plain_remote_host
 from rotate.engine import journal as journal_mod
 from rotate.engine import run_metrics
 from rotate.engine.chain_state import describe_state
+from rotate.engine.kinds import find
 from rotate.engine.kinds.base import Run
 from rotate.engine.model import PlannedStep, StepRecord
+from rotate.engine.next_commands import resume_command, rollback_command
 from rotate.engine.outbox import Delivery, Job, Outbox
 
 #: overrides (or, without one, adds) the chain file's ``notify.pushgateway``
@@ -129,8 +131,8 @@ class RunNotifier:
             failed = [text for _, text in sorted(self._failed)]
             stages = {stage: round(last - first, 3)
                       for stage, (first, last) in self._stages.items()}
-        resume = f"rotate resume {run.run_id} --confirm" if status in _RESUMABLE else ""
-        rollback = (f"rotate rollback {run.run_id} --confirm"
+        resume = resume_command(run.run_id) if status in _RESUMABLE else ""
+        rollback = (rollback_command(run.run_id)
                     if run.start.operation == "rotate" and status != "succeeded" else "")
         self._post({"event": "run.end", "outcome": status, "exit_code": exit_code,
                     "failed_step": failed[0] if failed else None,
@@ -198,7 +200,8 @@ def _value_written_at(state: journal_mod.RunState, status: str) -> float | None:
     rollback puts back an older value whose write time the run does not know: None."""
     if status != "succeeded" or state.operation != "rotate":
         return None
-    wrote = state.done("backend.write")
+    wrote = [s for s in state.steps if s.status == "done" and (kind := find(s.step)) is not None
+             and kind.writes_value]
     if not wrote or not wrote[0].finished_at:
         return None
     return parse_rfc3339(wrote[0].finished_at).timestamp()

@@ -207,7 +207,8 @@ class FakeEngine:
         report = self._operate("rollback", options, observer, cancel)
         return replace(report, status="rolled-back") if report.exit_code == 0 else report
 
-    def runs(self, options: FakeOptions) -> list[RunSummary]:
+    def runs(self, options: FakeOptions, unreadable: list[Any] | None = None,
+             ) -> list[RunSummary]:
         self.calls.append(("runs", options))
         return [
             RunSummary(RUN_ID, "dragonfly", "2026-12-02T14:03:00Z", "failed", "consumer.wait"),

@@ -8,6 +8,7 @@ from typing import Any
 
 from bench.fault_matrix import (
     INTO_MS,
+    READ_ONLY,
     Outcome,
     Spec,
     matrix,
@@ -106,3 +107,17 @@ def test_merged_shards_put_resume_and_rollback_of_a_disturbance_together() -> No
     assert [o.name for o in paired([Outcome(n) for n in names])] == [
         "kill at a → resume", "kill at a → rollback", "kill at b → resume",
         "kill at b → rollback"]
+
+
+def test_torn_journals_and_lock_take_overs_come_from_the_plan() -> None:
+    specs = matrix({"a": LIVE, "b": ROLLED}, "a", "b")
+    torn = {(s.kind, s.recovery) for s in specs if s.disturbance == "torn"}
+    assert {k for k, _ in torn} == {k for k in plan_kinds(LIVE) if k not in READ_ONLY}
+    assert {h for _, h in torn} == {"resume", "rollback"}
+    taken = {(s.kind, s.recovery) for s in specs if s.disturbance == "takeover"}
+    assert taken == {(k, h) for k in ("provider.verify", "readyz.check")
+                     for h in ("resume", "rollback")}
+    names = [s.name for s in specs]
+    assert "kill at backend.write + torn journal record → rollback" in names
+    assert "lock taken over at readyz.check → resume" in names
+    assert len(names) == len(set(names))

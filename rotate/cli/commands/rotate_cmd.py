@@ -2,7 +2,7 @@
 
 Without ``--confirm`` nothing is changed: the engine runs preflight and returns the ordered
 steps; exit 0 when preflight passed, 3 when it did not (cli.md). With ``--confirm`` the
-engine runs the chain; the CLI exits with the report's code (0, 10–16, 130).
+engine runs the chain; the CLI exits with the report's code (0, 5, 10–16, 130).
 
 ``--value-stdin`` reads the new value from stdin — never from argv, where ``ps`` and shell
 history would see it. On a terminal it is read without echo. The value goes straight into a
@@ -58,7 +58,11 @@ Credential = Annotated[str, typer.Argument(
 def read_value_stdin(credential: str) -> Secret:
     """One line from stdin (line end stripped) as a Secret, checked by
     :func:`rotate.core.supplied.accept` (UTF-8, not empty, no control characters, size) —
-    at most one byte over the limit is read, so a huge stream cannot exhaust memory."""
+    at most one byte over the limit is read, so a huge stream cannot exhaust memory.
+
+    Exactly one line: anything after the first line end (a second line, an empty one) is
+    refused (exit 2) rather than silently dropped — a value split over two lines would
+    otherwise be rotated as its first half.  One byte past the line end is read to know."""
     stream = sys.stdin
     if stream is None:
         raise UsageError("--value-stdin: there is no stdin to read from")
@@ -69,9 +73,17 @@ def read_value_stdin(credential: str) -> Secret:
         buffer = getattr(stream, "buffer", None)
         limit = supplied.MAX_VALUE_BYTES + 3  # the value, one byte over, and "\r\n"
         if buffer is not None:
-            raw = strip_line_end(buffer.readline(limit))
+            line = buffer.readline(limit)
+            more = buffer.read(1) if line.endswith(b"\n") else b""
         else:
-            raw = strip_line_end(stream.readline(limit).encode("utf-8", "surrogateescape"))
+            line = stream.readline(limit).encode("utf-8", "surrogateescape")
+            more = stream.read(1).encode("utf-8", "surrogateescape") \
+                if line.endswith(b"\n") else b""
+        if more:
+            raise UsageError("--value-stdin takes exactly one line, and stdin holds more than "
+                             "one (nothing may follow the value's line end)",
+                             hint="give the value on one line, ended by at most one newline")
+        raw = strip_line_end(line)
     return supplied.accept(raw)
 
 
