@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from rotate.cli.app import app
 from rotate.core.urls import UNPARSEABLE, display_url
-from tests.paths import EXAMPLE_CHAIN
+from tests.support.paths import EXAMPLE_CHAIN
 
 SECRET = "s3cr3t"
 

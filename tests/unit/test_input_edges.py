@@ -72,10 +72,9 @@ def in_chain_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _confirm_with_stdin(stdin: bytes) -> tuple[Result, list[object]]:
-    try:
-        from .cli_fake_engine import BASE_ENV, FakeEngine
-    except ImportError:
-        from cli_fake_engine import BASE_ENV, FakeEngine  # type: ignore[no-redef]
+    from tests.fakes.engine import FakeEngine
+    from tests.support.cli import BASE_ENV
+
     engine = FakeEngine(outcome="succeeded")
     result = CliRunner().invoke(app, ["dragonfly", "--confirm", "--value-stdin"], input=stdin,
                                 env=BASE_ENV, obj=CliState(engine=lambda: engine),

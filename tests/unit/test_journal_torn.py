@@ -16,11 +16,10 @@ from rotate.core.errors import EXIT_JOURNAL_UNREADABLE, JournalUnreadable
 from rotate.engine import journal as journal_mod
 from rotate.engine.journal_lines import read_records
 from tests.fakes import World
-from tests.unit.engine_support import (
+from tests.support.engine import (
     options,
     resume,
     run,
-    world_fixture,  # noqa: F401 - fixture
 )
 
 TORN = b'{"data": {"detail": "interrupted mid-wri'

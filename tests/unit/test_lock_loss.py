@@ -14,12 +14,11 @@ import pytest
 from rotate.core.errors import EXIT_LOCK_LOST, LockLost, PreflightFailed
 from rotate.engine.lock import Lease
 from tests.fakes import FakeKube, World, deployment
-from tests.unit.engine_support import (
+from tests.support.engine import (
     RecordingObserver,
     journal_lines,
     options,
     run,
-    world_fixture,  # noqa: F401 - fixture
 )
 
 NS, NAME = "rotate-system", "rotate-dragonfly"
