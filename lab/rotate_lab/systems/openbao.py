@@ -156,23 +156,18 @@ class BaoProcess:
         self._ensure_kv()
 
     def _ensure_kv(self) -> None:
+        """Mount KV v2 at ``secret/`` and wait until it serves.  Right after unseal the
+        server may still be in its standby → active transition (it answers 5xx, or 307 to
+        the active node it is about to become), so each request is retried until the start
+        deadline; the mount is idempotent (re-read before each attempt)."""
         deadline = time.monotonic() + _START_TIMEOUT
         while True:
             try:
                 mounts = _request("GET", self.addr, "sys/mounts", token=self.root_token)
-                break
-            except BaoError:
-                # Right after unseal the server may still be in standby → active transition.
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
-        table = mounts.get("data", mounts)
-        if "secret/" not in table:
-            _request("POST", self.addr, "sys/mounts/secret", token=self.root_token,
-                     json={"type": "kv", "options": {"version": "2"}})
-        # A new kv-v2 mount upgrades itself for a moment; wait until it serves its config.
-        while True:
-            try:
+                if "secret/" not in mounts.get("data", mounts):
+                    _request("POST", self.addr, "sys/mounts/secret", token=self.root_token,
+                             json={"type": "kv", "options": {"version": "2"}})
+                # A new kv-v2 mount upgrades itself for a moment: wait until it serves.
                 _request("GET", self.addr, "secret/config", token=self.root_token)
                 return
             except BaoError:
