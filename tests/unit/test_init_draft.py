@@ -1,6 +1,5 @@
-"""``rotate init`` against the fakes (rotate/engine/drafting.py, draft_values.py,
-draft_yaml.py, init_chain.py): the draft validates against the chain loader, each choice is a
-``# guess:`` comment, and no Secret or document value ever reaches the file."""
+"""``rotate init`` against the fakes (rotate/engine/drafting/): the draft validates against
+the chain loader, each choice is a ``# guess:`` comment, and no Secret or document value ever reaches the file."""
 
 from __future__ import annotations
 
@@ -14,7 +13,7 @@ import pytest
 from rotate.chain.loader import load_chain
 from rotate.chain.model import LiteralSource, SecretKeySource, ServiceSource, TemplateSource
 from rotate.core.errors import UsageError
-from rotate.engine.init_chain import init_chain
+from rotate.engine.drafting.files import init_chain
 from tests.fakes.configcenter import FakeConfigCenter
 from tests.fakes.kube import FakeKube
 

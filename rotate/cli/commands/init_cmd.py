@@ -37,8 +37,8 @@ def init(
 ) -> None:
     """Draft a chain file from the cluster (and the Config Center): review its guesses."""
     console = console_for(ctx)
-    from rotate.engine.drafting import ConfigCenterNames
-    from rotate.engine.init_chain import init_chain, real_sources
+    from rotate.engine.drafting.draft import ConfigCenterNames
+    from rotate.engine.drafting.files import init_chain, real_sources
 
     names = ConfigCenterNames()
     kube, config_center = real_sources(os.environ, context=context, kubeconfig=kubeconfig,

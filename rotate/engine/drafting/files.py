@@ -24,7 +24,7 @@ from rotate.chain.model import (
 )
 from rotate.clients.seams import ConfigCenter, Kube
 from rotate.core.errors import UsageError
-from rotate.engine.drafting import (
+from rotate.engine.drafting.draft import (
     DEFAULT_NAMES,
     LOCK_NAMESPACE,
     ConfigCenterNames,
@@ -67,7 +67,7 @@ def init_chain(kube: Kube, config_center: ConfigCenter | None, target: Path | No
     """Draft the chain file and write it to ``target`` with the services' schemas beside it
     (``schemas/NAME.schema.json``); ``target`` None: write nothing (the caller prints the
     text).  UsageError when a file exists and ``force`` is not given."""
-    from rotate.engine.draft_yaml import render
+    from rotate.engine.drafting.render import render
 
     draft = draft_chain(kube, config_center, names)
     text = render(draft, config_center is not None)

@@ -2,9 +2,9 @@
 
 What is read: the ExternalSecrets (their backend paths and keys, ``spec.data[].remoteRef``
 and ``spec.dataFrom[].extract``) and their SecretStores (the KV mount), their target
-Secrets, the workloads that read those Secrets (rotate.engine.draft_workloads), the
+Secrets, the workloads that read those Secrets (rotate.engine.drafting.workloads), the
 Services, and — when a Config Center is given — every service's ``bootstrap`` document
-and JSON Schema (rotate.engine.draft_values).
+and JSON Schema (rotate.engine.drafting.values).
 
 Invariants: Secret values and document values are compared only by fingerprint
 (:class:`rotate.core.fingerprint.Comparer`) and never reach the draft, its comments or any
@@ -25,8 +25,8 @@ from rotate.chain.model import RESERVED_CREDENTIAL_NAMES
 from rotate.clients.seams import ConfigCenter, Kube
 from rotate.core.errors import ClientError, UsageError
 from rotate.core.fingerprint import Comparer
-from rotate.engine.draft_values import SecretPlace, ServicePlace, ValueMatcher
-from rotate.engine.draft_workloads import (
+from rotate.engine.drafting.values import SecretPlace, ServicePlace, ValueMatcher
+from rotate.engine.drafting.workloads import (
     WORKLOAD_KINDS,
     SecretRead,
     Workload,

@@ -1,4 +1,4 @@
-"""A :class:`~rotate.engine.drafting.Drafted` as chain-file YAML, through ruamel's round-trip
+"""A :class:`~rotate.engine.drafting.draft.Drafted` as chain-file YAML, through ruamel's round-trip
 dumper so that the ``# guess:`` comments sit in the file next to what they explain, in the
 layout of the lab's chain file (block mappings, value sources and small objects in flow
 style).  ruamel is imported when rendering: nothing else pays for it."""
@@ -9,7 +9,7 @@ import io
 import textwrap
 from typing import Any
 
-from rotate.engine.drafting import Drafted, Path_
+from rotate.engine.drafting.draft import Drafted, Path_
 
 WIDTH = 96
 HEADER = """\
