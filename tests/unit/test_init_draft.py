@@ -1,5 +1,6 @@
 """``rotate init`` against the fakes (rotate/engine/drafting/): the draft validates against
-the chain loader, each choice is a ``# guess:`` comment, and no Secret or document value ever reaches the file."""
+the chain loader, each choice is a ``# guess:`` comment, and no Secret or document value
+ever reaches the file."""
 
 from __future__ import annotations
 
