@@ -27,6 +27,7 @@ from rotate.core.waiting import CancelToken
 from rotate.providers import (
     Change,
     Link,
+    MethodSpec,
     Progress,
     ProviderMethod,
     Target,
@@ -39,6 +40,13 @@ from tests.fakes import CONSUMERS, World, make_chain
 from tests.support.engine import RecordingObserver, options, rollback
 
 NAME = "stub-acl"
+
+
+def spec(factory: object) -> MethodSpec:
+    """The stub's declaration: an ACL-like account holding several passwords."""
+    return MethodSpec(NAME, protocol="redis", factory=factory,  # type: ignore[arg-type]
+                      default_port=6379, default_admin_user="default", default_user="default",
+                      holds_two_values=True)
 OLD = "old-password-0123456789abcdefghijklmn"
 DRAGONFLY = ObjectRef("Deployment", "dragonfly", "dragonfly")
 
@@ -162,7 +170,7 @@ class StubWorld(World):
 @pytest.fixture
 def stub() -> Iterator[StubServer]:
     server = StubServer()
-    register(NAME, lambda: _typed(StubMethod(server)))
+    register(spec(lambda: _typed(StubMethod(server))))
     try:
         yield server
     finally:
@@ -173,7 +181,7 @@ def stub() -> Iterator[StubServer]:
 def world(tmp_path: Path, stub: StubServer) -> Iterator[StubWorld]:
     chain = make_chain(tmp_path)
     applied = ProviderApply(
-        DRAGONFLY, NAME,  # type: ignore[arg-type]  # the chain model lists the built-in names
+        DRAGONFLY, NAME,
         ProviderConnection("redis", ServicePortRef("dragonfly", "dragonfly", 6379)),
         user="default", admin=AdminAuth("default"))
     cred = dataclasses.replace(chain.credentials["dragonfly"], applies=(applied,))
@@ -191,14 +199,14 @@ def _new(world: World) -> str:
 
 def test_a_registered_name_gives_its_own_object() -> None:
     method = StubMethod(StubServer())
-    register(NAME, lambda: _typed(method))
+    register(spec(lambda: _typed(method)))
     try:
         assert method_of(NAME) is _typed(method)
         with pytest.raises(ValueError, match="registered already"):
-            register(NAME, lambda: _typed(method))
+            register(spec(lambda: _typed(method)))
     finally:
         unregister(NAME)
-    with pytest.raises(PermanentError, match="no provider method"):
+    with pytest.raises(PermanentError, match="no installed package provides it"):
         method_of(NAME)
 
 
