@@ -19,13 +19,25 @@ $(BIN)/rotate: pyproject.toml lab/pyproject.toml
 	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
 	  ($$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null) || { \
 	    echo "error: could not install postgresql with apt-get; install it by hand (Debian/Ubuntu: apt-get install postgresql) and run make again" >&2; exit 1; }; }
+	@command -v mariadbd >/dev/null 2>&1 || [ -x /usr/sbin/mariadbd ] || { \
+	  echo "mariadb-server is missing: installing it with apt-get (the MariaDB plug-in's tests)"; \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	  ($$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mariadb-server >/dev/null) || { \
+	    echo "error: could not install mariadb-server with apt-get; install it by hand (Debian/Ubuntu: apt-get install mariadb-server) and run make again" >&2; exit 1; }; }
 	@command -v kubectl >/dev/null 2>&1 || echo "note: kubectl not found; the kubectl fidelity tests will be skipped"
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[dev]' -e ./lab
 	@touch $(BIN)/rotate
 
-install: $(BIN)/rotate
+# The example plug-in (examples/provider-mariadb), installed the way a user would: not
+# editable, into the product's venv, so `apply: mariadb` comes only from its entry point.
+MARIADB_PLUGIN := examples/provider-mariadb
+$(VENV)/.provider-mariadb: $(BIN)/rotate $(MARIADB_PLUGIN)/pyproject.toml $(wildcard $(MARIADB_PLUGIN)/rotate_provider_mariadb/*.py)
+	$(BIN)/pip install -q ./$(MARIADB_PLUGIN)
+	@touch $@
+
+install: $(BIN)/rotate $(VENV)/.provider-mariadb
 
 # The bytecode an installed package has (pip writes it; an editable install does not): with
 # PYTHONDONTWRITEBYTECODE set, every rotate and lab process would compile the sources again.
@@ -37,9 +49,11 @@ demo: install bytecode
 	@bash examples/demo.sh "$(LAB_DIR)"
 
 test: install bytecode
-	$(BIN)/ruff check rotate lab tests bench
+	$(BIN)/ruff check rotate lab tests bench $(MARIADB_PLUGIN)
 	$(BIN)/mypy
+	$(BIN)/mypy --strict $(MARIADB_PLUGIN)/rotate_provider_mariadb
 	$(BIN)/lint-imports --no-logo
+	$(BIN)/pytest -q $(MARIADB_PLUGIN)/tests
 	$(BIN)/pytest -q
 
 # `make bench` = start-up cost, the plan's latency against slow APIs (bench/plan_rtt.py), then

@@ -113,10 +113,10 @@ def _problems(path: Path) -> str:
 
 def test_a_method_nothing_provides_is_a_usage_error_naming_the_package(
         tmp_path: Path, plugin_path: Path) -> None:
-    text = _problems(_chain(tmp_path, "apply: mariadb\nuser: app\n"))
-    assert "rotate.yaml:16: /credentials/db/providers/0/apply: apply: mariadb is not a " \
+    text = _problems(_chain(tmp_path, "apply: cockroach\nuser: app\n"))
+    assert "rotate.yaml:16: /credentials/db/providers/0/apply: apply: cockroach is not a " \
            "built-in method and no installed package provides it; install the package " \
-           "that provides it, e.g. pip install rotate-provider-mariadb" in text
+           "that provides it, e.g. pip install rotate-provider-cockroach" in text
 
 
 def test_a_plugin_that_fails_to_load_is_named_without_its_text(
