@@ -277,3 +277,31 @@ def test_preflight_refuses_values_the_method_does_not_take(world: StubWorld,
     plan = world.engine().plan(options(tmp_path, strategy=Strategy.overlap), "dragonfly")
     (access,) = [c for c in plan.preflight if c.check.startswith("provider.access")]
     assert not access.ok and "alphabet" in access.detail
+
+
+class RaisingMethod(StubMethod):
+    """A plug-in whose apply fails with its own exception, after adding the new password."""
+
+    def apply(self, admin: StubSession, probe: AuthProbe, target: Target,
+              progress: Progress) -> Change:
+        super().apply(admin, probe, target, progress)
+        raise RuntimeError(f"driver said: password {target.new.reveal()} rejected")
+
+
+def test_a_plugin_that_raises_fails_its_step_without_its_text_then_rolls_back(
+        world: StubWorld, stub: StubServer, tmp_path: Path) -> None:
+    unregister(NAME)
+    register(dataclasses.replace(spec(lambda: RaisingMethod(stub)),
+                                 package="rotate-provider-stub"))
+    report = world.engine().run(options(tmp_path, strategy=Strategy.overlap), "dragonfly",
+                                RecordingObserver(), CancelToken())
+    new = _new(world)
+    assert report.exit_code == 12, report.message
+    assert "plug-in rotate-provider-stub" in report.message
+    assert "raised RuntimeError" in report.message and new not in report.message
+    assert "State now:" in report.message and f"rotate rollback {report.run_id}" \
+        in report.message
+    back = rollback(world, tmp_path, report.run_id)
+    assert back.exit_code == 0, back.message
+    assert stub.passwords["default"] == {OLD}
+    assert all(world.running[c] == OLD for c in CONSUMERS)
