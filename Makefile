@@ -24,13 +24,25 @@ $(BIN)/rotate: pyproject.toml lab/pyproject.toml
 	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
 	  ($$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus-pushgateway prometheus >/dev/null) || \
 	    echo "note: could not install prometheus-pushgateway/prometheus with apt-get; the Pushgateway and alert-rule tests will be skipped"; }
+	@command -v mariadbd >/dev/null 2>&1 || [ -x /usr/sbin/mariadbd ] || { \
+	  echo "mariadb-server is missing: installing it with apt-get (the MariaDB plug-in's tests)"; \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	  ($$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mariadb-server >/dev/null) || { \
+	    echo "error: could not install mariadb-server with apt-get; install it by hand (Debian/Ubuntu: apt-get install mariadb-server) and run make again" >&2; exit 1; }; }
 	@command -v kubectl >/dev/null 2>&1 || echo "note: kubectl not found; the kubectl fidelity tests will be skipped"
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[all,dev]' -e ./lab
 	@touch $(BIN)/rotate
 
-install: $(BIN)/rotate
+# The example plug-in (examples/provider-mariadb), installed the way a user would: not
+# editable, into the product's venv, so `apply: mariadb` comes only from its entry point.
+MARIADB_PLUGIN := examples/provider-mariadb
+$(VENV)/.provider-mariadb: $(BIN)/rotate $(MARIADB_PLUGIN)/pyproject.toml $(wildcard $(MARIADB_PLUGIN)/rotate_provider_mariadb/*.py)
+	$(BIN)/pip install -q ./$(MARIADB_PLUGIN)
+	@touch $@
+
+install: $(BIN)/rotate $(VENV)/.provider-mariadb
 
 # The bytecode an installed package has (pip writes it; an editable install does not): with
 # PYTHONDONTWRITEBYTECODE set, every rotate and lab process would compile the sources again.
@@ -42,9 +54,11 @@ demo: install bytecode
 	@bash examples/demo.sh "$(LAB_DIR)"
 
 test: install bytecode
-	$(BIN)/ruff check rotate lab tests bench
+	$(BIN)/ruff check rotate lab tests bench $(MARIADB_PLUGIN)
 	$(BIN)/mypy
+	$(BIN)/mypy --strict $(MARIADB_PLUGIN)/rotate_provider_mariadb
 	$(BIN)/lint-imports --no-logo
+	$(BIN)/pytest -q $(MARIADB_PLUGIN)/tests
 	$(BIN)/pytest -q
 
 # `make test-floors`: the unit tests with every dependency at the floor pyproject.toml (and

@@ -16,13 +16,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from rotate.chain.methods import MethodSpec, find_spec, registered, spec_for_protocol
 from rotate.chain.model import (
-    DEFAULT_ADMIN_USER,
     DEFAULT_DATABASE,
-    DEFAULT_PORT,
-    DEFAULT_REDIS_USER,
     DEFAULT_SSLMODE,
-    PROTOCOL_OF_METHOD,
     AdminAuth,
     ProviderApply,
     ProviderConnection,
@@ -33,18 +30,31 @@ from rotate.core.refs import ObjectRef
 
 Problem = tuple[list[str | int], str]
 
-_CONNECTION_FIELDS = ("service", "addressEnv", "tls", "database", "sslmode")
+_CONNECTION_FIELDS = ("service", "addressEnv")
 _LIVE_ONLY = ("users", "usernameKey", "admin")
-_PROTOCOL_ONLY = {"redis": ("tls",), "postgres": ("database", "sslmode")}
+#: fields ProviderConnection holds typed (the built-ins'); every other method field is in
+#: ``options``
+_TYPED = ("tls", "database", "sslmode")
 _INSTEAD = {"tls": "use sslmode", "database": "a postgres field", "sslmode": "use tls"}
 
 
-def _protocol(entry: dict[str, Any]) -> str | None:
+def spec_of_entry(entry: dict[str, Any]) -> MethodSpec | None:
+    """The method whose protocol and fields an entry uses: its ``apply:``, or for a rollout
+    provider the method speaking its ``probe``; None when there is none (or it is unknown)."""
     method = entry.get("apply", "rollout")
     if method == "rollout":
         probe = entry.get("probe")
-        return probe if isinstance(probe, str) else None
-    return PROTOCOL_OF_METHOD.get(str(method))
+        return spec_for_protocol(probe) if isinstance(probe, str) else None
+    return find_spec(method) if isinstance(method, str) else None
+
+
+def method_fields() -> dict[str, str]:
+    """Every registered method's own field → the protocol declaring it first."""
+    out: dict[str, str] = {}
+    for spec in registered():
+        for name in spec.fields:
+            out.setdefault(name, spec.protocol)
+    return out
 
 
 def provider_problems(credential: dict[str, Any]) -> Iterator[Problem]:
@@ -57,14 +67,20 @@ def provider_problems(credential: dict[str, Any]) -> Iterator[Problem]:
             continue
         method = entry.get("apply", "rollout")
         where: list[str | int] = ["providers", i]
-        protocol = _protocol(entry)
+        spec = spec_of_entry(entry)
         if method == "rollout":
             for name in _LIVE_ONLY:
                 if name in entry:
-                    yield [*where, name], (f"{name} is for apply: redis-acl or postgres; "
-                                           "apply: rollout only restarts the workload")
-            if protocol is None:
-                for name in (*_CONNECTION_FIELDS, "user"):
+                    yield [*where, name], (f"{name} is for a live method (apply: redis-acl, "
+                                           "postgres, …); apply: rollout only restarts the "
+                                           "workload")
+            if spec is None:
+                probe = entry.get("probe")
+                if isinstance(probe, str):
+                    yield [*where, "probe"], (f"probe: {probe} is a protocol no installed "
+                                              "method speaks (built in: redis, postgres)")
+                    continue
+                for name in (*_CONNECTION_FIELDS, *method_fields(), "user"):
                     if name in entry:
                         yield [*where, name], (f"{name} needs probe: redis or postgres (how "
                                                "provider.verify reaches a rollout provider)")
@@ -72,34 +88,43 @@ def provider_problems(credential: dict[str, Any]) -> Iterator[Problem]:
         elif "probe" in entry:
             yield [*where, "probe"], (f"probe is for apply: rollout; apply: {method} is "
                                       "proven over its own protocol")
-        if protocol not in _PROTOCOL_ONLY:
-            continue  # the schema reports the unknown method
-        for other, fields in _PROTOCOL_ONLY.items():
-            if other != protocol:
-                for name in fields:
-                    if name in entry:
-                        yield [*where, name], (f"{name} is not a field of {protocol} "
-                                               f"providers ({_INSTEAD[name]})")
-        if protocol == "redis" and "users" in entry:
-            yield [*where, "users"], ("an ACL user holds several passwords: use user "
-                                      "(users is PostgreSQL's alternating scheme)")
-        if protocol == "postgres" and method == "rollout" and "user" not in entry:
-            yield where, "probe: postgres needs user (the role provider.verify logs in as)"
+        if spec is None:
+            continue  # the loader reports the unavailable method
+        for name, protocol in method_fields().items():
+            if name in entry and name not in spec.fields:
+                hint = _INSTEAD.get(name, f"a field of {protocol} providers")
+                yield [*where, name], (f"{name} is not a field of {spec.protocol} providers "
+                                       f"({hint})")
+        if "users" in entry and not spec.alternating_users:
+            yield [*where, "users"], (
+                "an ACL user holds several passwords: use user (users is PostgreSQL's "
+                "alternating scheme)" if spec.holds_two_values else
+                f"apply: {spec.name} has no alternating users: use user")
+        if method == "rollout" and spec.default_user is None and "user" not in entry:
+            yield where, (f"probe: {spec.protocol} needs user (the account provider.verify "
+                          "logs in as)")
         yield from _admin_problems(entry, where)
-        if method == "postgres":
-            if "users" in entry:
-                alternating += 1
-            yield from _postgres_problems(entry, where, credential)
+        if method != "rollout":
+            if spec.problems is not None:
+                for parts, reason in spec.problems(entry):
+                    yield [*where, *parts], reason
+            if spec.alternating_users:
+                if "users" in entry:
+                    alternating += 1
+                yield from _alternating_problems(spec, entry, where, credential)
     if alternating > 1:
         yield ["providers"], ("only one provider may use alternating users (users): the "
                               "Secret carries one username")
     if credential.get("strategy") == "overlap":
         for i, entry in enumerate(providers):
-            if (isinstance(entry, dict) and entry.get("apply") == "postgres"
-                    and "users" not in entry):
+            spec = spec_of_entry(entry) if isinstance(entry, dict) else None
+            if (spec is not None and entry.get("apply", "rollout") != "rollout"
+                    and not spec.holds_two_values and "users" not in entry):
                 yield ["providers", i], (
-                    "strategy overlap with apply: postgres needs two alternating login roles "
-                    "(users: [a, b]): a PostgreSQL role holds one password at a time")
+                    f"strategy overlap with apply: {spec.name} needs two alternating login "
+                    f"roles (users: [a, b]): {spec.one_value}" if spec.alternating_users else
+                    f"strategy overlap with apply: {spec.name}: the method holds one value "
+                    "at a time (use strategy restart)")
 
 
 def _admin_problems(entry: dict[str, Any], where: list[str | int]) -> Iterator[Problem]:
@@ -112,11 +137,11 @@ def _admin_problems(entry: dict[str, Any], where: list[str | int]) -> Iterator[P
                                   "own value")
 
 
-def _postgres_problems(entry: dict[str, Any], where: list[str | int],
-                       credential: dict[str, Any]) -> Iterator[Problem]:
+def _alternating_problems(spec: MethodSpec, entry: dict[str, Any], where: list[str | int],
+                          credential: dict[str, Any]) -> Iterator[Problem]:
     has_user, users = "user" in entry, entry.get("users")
     if has_user == ("users" in entry):
-        yield where, ("apply: postgres needs exactly one of user (one role) or users (two "
+        yield where, (f"apply: {spec.name} needs exactly one of user (one role) or users (two "
                       "alternating login roles)")
     if isinstance(users, list) and len(users) == 2 and users[0] == users[1]:
         yield [*where, "users"], "the two alternating roles must differ"
@@ -158,38 +183,39 @@ def build_applies(raw_providers: list[dict[str, Any]]) -> tuple[ProviderApply, .
     for p in raw_providers:
         ref = ObjectRef(p["kind"], p["namespace"], p["name"])
         method = p.get("apply", "rollout")
-        protocol = _protocol(p)
-        connection = _connection(protocol, p) if protocol is not None else None
+        spec = spec_of_entry(p)
+        connection = _connection(spec, p) if spec is not None else None
         users = p.get("users")
         user = p.get("user")
-        if user is None and protocol == "redis" and not users:
-            user = DEFAULT_REDIS_USER
+        if user is None and spec is not None and not users:
+            user = spec.default_user
         out.append(ProviderApply(
             provider=ref, method=method, connection=connection, user=user,
             users=(users[0], users[1]) if users else None,
             username_key=p.get("usernameKey"),
-            admin=_admin(protocol, p, user) if method != "rollout" and protocol else None,
+            admin=_admin(spec, p, user) if method != "rollout" and spec else None,
         ))
     return tuple(out)
 
 
-def _connection(protocol: Any, p: dict[str, Any]) -> ProviderConnection:
+def _connection(spec: MethodSpec, p: dict[str, Any]) -> ProviderConnection:
     svc = p.get("service", {})
     return ProviderConnection(
-        protocol=protocol,
+        protocol=spec.protocol,
         service=ServicePortRef(svc.get("namespace", p["namespace"]), svc.get("name", p["name"]),
-                               svc.get("port", DEFAULT_PORT[protocol])),
+                               svc.get("port", spec.default_port)),
         address_env=p.get("addressEnv"),
         tls=bool(p.get("tls", False)),
         database=p.get("database", DEFAULT_DATABASE),
         sslmode=p.get("sslmode", DEFAULT_SSLMODE),
+        options={name: p[name] for name in spec.fields if name in p and name not in _TYPED},
     )
 
 
-def _admin(protocol: str, p: dict[str, Any], user: str | None) -> AdminAuth:
+def _admin(spec: MethodSpec, p: dict[str, Any], user: str | None) -> AdminAuth:
     admin = p.get("admin", {})
     key = admin.get("secretKey")
     if key is not None:
-        return AdminAuth(admin.get("user", DEFAULT_ADMIN_USER[protocol]),
+        return AdminAuth(admin.get("user", spec.default_admin_user),
                          SecretKeyRef(key["namespace"], key["name"], key["key"]))
     return AdminAuth(admin.get("user", user or ""), None)

@@ -47,8 +47,10 @@ from pathlib import Path
 from typing import Any
 
 from rotate import __version__
+from rotate.chain import methods
 from rotate.chain.envvars import referenced_names
 from rotate.chain.loader import build_chain, read_chain_bytes, validated_data
+from rotate.chain.method_schema import named_methods
 from rotate.chain.model import Chain
 from rotate.chain.problems import schema_file_problem
 
@@ -86,7 +88,7 @@ def load_chain_cached(
     resolved = path.resolve()
     key = entry_key(raw, resolved, env)
     data = _cached_data(cache_dir, key)
-    if data is not None and _schema_files_ok(data, resolved.parent):
+    if data is not None and _schema_files_ok(data, resolved.parent) and _builtins_only(data):
         try:
             return build_chain(data, path)
         except (KeyError, TypeError, ValueError, AttributeError, IndexError):
@@ -95,6 +97,14 @@ def load_chain_cached(
     chain = build_chain(data, path)
     _store(cache_dir, key, data)
     return chain
+
+
+def _builtins_only(data: dict[str, Any]) -> bool:
+    """Whether every ``apply:`` names a built-in method.  A plug-in's fields and rules come
+    from another distribution, which the rules digest does not cover (it may be upgraded or
+    removed): a file naming one is validated in full every time."""
+    return all(spec is not None and spec.builtin
+               for spec in (methods.registered_spec(name) for _, name in named_methods(data)))
 
 
 def entry_key(raw: bytes, resolved: Path, environ: Mapping[str, str] | None = None) -> str:

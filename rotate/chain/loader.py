@@ -16,11 +16,14 @@ import os
 import re
 import stat
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from rotate.chain.apply_fields import build_applies
 from rotate.chain.envvars import expand_tree
+from rotate.chain.method_schema import schema_with_methods, unavailable_methods
+from rotate.chain.methods import registered
 from rotate.chain.model import (
     AuthConfig,
     BackendConfig,
@@ -41,9 +44,10 @@ from rotate.chain.model import (
     TemplateSource,
     TokenTarget,
     ValueSource,
+    default_strategy,
 )
 from rotate.chain.notify import notify_from
-from rotate.chain.problems import schema_problems, semantic_problems
+from rotate.chain.problems import json_path, line_of, schema_problems, semantic_problems
 from rotate.core.durations import parse_duration
 from rotate.core.errors import ChainFileError, ChainFileProblem, UsageError
 from rotate.core.refs import ObjectRef
@@ -69,6 +73,18 @@ def chain_schema() -> dict[str, Any]:
     text = (resources.files("rotate.chain") / SCHEMA_NAME).read_text(encoding="utf-8")
     data: dict[str, Any] = json.loads(text)
     return data
+
+
+def effective_schema() -> dict[str, Any]:
+    """:func:`chain_schema` with the fields of every registered method merged in
+    (rotate.chain.method_schema); rebuilt only when the registered methods change."""
+    key = tuple((spec.name, id(spec)) for spec in registered())
+    return _merged_schema(key)
+
+
+@functools.lru_cache(maxsize=4)
+def _merged_schema(key: tuple[tuple[str, int], ...]) -> dict[str, Any]:
+    return schema_with_methods(chain_schema())
 
 
 def load_chain(path: Path, environ: Mapping[str, str] | None = None) -> Chain:
@@ -97,7 +113,9 @@ def validated_data(
     if not isinstance(data, dict):
         raise ChainFileError([ChainFileProblem(file, 1, "", "the file must be a YAML mapping")])
     base = path.resolve().parent
-    problems = _dedupe([*schema_problems(chain_schema(), data, root, file),
+    unavailable = [ChainFileProblem(file, line_of(root, parts), json_path(parts), reason)
+                   for parts, reason in unavailable_methods(data)]  # loads named plug-ins
+    problems = _dedupe([*unavailable, *schema_problems(effective_schema(), data, root, file),
                         *semantic_problems(data, root, file, base)])
     if problems:
         problems.sort(key=lambda p: (p.line or 0, p.path))
@@ -316,6 +334,16 @@ def _source(raw: dict[str, Any]) -> ValueSource:
 
 
 def _credential(name: str, raw: dict[str, Any]) -> Credential:
+    """The credential; without ``strategy`` in the file, the safest one its providers allow
+    (rotate.chain.model.default_strategy) and the plan's one-line reason."""
+    built = _credential_as_written(name, raw)
+    if "strategy" in raw:
+        return built
+    strategy, reason = default_strategy(built)
+    return replace(built, strategy=strategy, strategy_reason=reason)
+
+
+def _credential_as_written(name: str, raw: dict[str, Any]) -> Credential:
     gen = raw.get("generate")
     overlap = raw.get("overlap")
     es = raw["externalSecret"]

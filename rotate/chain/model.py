@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from rotate.chain.methods import find_spec
+
 # Re-exported: the template syntax lives in rotate.chain.templates.
 from rotate.chain.notify import NotifyConfig
 from rotate.chain.templates import is_json_pointer as is_json_pointer
@@ -131,15 +133,12 @@ class OverlapConfig:
 
 # --------------------------------------------------------------------------- provider apply
 
-#: How a provider takes a new value (docs/chain-file.md "Provider apply methods").
-ApplyMethod = Literal["rollout", "redis-acl", "postgres"]
-APPLY_METHODS: tuple[ApplyMethod, ...] = ("rollout", "redis-acl", "postgres")
-#: The wire protocol a provider is proven with (provider.verify): live methods imply theirs,
-#: a rollout provider names it with ``probe``.
-WireProtocol = Literal["redis", "postgres"]
-PROTOCOL_OF_METHOD: dict[str, WireProtocol] = {"redis-acl": "redis", "postgres": "postgres"}
-DEFAULT_PORT: dict[str, int] = {"redis": 6379, "postgres": 5432}
-DEFAULT_ADMIN_USER: dict[str, str] = {"redis": "default", "postgres": "postgres"}
+#: How a provider takes a new value (docs/chain-file.md "Provider apply methods"): ``rollout``
+#: or the name of a registered method (rotate.chain.methods: built in or from a plug-in).
+ApplyMethod = str
+#: The wire protocol a provider is proven with (provider.verify): live methods imply theirs
+#: (MethodSpec.protocol), a rollout provider names it with ``probe``.
+WireProtocol = str
 DEFAULT_REDIS_USER = "default"  # the requirepass password
 DEFAULT_DATABASE = "postgres"
 DEFAULT_SSLMODE = "prefer"
@@ -168,6 +167,8 @@ class ProviderConnection:
     tls: bool = False  # redis
     database: str = DEFAULT_DATABASE  # postgres
     sslmode: str = DEFAULT_SSLMODE  # postgres
+    #: the method's own fields (MethodSpec.fields) as the chain file gives them, validated
+    options: Mapping[str, Any] = field(default_factory=dict, hash=False)
 
 
 @dataclass(frozen=True)
@@ -188,10 +189,11 @@ class ProviderApply:
 
     * ``rollout``: ``connection`` is set only when the chain names a ``probe``; ``user`` is the
       account the probe logs in as; ``admin``/``users`` are None.
-    * ``redis-acl`` / ``postgres``: ``connection`` and ``admin`` are always set; exactly one of
-      ``user`` / ``users``.  ``users`` (two roles) is the alternating-users scheme of
-      ``postgres`` with ``strategy: overlap``; ``username_key`` then names the key (in the
-      backend and in the Secret) that carries the active role's name.
+    * a live method (``redis-acl``, ``postgres``, a plug-in's): ``connection`` and ``admin``
+      are always set; exactly one of ``user`` / ``users``.  ``users`` (two accounts) is the
+      alternating-users scheme of a method whose account holds one value (``postgres``) with
+      ``strategy: overlap``; ``username_key`` then names the key (in the backend and in the
+      Secret) that carries the active account's name.
     """
 
     provider: ObjectRef
@@ -225,6 +227,9 @@ class Credential:
     value_from: Literal["stdin"] | None = None
     strategy: Strategy = Strategy.restart
     timeout: float | None = None  # overrides Defaults.timeout for this credential
+    #: why ``strategy`` was chosen when the chain file does not set it (default_strategy);
+    #: empty when the file sets it
+    strategy_reason: str = ""
     overlap: OverlapConfig | None = None
     description: str = ""
     #: One entry per provider, in ``providers`` order; empty means every provider rolls out.
@@ -405,26 +410,69 @@ def strategy_problem(credential: Credential, strategy: str) -> str | None:
     """Why ``strategy`` cannot run on this credential's providers, or None when it can.
 
     The one rule behind exit 2 for "overlap on a method that cannot hold two values", used by
-    the loader (the chain's own ``strategy``) and at run time (``--strategy``):
+    the loader (the chain's own ``strategy``), at run time (``--strategy``) and for the
+    default (:func:`default_strategy`):
 
     * ``rollout`` holds two values only through ``overlap.previousKey`` (the provider reads
       both keys of the Secret when it starts);
-    * ``redis-acl`` holds two values natively (an ACL user has several passwords);
-    * ``postgres`` never does (a role has one password): overlap needs alternating users.
+    * a method whose account holds two values (``MethodSpec.holds_two_values``: redis-acl)
+      always can;
+    * one whose account holds one (``postgres``) needs alternating users (``users: [a, b]``)
+      when it declares them, and cannot overlap otherwise.
     """
     if strategy != "overlap":
         return None
+    found = one_value_provider(credential)
+    if found is None:
+        return None
+    ref, method, needs, why = found
+    if method == "rollout":
+        return (f"credential {credential.name!r}: strategy overlap needs {needs} for provider "
+                f"{ref} (apply: rollout): {why}")
+    if needs is not None:
+        return (f"credential {credential.name!r}: strategy overlap on provider {ref} "
+                f"(apply: {method}) needs {needs}: {why}")
+    return (f"credential {credential.name!r}: strategy overlap on provider {ref} "
+            f"(apply: {method}): {why}")
+
+
+def one_value_provider(credential: Credential) -> tuple[ObjectRef, str, str | None, str] | None:
+    """The first provider that cannot hold the old and the new value at once: (its ref, its
+    method, what would let it — None when nothing can —, why), or None when every one can."""
     for ref in credential.providers:
         entry = credential.apply_of(ref)
-        if entry.method == "rollout" and credential.overlap is None:
-            return (f"credential {credential.name!r}: strategy overlap needs "
-                    f"overlap.previousKey for provider {ref} (apply: rollout): it can hold two "
-                    "values only by reading the previous one from the Secret")
-        if entry.method == "postgres" and entry.users is None:
-            return (f"credential {credential.name!r}: strategy overlap on provider {ref} "
-                    "(apply: postgres) needs two alternating login roles (users: [a, b]): "
-                    "a PostgreSQL role holds one password at a time")
+        if entry.method == "rollout":
+            if credential.overlap is None:
+                return (ref, "rollout", "overlap.previousKey", "it can hold two values only by "
+                        "reading the previous one from the Secret")
+            continue
+        spec = find_spec(entry.method)
+        if spec is None or spec.holds_two_values or entry.users is not None:
+            continue  # an unavailable method is the loader's problem, not the strategy's
+        if spec.alternating_users:
+            return (ref, entry.method, "two alternating login roles (users: [a, b])",
+                    spec.one_value)
+        return ref, entry.method, None, "the method holds one value at a time"
     return None
+
+
+def default_strategy(credential: Credential) -> tuple[Strategy, str]:
+    """The strategy of a credential whose chain file does not set one, and why (one line for
+    the plan): overlap when every provider holds two values — nobody is refused while the
+    consumers move — and restart where one provider cannot."""
+    found = one_value_provider(credential)
+    if found is None:
+        how = []
+        for ref in credential.providers:
+            entry = credential.apply_of(ref)
+            how.append(entry.method + (" + users" if entry.users else "")
+                       + (" + previousKey" if entry.method == "rollout" else ""))
+        return (Strategy.overlap, "default overlap: every provider holds two values ("
+                + ", ".join(dict.fromkeys(how)) + ")")
+    ref, method, needs, _ = found
+    tail = f" without {needs}" if needs is not None else ""
+    return (Strategy.restart,
+            f"default restart: {ref} (apply: {method}) holds one value{tail}")
 
 
 def consumers_of(chain: Chain, credential_name: str) -> tuple[str, ...]:

@@ -102,7 +102,9 @@ HEAD_WIDTH = 88
 
 def _plan_head(plan: Plan) -> list[tuple[str, str]]:
     version = "absent" if plan.current_version is None else str(plan.current_version)
+    reason = [("strategy", plan.strategy_reason)] if plan.strategy_reason else []
     return [
+        *reason,
         ("backend", f"{plan.backend_path} (current version {version})"),
         *_listed("providers", list(plan.providers)),
         *_listed("consumers", list(plan.consumers), " (derived from the chain file)"),
@@ -157,6 +159,7 @@ def plan_lines(plan: Plan) -> list[str]:
 def plan_tables(plan: Plan) -> list[Any]:
     head = _table(f"Plan: rotate {plan.credential} (strategy {plan.strategy})", ["", ""])
     head.show_header = False
+    head.columns[1].no_wrap = False  # the strategy's reason is prose; the labels stay whole
     for key, value in _plan_head(plan):
         head.add_row(key, value)
     checks = _table("Preflight", ["", "check", "detail"])

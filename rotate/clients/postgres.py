@@ -2,12 +2,13 @@
 
 Invariants:
 
-* A password never reaches the server as text.  :meth:`PostgresRoles.set_password` accepts a
-  SCRAM-SHA-256 verifier only (computed by :mod:`rotate.core.scram`, the way ``psql
-  \\password`` does) and refuses anything else before sending, so even a caller's mistake
-  cannot put a plain password into a statement a server log would record.  The role is sent
-  as an identifier (``psycopg.sql.Identifier``); the verifier must be a literal, because
-  ``ALTER ROLE`` is a utility statement that takes no bind parameters.
+* A password never reaches the server as text.  :meth:`PostgresRoles.set_password` sends a
+  SCRAM-SHA-256 verifier that libpq computes on the admin connection
+  (``PQencryptPasswordConn``, as ``psql \\password`` does; it follows the server's
+  ``scram_iterations``), and refuses to send anything that is not one, so no statement a
+  server log records holds the password.  rotate implements no cryptography of its own.
+  The role is sent as an identifier (``psycopg.sql.Identifier``); the verifier must be a
+  literal, because ``ALTER ROLE`` is a utility statement that takes no bind parameters.
 * Passwords cross the wire only in the authentication exchange (libpq does SCRAM itself; the
   password is a connection keyword, never a conninfo string we build or show).
 * No psycopg exception text is kept (it can hold conninfo or server messages); failures are
@@ -32,10 +33,11 @@ from rotate.core.errors import (
     RejectedError,
     TemporaryError,
 )
-from rotate.core.scram import parse_verifier
 from rotate.core.secret import Secret
 
 SYSTEM = "postgres"
+#: how every SCRAM-SHA-256 verifier starts (``SCRAM-SHA-256$<iterations>:<salt>$…``)
+SCRAM_PREFIX = "SCRAM-SHA-256$"
 
 #: SQLSTATEs meaning "the server refused this login" (not: "the server is unreachable").
 LOGIN_REFUSED = frozenset({"28P01", "28000"})
@@ -174,13 +176,15 @@ class PostgresRoles:
             privileges=frozenset((str(k), str(o), str(p)) for k, o, p in privileges),
         )
 
-    def set_password(self, role: str, verifier: str) -> None:
-        try:
-            parse_verifier(verifier)
-        except ValueError:
-            raise RejectedError(SYSTEM, f"set the password of {role}",
-                                "refusing to send anything but a SCRAM-SHA-256 verifier") from None
-        self._rows(f"set the password of {role}",
+    def set_password(self, role: str, password: Secret) -> None:
+        operation = f"set the password of {role}"
+        with translated(operation):
+            verifier = self._conn.pgconn.encrypt_password(
+                password.reveal().encode(), role.encode(), b"scram-sha-256").decode("ascii")
+        if not verifier.startswith(SCRAM_PREFIX):
+            raise RejectedError(SYSTEM, operation, "libpq did not compute a SCRAM-SHA-256 "
+                                "verifier; nothing was sent")
+        self._rows(operation,
                    sql.SQL("ALTER ROLE {} PASSWORD {}").format(sql.Identifier(role),
                                                                sql.Literal(verifier)))
 

@@ -425,9 +425,9 @@ class PostgresAdmin(Protocol):
 
     def grants(self, role: str) -> GrantsProfile: ...
 
-    def set_password(self, role: str, verifier: str) -> None:
-        """``ALTER ROLE role PASSWORD 'SCRAM-SHA-256$…'``: only a verifier crosses the wire;
-        anything that is not a SCRAM-SHA-256 verifier is refused before sending."""
+    def set_password(self, role: str, password: Secret) -> None:
+        """``ALTER ROLE role PASSWORD 'SCRAM-SHA-256$…'``: only a verifier crosses the wire,
+        computed by the driver (libpq) on this session; never the password as text."""
 
     def set_login(self, role: str, login: bool) -> None:
         """``ALTER ROLE role LOGIN`` / ``NOLOGIN`` (existing sessions are not ended)."""

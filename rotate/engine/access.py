@@ -35,9 +35,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from rotate.chain.methods import KubeAccess, VaultAccess, find_spec
 from rotate.chain.model import (
     Chain,
     Credential,
+    ProviderApply,
     SecretKeySource,
     ServiceSource,
     consumers_of,
@@ -162,7 +164,15 @@ def _provider_connections(credential: Credential) -> list[Permission]:
                 and not applied.admin_is_credential(credential.secret):
             perms.append(Permission("get", "Secret", admin.password.namespace,
                                     name=admin.password.name))
+        perms += [Permission(a.verb, a.kind, a.namespace, name=a.name)
+                  for a in _method_access(applied) if isinstance(a, KubeAccess)]
     return perms
+
+
+def _method_access(applied: ProviderApply) -> list[KubeAccess | VaultAccess]:
+    """What a live method declares it needs beyond the above (MethodSpec.access)."""
+    spec = find_spec(applied.method) if applied.live else None
+    return list(spec.access(applied)) if spec is not None and spec.access is not None else []
 
 
 def describe(perm: Permission, plural: str) -> str:
@@ -211,11 +221,15 @@ def vault_grants(chain: Chain, credential: Credential) -> list[VaultGrant]:
     metadata before it); KV v2 asks for ``create`` rather than ``update`` then.
     """
     mount, path = chain.backend.kv_mount, credential.backend.path
+    declared = [VaultGrant(a.path, a.capabilities, a.why)
+                for ref in credential.providers
+                for a in _method_access(credential.apply_of(ref)) if isinstance(a, VaultAccess)]
     return [
         VaultGrant(f"{mount}/data/{path}", ("create", "read", "update"),
                    "read the current and older versions; write the new one (check-and-set)"),
         VaultGrant(f"{mount}/metadata/{path}", ("create", "read", "update"),
                    "current version; custom metadata naming the run"),
+        *declared,
     ]
 
 

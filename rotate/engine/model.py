@@ -117,6 +117,8 @@ class Plan:
     preflight: tuple[Check, ...]
     traps: tuple[Trap, ...]
     steps: tuple[PlannedStep, ...]
+    #: why this strategy when the chain file does not set one (Credential.strategy_reason)
+    strategy_reason: str = ""
 
     @property
     def ok(self) -> bool:
@@ -128,6 +130,7 @@ class Plan:
             "kind": "plan",
             "credential": self.credential,
             "strategy": self.strategy,
+            "strategy_reason": self.strategy_reason,
             "consumers": list(self.consumers),
             "providers": list(self.providers),
             "backend": {"path": self.backend_path, "current_version": self.current_version},

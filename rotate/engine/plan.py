@@ -79,4 +79,5 @@ def build_plan(
         preflight=observed.checks,
         traps=observed.traps,
         steps=tuple(number_steps(ROTATION, inp)),
+        strategy_reason=credential.strategy_reason if strategy == credential.strategy else "",
     )

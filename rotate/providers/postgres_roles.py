@@ -1,5 +1,5 @@
 """The built-in method for PostgreSQL login roles: a role holds one password, sent only as a
-SCRAM-SHA-256 verifier computed here (:mod:`rotate.core.scram`), never as text.
+SCRAM-SHA-256 verifier that libpq computes on the admin session, never as text.
 
 Restart = the new verifier on the role.  Overlap = alternating users: the new value goes to
 the inactive role (verifier + ``LOGIN``), consumers move to it, retire = ``NOLOGIN`` on the
@@ -13,7 +13,6 @@ from __future__ import annotations
 from rotate.chain.model import ProviderApply
 from rotate.clients.seams import AuthProbe, PostgresAdmin
 from rotate.core.errors import ForbiddenError, NotFoundError, PermanentError
-from rotate.core.scram import scram_verifier
 from rotate.core.secret import Secret
 from rotate.providers.method import Change, Link, Progress, Target, ValueRule
 
@@ -78,7 +77,7 @@ class PostgresRolesMethod:
             progress.record(role=role, could_login=admin.role(role).can_login)
         if probe.accepts(role, target.new):
             return Change(False, f"{role} already logs in with the new password")
-        admin.set_password(role, scram_verifier(target.new).text)
+        admin.set_password(role, target.new)
         if target.accounts.alternating:
             admin.set_login(role, True)
             return Change(True, f"{role}: new SCRAM verifier, LOGIN (the consumers move to it)")
@@ -98,7 +97,7 @@ class PostgresRolesMethod:
             return Change(True, f"{role}: LOGIN again")
         if probe.accepts(role, target.old):
             return Change(False, f"{role} already logs in with the old password")
-        admin.set_password(role, scram_verifier(target.old).text)
+        admin.set_password(role, target.old)
         return Change(True, f"{role}: the old password's verifier again")
 
     def retire_replaced(self, admin: PostgresAdmin, probe: AuthProbe,

@@ -1,74 +1,97 @@
-"""Which object implements a chain's ``apply:`` value: name → factory, looked up once.
+"""Which object implements a chain's ``apply:`` value: looked up once per name.
 
-The built-in methods are registered here under their chain names; a method from another
-distribution registers with :func:`register` (the factory is called with no argument, so a
-class is a factory).  Nothing else in rotate compares a method's name: the step kinds ask
-:func:`method_of` for the object and call the :class:`~rotate.providers.method.
-ProviderMethod` seam.
+Every method — built in or from a plug-in distribution — is a
+:class:`~rotate.chain.methods.MethodSpec` registered with :func:`register`
+(rotate.chain.methods registers the built-ins the same way; a plug-in's spec is its entry
+point in the group ``rotate.providers``, loaded only when a chain names it).  The spec's
+``factory`` (a callable, or ``"module:attr"``) makes the object once; nothing else in rotate
+compares a method's name: the step kinds ask :func:`method_of` for the object and call the
+:class:`~rotate.providers.method.ProviderMethod` seam.
+
+A plug-in's object is wrapped in :class:`~rotate.providers.guarded.Guarded`: an exception of
+its own becomes a PermanentError naming the plug-in, never carrying its text.
 
 A rollout provider with ``probe: P`` has no method of its own; its probe and its
-``restart_hint`` are those of the method speaking wire protocol P
-(:data:`rotate.chain.model.PROTOCOL_OF_METHOD`): :func:`method_for_probe`.
+``restart_hint`` are those of the method speaking wire protocol P: :func:`method_for_probe`.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
-from typing import Any
+from dataclasses import replace
+from typing import Any, cast
 
-from rotate.chain.model import PROTOCOL_OF_METHOD, ProviderApply
+from rotate.chain.methods import (
+    MethodSpec,
+    MethodUnavailable,
+    register_method,
+    registered,
+    spec_for_protocol,
+    spec_of,
+    unregister_method,
+)
+from rotate.chain.model import ProviderApply
 from rotate.core.errors import PermanentError
+from rotate.providers.guarded import Guarded
 from rotate.providers.method import ProviderMethod
-from rotate.providers.postgres_roles import PostgresRolesMethod
-from rotate.providers.redis_acl import RedisAclMethod
 
 MethodFactory = Callable[[], ProviderMethod[Any]]
 
-_FACTORIES: dict[str, MethodFactory] = {
-    "redis-acl": RedisAclMethod,
-    "postgres": PostgresRolesMethod,
-}
 _MADE: dict[str, ProviderMethod[Any]] = {}
 
 
-def register(name: str, factory: MethodFactory, *, replace: bool = False) -> None:
-    """Make ``apply: name`` use ``factory()``.  A name already taken is refused unless
-    ``replace`` (a plug-in cannot silently take over a built-in method)."""
-    if name in _FACTORIES and not replace:
-        raise ValueError(f"provider method {name!r} is registered already")
-    _FACTORIES[name] = factory
-    _MADE.pop(name, None)
+def register(spec: MethodSpec, factory: MethodFactory | None = None, *,
+             replace_existing: bool = False) -> None:
+    """Make ``apply: spec.name`` use ``factory()`` (default: ``spec.factory``).  A name
+    already taken is refused unless ``replace_existing`` (a plug-in cannot silently take over
+    a built-in method)."""
+    register_method(spec if factory is None else replace(spec, factory=factory),
+                    replace=replace_existing)
+    _MADE.pop(spec.name, None)
 
 
 def unregister(name: str) -> None:
     """Forget ``name`` (a test's own method; built-ins come back only by re-registering)."""
-    _FACTORIES.pop(name, None)
+    unregister_method(name)
     _MADE.pop(name, None)
 
 
 def names() -> tuple[str, ...]:
-    """The registered method names, built-ins first."""
-    return tuple(_FACTORIES)
+    """The registered method names, built-ins first (plug-ins once a chain named them)."""
+    return tuple(spec.name for spec in registered())
+
+
+def _factory(spec: MethodSpec) -> Callable[[], Any]:
+    if callable(spec.factory):
+        return spec.factory
+    module, _, attr = spec.factory.partition(":")
+    made: Callable[[], Any] = getattr(importlib.import_module(module), attr)
+    return made
 
 
 def method_of(name: str) -> ProviderMethod[Any]:
     """The object of ``apply: name`` (made once, then shared: methods hold no run state)."""
     made = _MADE.get(name)
-    if made is None:
-        factory = _FACTORIES.get(name)
-        if factory is None:
-            raise PermanentError("rotate", f"apply: {name}",
-                                 "no provider method of that name is installed")
-        made = _MADE[name] = factory()
+    if made is not None:
+        return made
+    try:
+        spec = spec_of(name)
+    except MethodUnavailable as exc:
+        raise PermanentError("rotate", f"apply: {name}", str(exc)) from None
+    # a Guarded's members are read-only properties; the Protocol's are plain attributes
+    made = cast(ProviderMethod[Any], _factory(spec)() if spec.builtin
+                else Guarded(spec.name, spec.package, lambda: _factory(spec)()))
+    _MADE[name] = made
     return made
 
 
 def method_for_probe(protocol: str) -> ProviderMethod[Any]:
     """The method speaking wire ``protocol``: its probe proves a rollout provider."""
-    for name, spoken in PROTOCOL_OF_METHOD.items():
-        if spoken == protocol:
-            return method_of(name)
-    raise PermanentError("rotate", f"probe: {protocol}", "no provider method speaks it")
+    spec = spec_for_protocol(protocol)
+    if spec is None:
+        raise PermanentError("rotate", f"probe: {protocol}", "no provider method speaks it")
+    return method_of(spec.name)
 
 
 def method_for(applied: ProviderApply) -> ProviderMethod[Any]:

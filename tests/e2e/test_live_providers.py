@@ -43,7 +43,8 @@ PG_PROVIDER_LIVE = """        apply: postgres
         admin:
           user: postgres
           secretKey: {namespace: db, name: postgres-admin-secret, key: password}
-    strategy: overlap
+    # No strategy: alternating users hold two values, so overlap is the default (the plan
+    # says why); `--strategy restart` cuts the active role over instead.
 """
 
 
@@ -122,8 +123,7 @@ def assert_moved_to_new_pair(lab: Lab, old: dict[str, str], new: dict[str, str],
 def test_overlap_on_a_single_role_is_refused_naming_the_credential(lab: Lab,
                                                                    tmp_path: Path) -> None:
     chain = chain_with(tmp_path, PG_PROVIDER_LIVE.replace(
-        "users: [app_a, app_b]\n        usernameKey: username\n", "user: app_a\n").replace(
-        "strategy: overlap", "strategy: restart"))
+        "users: [app_a, app_b]\n        usernameKey: username\n", "user: app_a\n"))
     before = bao_data(lab, postgres.BAO_PATH)
     res = lab.rotate("postgres", "--confirm", "--strategy", "overlap", "--chain", str(chain))
     assert res.code == 2, res.output
@@ -184,7 +184,27 @@ def test_postgres_alternating_users_then_rollback(lab: Lab) -> None:
 # --------------------------------------------------------------------------- dragonfly
 
 
-def test_dragonfly_overlap_is_live(lab: Lab) -> None:
+DF_RESTART = """        apply: redis-acl
+        user: default
+    strategy: restart
+"""
+
+
+def test_dragonfly_overlap_is_live_and_the_default(lab: Lab, tmp_path: Path) -> None:
+    """The lab's dragonfly credential without its ``strategy: restart``: an ACL user holds
+    two values, so rotate picks overlap by itself and the plan says why."""
+    text = EXAMPLE_CHAIN.read_text()
+    assert DF_RESTART in text
+    chain = tmp_path / "rotate.yaml"
+    (tmp_path / "schemas").symlink_to(EXAMPLE_CHAIN.parent / "schemas")
+    chain.write_text(text.replace(DF_RESTART, DF_RESTART.replace("    strategy: restart\n",
+                                                                 "")))
+    plan = lab.rotate("dragonfly", "--chain", str(chain), "-o", "json")
+    assert plan.code == 0, plan.output
+    planned = json.loads(plan.stdout)
+    assert planned["strategy"] == "overlap"
+    assert planned["strategy_reason"] == ("default overlap: every provider holds two values "
+                                          "(redis-acl)")
     addr = lab.status()["parts"]["dragonfly"]["addr"]
     host, _, port = addr.rpartition(":")
     old = lab.bao_password()
@@ -193,7 +213,7 @@ def test_dragonfly_overlap_is_live(lab: Lab) -> None:
         r.set("live-rotation-key", "kept")
 
     with load_on(lab, DF_CONSUMERS) as loads:
-        res = lab.rotate("dragonfly", "--confirm", "--strategy", "overlap", "-o", "json")
+        res = lab.rotate("dragonfly", "--confirm", "--chain", str(chain), "-o", "json")
     assert res.code == 0, res.output
     assert_no_failure(loads)
     report = json.loads(res.stdout)

@@ -77,7 +77,9 @@ def make_plan(ok: bool = True) -> Plan:
     return Plan(credential="dragonfly", strategy="restart", consumers=("cart", "order", "user"),
                 providers=("Deployment dragonfly/dragonfly",),
                 backend_path="secret/infra/dragonfly#password", current_version=7,
-                preflight=checks, traps=(TRAP,), steps=STEPS)
+                preflight=checks, traps=(TRAP,), steps=STEPS,
+                strategy_reason=("default restart: deployment/dragonfly/dragonfly (apply: "
+                                 "rollout) holds one value without overlap.previousKey"))
 
 
 def _record(step: PlannedStep, status: str, seconds: float | None = 0.5,

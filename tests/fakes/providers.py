@@ -2,14 +2,16 @@
 AuthProbe, ProviderConnector), held to the real adapters' behaviour by the contract tests in
 tests/adapters/test_provider_contract.py.
 
-The fake PostgreSQL stores what the real one stores — the SCRAM verifier — and checks a
-login by recomputing it with the stored salt, so "the new password logs in" is tested the
-same way on both.  Every statement it receives is kept in ``statements`` (like
+The fake PostgreSQL stores a stand-in for the verifier the real one stores (a SHA-256 digest
+behind the ``SCRAM-SHA-256$`` prefix: the real verifier comes from libpq, which the fake does
+not have) and checks a login against it, so "the new password logs in" reads the same on
+both.  Every statement it receives is kept in ``statements`` (like
 ``log_statement = all``) so tests can prove no plain password was ever sent.
 """
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 
 from rotate.clients.seams import (
@@ -21,11 +23,15 @@ from rotate.clients.seams import (
     RedisAclAdmin,
     RoleState,
 )
-from rotate.core.errors import ForbiddenError, NotFoundError, RejectedError, TemporaryError
-from rotate.core.scram import parse_verifier, scram_verifier
+from rotate.core.errors import ForbiddenError, NotFoundError, TemporaryError
 from rotate.core.secret import Secret
 
 ENDPOINT = Endpoint("127.0.0.1", 1)
+
+
+def stand_in_verifier(password: Secret) -> str:
+    """What the fake server stores for ``password``: shaped like a verifier, never the text."""
+    return "SCRAM-SHA-256$4096:fake$" + hashlib.sha256(password.reveal().encode()).hexdigest()
 
 
 # --------------------------------------------------------------------------- redis
@@ -121,7 +127,7 @@ class FakePostgresServer:
     endpoint: Endpoint = ENDPOINT
 
     def add_role(self, name: str, password: str | None, **kw: object) -> FakeRole:
-        role = FakeRole(scram_verifier(Secret(password)).text if password else None, **kw)  # type: ignore[arg-type]
+        role = FakeRole(stand_in_verifier(Secret(password)) if password else None, **kw)  # type: ignore[arg-type]
         self.roles[name] = role
         return role
 
@@ -131,9 +137,7 @@ class FakePostgresServer:
         role = self.roles.get(user)
         if role is None or not role.login or role.verifier is None:
             return False
-        stored = parse_verifier(role.verifier)
-        mine = scram_verifier(password, salt=stored.salt, iterations=stored.iterations)
-        return mine.text == role.verifier
+        return stand_in_verifier(password) == role.verifier
 
 
 class FakePostgresRoles:
@@ -172,12 +176,8 @@ class FakePostgresRoles:
         attrs = {"rolsuper"} if r.superuser else set()
         return GrantsProfile(role, frozenset(r.member_of), frozenset(attrs), frozenset())
 
-    def set_password(self, role: str, verifier: str) -> None:
-        try:
-            parse_verifier(verifier)
-        except ValueError:
-            raise RejectedError("postgres", f"set the password of {role}",
-                                "refusing to send anything but a SCRAM-SHA-256 verifier") from None
+    def set_password(self, role: str, password: Secret) -> None:
+        verifier = stand_in_verifier(password)
         target = self._role(role)
         if not self.can_alter(role):
             raise ForbiddenError("postgres", f"set the password of {role}", "insufficient")

@@ -11,7 +11,6 @@ import pytest
 from rotate.clients.postgres import PostgresLoginProbe, PostgresRoles
 from rotate.clients.redis_acl import RedisAcl, RedisAuthProbe
 from rotate.clients.seams import Endpoint
-from rotate.core.scram import scram_verifier
 from rotate.core.secret import Secret
 from tests.fakes.providers import (
     FakeAclUser,
@@ -82,7 +81,7 @@ def pg_world(request: pytest.FixtureRequest) -> Iterator[PgWorld]:
                   member_of: tuple[str, ...] = ()) -> None:
         from psycopg import sql
 
-        verifier = scram_verifier(Secret(password)).text if password else None
+        verifier = pg.verifier(name, password) if password else None
         stmt = sql.SQL("CREATE ROLE {} {} PASSWORD {}").format(
             sql.Identifier(name), sql.SQL("LOGIN" if login else "NOLOGIN"),
             sql.Literal(verifier))

@@ -70,9 +70,8 @@ def test_postgres_preflight_with_a_refused_admin(postgres: PostgresServer) -> No
     postgres.sql(f"CREATE ROLE \"{role}\" LOGIN")
     from psycopg import sql
 
-    from rotate.core.scram import scram_verifier
     postgres.sql(sql.SQL("ALTER ROLE {} PASSWORD {}").format(
-        sql.Identifier(role), sql.Literal(scram_verifier(current).text)).as_string())
+        sql.Identifier(role), sql.Literal(postgres.verifier(role, current.reveal()))).as_string())
     applied = pg(role)
     acc = accounts_for(applied, "restart", None)
     good: Any = StubKube({}, {("db", "pg-admin", "password"): postgres.superuser_password})

@@ -115,6 +115,17 @@ class PostgresServer:
     def log_text(self) -> str:
         return self.log.read_text(errors="replace")
 
+    def verifier(self, role: str, password: str) -> str:
+        """The SCRAM-SHA-256 verifier libpq computes for ``password`` on a connection to this
+        server (test set-up: a role created with it never puts the password in the log)."""
+        import psycopg
+
+        with psycopg.connect(host=self.host, port=self.port, user=self.superuser,
+                             password=self.superuser_password, dbname="postgres",
+                             autocommit=True, passfile="/dev/null") as conn:
+            return conn.pgconn.encrypt_password(password.encode(), role.encode(),
+                                                b"scram-sha-256").decode("ascii")
+
     def sql(self, statement: str, *params: Any) -> list[tuple[Any, ...]]:
         """Run one statement as the superuser (test set-up only: literals are fine here)."""
         import psycopg

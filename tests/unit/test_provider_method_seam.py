@@ -27,6 +27,7 @@ from rotate.core.waiting import CancelToken
 from rotate.providers import (
     Change,
     Link,
+    MethodSpec,
     Progress,
     ProviderMethod,
     Target,
@@ -39,6 +40,13 @@ from tests.fakes import CONSUMERS, World, make_chain
 from tests.support.engine import RecordingObserver, options, rollback
 
 NAME = "stub-acl"
+
+
+def spec(factory: object) -> MethodSpec:
+    """The stub's declaration: an ACL-like account holding several passwords."""
+    return MethodSpec(NAME, protocol="redis", factory=factory,  # type: ignore[arg-type]
+                      default_port=6379, default_admin_user="default", default_user="default",
+                      holds_two_values=True)
 OLD = "old-password-0123456789abcdefghijklmn"
 DRAGONFLY = ObjectRef("Deployment", "dragonfly", "dragonfly")
 
@@ -162,7 +170,7 @@ class StubWorld(World):
 @pytest.fixture
 def stub() -> Iterator[StubServer]:
     server = StubServer()
-    register(NAME, lambda: _typed(StubMethod(server)))
+    register(spec(lambda: _typed(StubMethod(server))))
     try:
         yield server
     finally:
@@ -173,7 +181,7 @@ def stub() -> Iterator[StubServer]:
 def world(tmp_path: Path, stub: StubServer) -> Iterator[StubWorld]:
     chain = make_chain(tmp_path)
     applied = ProviderApply(
-        DRAGONFLY, NAME,  # type: ignore[arg-type]  # the chain model lists the built-in names
+        DRAGONFLY, NAME,
         ProviderConnection("redis", ServicePortRef("dragonfly", "dragonfly", 6379)),
         user="default", admin=AdminAuth("default"))
     cred = dataclasses.replace(chain.credentials["dragonfly"], applies=(applied,))
@@ -191,14 +199,14 @@ def _new(world: World) -> str:
 
 def test_a_registered_name_gives_its_own_object() -> None:
     method = StubMethod(StubServer())
-    register(NAME, lambda: _typed(method))
+    register(spec(lambda: _typed(method)))
     try:
         assert method_of(NAME) is _typed(method)
         with pytest.raises(ValueError, match="registered already"):
-            register(NAME, lambda: _typed(method))
+            register(spec(lambda: _typed(method)))
     finally:
         unregister(NAME)
-    with pytest.raises(PermanentError, match="no provider method"):
+    with pytest.raises(PermanentError, match="no installed package provides it"):
         method_of(NAME)
 
 
@@ -269,3 +277,31 @@ def test_preflight_refuses_values_the_method_does_not_take(world: StubWorld,
     plan = world.engine().plan(options(tmp_path, strategy=Strategy.overlap), "dragonfly")
     (access,) = [c for c in plan.preflight if c.check.startswith("provider.access")]
     assert not access.ok and "alphabet" in access.detail
+
+
+class RaisingMethod(StubMethod):
+    """A plug-in whose apply fails with its own exception, after adding the new password."""
+
+    def apply(self, admin: StubSession, probe: AuthProbe, target: Target,
+              progress: Progress) -> Change:
+        super().apply(admin, probe, target, progress)
+        raise RuntimeError(f"driver said: password {target.new.reveal()} rejected")
+
+
+def test_a_plugin_that_raises_fails_its_step_without_its_text_then_rolls_back(
+        world: StubWorld, stub: StubServer, tmp_path: Path) -> None:
+    unregister(NAME)
+    register(dataclasses.replace(spec(lambda: RaisingMethod(stub)),
+                                 package="rotate-provider-stub"))
+    report = world.engine().run(options(tmp_path, strategy=Strategy.overlap), "dragonfly",
+                                RecordingObserver(), CancelToken())
+    new = _new(world)
+    assert report.exit_code == 12, report.message
+    assert "plug-in rotate-provider-stub" in report.message
+    assert "raised RuntimeError" in report.message and new not in report.message
+    assert "State now:" in report.message and f"rotate rollback {report.run_id}" \
+        in report.message
+    back = rollback(world, tmp_path, report.run_id)
+    assert back.exit_code == 0, back.message
+    assert stub.passwords["default"] == {OLD}
+    assert all(world.running[c] == OLD for c in CONSUMERS)
