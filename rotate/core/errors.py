@@ -7,7 +7,7 @@
     ├── ChainFileError               2   invalid chain file: file, line, JSON path
     ├── PreflightFailed              3   nothing was changed
     ├── LockHeld                     4   another run holds the Lease
-    ├── StepFailed                   10..16: the failed step's kind says which (engine/kinds)
+    ├── StepFailed                   10..18: the failed step's kind says which (engine/kinds)
     ├── Interrupted                  130 SIGINT/SIGTERM; the run is resumable
     └── ClientError                  raised by client adapters (clients/*), never with library text
         ├── TemporaryError           worth retrying: connection refused, timeout, 5xx, 429
@@ -41,6 +41,10 @@ EXIT_USAGE = 2
 EXIT_PREFLIGHT = 3
 EXIT_LOCKED = 4
 EXIT_INTERRUPTED = 130
+#: the backend moved on during the run: its current version is not the one the run wrote
+EXIT_BACKEND_MOVED = 17
+#: a rollback's restore the provider refuses for good: resuming it meets the same refusal
+EXIT_RESTORE_REFUSED = 18
 
 class RotateError(Exception):
     """Base class. ``message`` must be safe to print as is."""
@@ -88,7 +92,16 @@ class LockHeld(RotateError):
 
 class StepFailed(RotateError):
     """A step cannot do its work (not a client failure).  The run's exit code is the failed
-    step's kind's (10..16, see ``rotate.engine.kinds``): the executor sets it, not this class."""
+    step's kind's (10..17, see ``rotate.engine.kinds``): the executor sets it, not this class
+    — unless ``exit_code`` names a code of its own (a failure that resuming cannot fix, cli.md
+    "Exit codes").  ``next_step``, when given, is what the failure message says to do in
+    place of the usual ``resume``/``rollback`` commands (they would only meet it again)."""
+
+    def __init__(self, message: str, *, hint: str | None = None, exit_code: int | None = None,
+                 next_step: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.own_exit_code = exit_code
+        self.next_step = next_step
 
 
 class Interrupted(RotateError):

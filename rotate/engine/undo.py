@@ -64,6 +64,8 @@ def prepared_ahead(state: RunState, failed: PlannedStep) -> list[StepState]:
     started, say), the provider has not switched: every prepared step that changed something
     is undone — its siblings of a parallel group, planned after it too, and itself."""
     start = state.start
+    if not kind_of(failed).undoes_prepared:
+        return []
     if start.prepared(failed):
         return [st for st in state.steps
                 if start.prepared(st.step) and _changed(st) and _undoable(state, st)]
