@@ -21,11 +21,19 @@ from rotate.clients.seams import (
     RedisAclAdmin,
     RoleState,
 )
-from rotate.core.errors import ForbiddenError, NotFoundError, RejectedError, TemporaryError
+from rotate.core.errors import (
+    ForbiddenError,
+    NotFoundError,
+    PermanentError,
+    RejectedError,
+    TemporaryError,
+)
 from rotate.core.scram import parse_verifier, scram_verifier
 from rotate.core.secret import Secret
 
 ENDPOINT = Endpoint("127.0.0.1", 1)
+#: the longest argument Redis reads from a client that has not authenticated yet
+UNAUTHENTICATED_BULK = 16384
 
 
 # --------------------------------------------------------------------------- redis
@@ -48,6 +56,10 @@ class FakeRedisServer:
     def accepts(self, user: str, password: Secret) -> bool:
         if self.down:
             raise TemporaryError("redis", f"AUTH {user}", "unreachable")
+        if len(password.reveal().encode("utf-8")) > UNAUTHENTICATED_BULK:
+            # as Redis: "Protocol error: unauthenticated bulk length", a ResponseError the
+            # adapter translates without its text
+            raise PermanentError("redis", f"AUTH {user}", "refused by the server")
         u = self.users.get(user)
         return bool(u and u.enabled and (u.nopass or password.reveal() in u.passwords))
 
