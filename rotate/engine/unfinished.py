@@ -49,19 +49,11 @@ def _runs_of(state_dir: Path, credential: str) -> Iterator[RunState]:
     return (s for s in journal_mod.load_runs(state_dir) if s.credential == credential)
 
 
-def _settled(state: RunState) -> bool:
-    """A failed run whose failed step's kind ``settles``: all it set out to change is done
-    (the backend moved on after it, say), so a new rotation is the way on, not its resume."""
-    failed = [s for s in state.steps if s.status == "failed"]
-    return (state.status == "failed" and bool(failed)
-            and all((kind := find(s.step)) is not None and kind.settles for s in failed))
-
-
 def latest_unfinished(state_dir: Path, credential: str) -> RunState | None:
     """The credential's latest run that changed something, when it did not finish."""
     for state in _runs_of(state_dir, credential):
         if changed_something(state):
-            return state if state.status in _OPEN and not _settled(state) else None
+            return state if state.status in _OPEN else None
     return None
 
 

@@ -15,7 +15,7 @@ from rotate.core.errors import PreflightFailed
 from rotate.core.secret import Secret
 from rotate.engine.model import PlannedStep
 from tests.fakes import World
-from tests.support.engine import RecordingObserver, journal_lines, options, resume, rollback, run
+from tests.support.engine import RecordingObserver, journal_lines, resume, rollback, run
 
 PATH = "infra/dragonfly"
 OTHER = "written-by-someone-else-0123456789"
@@ -49,7 +49,7 @@ def test_a_write_after_the_sync_fails_the_run_with_17_naming_the_drift(
     assert f"this run wrote v{n + 1}" in msg and f"current version is v{n + 2}" in msg
     assert "read at 20" in msg  # when it was read (RFC 3339)
     assert "not proven to be its current version" in msg  # the state now
-    assert "`rotate dragonfly --confirm`" in msg  # the next command
+    assert "bao kv rollback" in msg and "rotate resume" in msg  # the next command
     assert OTHER not in msg and OTHER not in json.dumps(journal_lines(tmp_path, report.run_id))
     # nothing was undone: the provider and every consumer hold the run's value
     run_value = world.vault.versions[PATH][n]["password"]
@@ -58,25 +58,28 @@ def test_a_write_after_the_sync_fails_the_run_with_17_naming_the_drift(
         assert world.running[name] == run_value
 
 
-def test_a_drifted_run_is_not_unfinished_and_its_resume_repeats_the_proof(
-        world: World, tmp_path: Path) -> None:
+def test_a_drifted_run_resumes_once_its_version_is_put_back(world: World,
+                                                             tmp_path: Path) -> None:
     n = len(world.vault.versions[PATH])
     report = run(world, tmp_path, _put_during(world, "provider.restart"))
     assert report.exit_code == 17
+    assert (f"`bao kv rollback -mount=secret -version={n + 1} {PATH}`" in report.message
+            and f"rotate resume {report.run_id} --confirm" in report.message)
     again = resume(world, tmp_path, report.run_id)
     assert again.exit_code == 17 and f"current version is v{n + 2}" in again.message
-    with pytest.raises(PreflightFailed):
+    with pytest.raises(PreflightFailed):  # the backend moved since the run
         rollback(world, tmp_path, report.run_id)
-    plan = world.engine().plan(options(tmp_path), "dragonfly")
-    unfinished = next(c for c in plan.preflight if c.check == "runs.unfinished")
-    assert unfinished.ok, unfinished.detail
-    # the way out the message names: a rotation from v3 puts one value everywhere
-    fresh = run(world, tmp_path)
-    assert fresh.status == "succeeded", fresh.message
+    # what the message says to do: the run's version back as the current one, then resume
+    ours = world.vault.read(PATH, n + 1)
+    world.vault.write(PATH, ours, cas=n + 2)
+    done = resume(world, tmp_path, report.run_id)
+    assert done.status == "succeeded", done.message
+    assert f"v{n + 3} holds what this run wrote as v{n + 1}" in done.steps[-1].detail
     value = world.vault.current(PATH, "password")
-    assert len(world.vault.versions[PATH]) == n + 3 and value != OTHER
-    assert world.kube.secret_value("dragonfly", "dragonfly-password-secret",
-                                   "password") == value
+    assert value == world.kube.secret_value("dragonfly", "dragonfly-password-secret",
+                                            "password")
+    assert all(world.cc.docs[(c, "bootstrap")][-1]["dragonfly"]["password"] == value
+               for c in ("cart", "order", "user"))
 
 
 def test_an_undisturbed_run_proves_its_version_last(world: World, tmp_path: Path) -> None:

@@ -14,10 +14,11 @@ holds another.  This step reads the path's metadata once more, after everything 
 * **Failure** (the backend moved on): exit 17, a message naming the version the run wrote,
   the current one, when that one was created and when it was read; nothing is undone — the
   provider and every consumer hold the run's value, consistently with each other, so
-  undoing the consumers would only split them.  The way out is a rotation from the new
-  current version (``rotate CREDENTIAL --confirm``: the failed run does not count as
-  unfinished, ``settles`` below); ``resume`` repeats the proof; a ``rollback`` refuses
-  (exit 3) because the backend moved since the run.
+  undoing the consumers would only split them.  The way on: put the run's version back as
+  the current one (``bao kv rollback -version=N``: the other write stays in the history),
+  then ``resume`` — the proof accepts a current version that holds exactly the data the run
+  wrote — or ``rollback --force``.  (``rotate CREDENTIAL --adopt``, once it exists, is the
+  way to keep the other value instead; ``rotate status`` will show the same drift.)
 * **Idempotent**: a proof, repeated on every attempt and on resume, never remembered.
 """
 
@@ -29,6 +30,7 @@ from typing import Any, ClassVar
 
 from rotate.core.errors import EXIT_BACKEND_MOVED, StepFailed
 from rotate.core.refs import ObjectRef
+from rotate.core.secret import Secret
 from rotate.core.timestamps import rfc3339, utcnow
 from rotate.engine.kinds import objects
 from rotate.engine.kinds.backend_retire import BackendRetire
@@ -68,7 +70,6 @@ class BackendConfirm(StepKind[Confirmed]):
     undo: ClassVar[tuple[type[StepKind[Any]], ...]] = ITSELF
     rollback_last: ClassVar[bool] = True
     undoes_prepared: ClassVar[bool] = False
-    settles: ClassVar[bool] = True
     tells: ClassVar[Mapping[str, tuple[Told, ...]]] = {"failed": (Told.BACKEND_UNCONFIRMED,)}
 
     @classmethod
@@ -91,14 +92,25 @@ class BackendConfirm(StepKind[Confirmed]):
         wrote = last_written(run)
         if wrote is None:
             raise StepFailed("backend.confirm runs after the backend write, which is not done")
-        meta = run.adapters.vault.read_metadata(run.path)
+        vault = run.adapters.vault
+        meta = vault.read_metadata(run.path)
         read_at = rfc3339(utcnow(), micro=False)
-        if meta.current_version == wrote:
+        current = meta.current_version
+        if current == wrote:
             return Outcome(Confirmed(wrote, read_at),
                            f"v{wrote} is still the current version (read at {read_at})")
-        raise StepFailed(_moved(run, wrote, meta.current_version, read_at,
-                                _created(meta.versions, meta.current_version)),
-                         next_step=_way_out(run, meta.current_version))
+        if current > wrote and _same(vault.read(run.path, current), vault.read(run.path, wrote)):
+            return Outcome(Confirmed(current, read_at),
+                           f"v{current} holds what this run wrote as v{wrote} (read at "
+                           f"{read_at})")
+        raise StepFailed(_moved(run, wrote, current, read_at,
+                                _created(meta.versions, current)),
+                         next_step=_way_out(run, wrote, current))
+
+
+def _same(a: Mapping[str, Secret], b: Mapping[str, Secret]) -> bool:
+    """The two versions hold the same keys and values (compared in constant time)."""
+    return a.keys() == b.keys() and all(a[k] == b[k] for k in a)
 
 
 def _created(versions: Mapping[int, Any], version: int) -> str:
@@ -110,17 +122,18 @@ def _created(versions: Mapping[int, Any], version: int) -> str:
 def _moved(run: Run, wrote: int, current: int, read_at: str, created: str) -> str:
     path = backend_target(run.chain, run.credential)
     return (f"the backend moved on during the run: this run wrote v{wrote} of {path}, but "
-            f"its current version is v{current}{created} (read at {read_at}); someone else "
-            "wrote the path after this run did, so the provider and the consumers' documents "
-            f"hold this run's value while the backend holds v{current}'s, which ESO copies "
-            "into the Secret at its next refresh")
+            f"its current version is v{current}{created} (read at {read_at}) and holds "
+            "other data; someone else wrote the path after this run did, so the provider and "
+            f"the consumers' documents hold this run's value while the backend holds "
+            f"v{current}'s, which ESO copies into the Secret at its next refresh")
 
 
-def _way_out(run: Run, current: int) -> str:
-    name = run.credential.name
-    return (f"To make every link hold one value again, rotate from v{current}: `rotate {name} "
-            f"--confirm` (add the same --chain/--state-dir options as this run) writes a new "
-            f"version after v{current} and carries it through the whole chain (this run does "
-            f"not count as unfinished); to carry v{current}'s value itself, pipe it to "
-            f"`rotate {name} --confirm --value-stdin`. `rotate resume {run.run_id} --confirm` "
-            "only repeats this proof, and a rollback refuses: the backend moved since the run.")
+def _way_out(run: Run, wrote: int, current: int) -> str:
+    mount, path = run.chain.backend.kv_mount, run.credential.backend.path
+    return (f"What to do: put this run's version back as the current one with `bao kv "
+            f"rollback -mount={mount} -version={wrote} {path}` (v{current} stays in the "
+            f"history), then `rotate resume {run.run_id} --confirm` proves it and finishes "
+            "the run; or undo the run from where the backend is now with `rotate rollback "
+            f"{run.run_id} --confirm --force` (add the same --chain/--state-dir options as "
+            f"this run). To keep v{current}'s value instead, `rotate {run.credential.name} "
+            "--adopt` will carry it once it exists.")
