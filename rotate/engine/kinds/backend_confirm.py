@@ -17,8 +17,10 @@ holds another.  This step reads the path's metadata once more, after everything 
   undoing the consumers would only split them.  The way on: put the run's version back as
   the current one (``bao kv rollback -version=N``: the other write stays in the history),
   then ``resume`` — the proof accepts a current version that holds exactly the data the run
-  wrote — or ``rollback --force``.  (``rotate CREDENTIAL --adopt``, once it exists, is the
-  way to keep the other value instead; ``rotate status`` will show the same drift.)
+  wrote — or, once it is back, ``rollback --force`` (a rollback straight from the other
+  write would take that value for the one to replace, which a live provider never held).
+  ``rotate CREDENTIAL --adopt``, once it exists, is the way to keep the other value
+  instead; ``rotate status`` will show the same drift.
 * **Idempotent**: a proof, repeated on every attempt and on resume, never remembered.
 """
 
@@ -133,7 +135,8 @@ def _way_out(run: Run, wrote: int, current: int) -> str:
     return (f"What to do: put this run's version back as the current one with `bao kv "
             f"rollback -mount={mount} -version={wrote} {path}` (v{current} stays in the "
             f"history), then `rotate resume {run.run_id} --confirm` proves it and finishes "
-            "the run; or undo the run from where the backend is now with `rotate rollback "
-            f"{run.run_id} --confirm --force` (add the same --chain/--state-dir options as "
-            f"this run). To keep v{current}'s value instead, `rotate {run.credential.name} "
+            "the run; or, once it is back, undo the run with `rotate rollback "
+            f"{run.run_id} --confirm --force` (--force: the version number moved since the "
+            "run; add the same --chain/--state-dir options as this run). To keep "
+            f"v{current}'s value instead, `rotate {run.credential.name} "
             "--adopt` will carry it once it exists.")
