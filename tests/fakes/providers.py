@@ -24,7 +24,6 @@ from rotate.clients.seams import (
 from rotate.core.errors import (
     ForbiddenError,
     NotFoundError,
-    PermanentError,
     RejectedError,
     TemporaryError,
 )
@@ -57,9 +56,9 @@ class FakeRedisServer:
         if self.down:
             raise TemporaryError("redis", f"AUTH {user}", "unreachable")
         if len(password.reveal().encode("utf-8")) > UNAUTHENTICATED_BULK:
-            # as Redis: "Protocol error: unauthenticated bulk length", a ResponseError the
-            # adapter translates without its text
-            raise PermanentError("redis", f"AUTH {user}", "refused by the server")
+            # as Redis: "Protocol error: unauthenticated bulk length", then the connection
+            # closed, which the adapter reports as unreachable (tests/providers/test_contract)
+            raise TemporaryError("redis", f"AUTH {user}", "unreachable")
         u = self.users.get(user)
         return bool(u and u.enabled and (u.nopass or password.reveal() in u.passwords))
 

@@ -128,7 +128,7 @@ def test_a_refused_restore_stops_the_rollback_with_18_and_its_resume_says_the_sa
     provider.apply (the provider cannot even be asked with it); its rollback must present
     it again as the admin candidate and the replaced value."""
     monkeypatch.setattr(RedisAclMethod, "values", ValueRule())  # a run before the rule
-    report = _run(world, tmp_path, OVERSIZED)
+    report = _run(world, tmp_path, OVERSIZED, timeout=0.5)  # "unreachable" till the deadline
     assert report.exit_code == 12, report.message
     monkeypatch.undo()
     rb = world.engine().rollback(options(tmp_path), report.run_id, RecordingObserver(),
@@ -139,6 +139,7 @@ def test_a_refused_restore_stops_the_rollback_with_18_and_its_resume_says_the_sa
     assert [(s.kind, s.seconds is not None and s.seconds < 5) for s in failed] == [
         ("provider.apply", True)]
     assert "refuses the rollback's restore for good" in rb.message
+    assert "the value the rolled-back run wrote is one it cannot take" in rb.message
     assert "`rotate dragonfly --confirm --force`" in rb.message
     assert "Resume the rollback" not in rb.message
     assert OVERSIZED not in rb.message

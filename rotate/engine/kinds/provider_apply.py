@@ -103,6 +103,7 @@ class ApplyRestore(ApplyLive):
         applied = pl.applied_of(run, io.step.subject)
         target = pl.rollback_target(run, applied)  # old: restored, new: replaced
         found = pl.reach(run, applied)
+        pl.refuse_unfit(run, found, target)
         with pl.restore_refused(run, applied), \
                 pl.admin(run, found, target.new, target.old) as admin:
             change = found.method.restore(admin, found.probe, target)

@@ -124,6 +124,23 @@ def protocol(applied: ProviderApply) -> str:
     return applied.connection.protocol if applied.connection is not None else "rollout"
 
 
+def refuse_unfit(run: Run, found: Reach, target: Target) -> None:
+    """A rollback presents both values to the provider (as admin candidates and in its
+    probes): one its method's ValueRule refuses — an oversized value from a run made before
+    the rule — is one the provider cannot even be asked with (Redis closes the connection:
+    an "unreachable" retried until the deadline, on every resume).  Stop at once instead,
+    with exit 18 and the way out; nothing is sent to the provider."""
+    for what, value in (("the value the rolled-back run wrote", target.new),
+                        ("the restored value", target.old)):
+        why = found.method.values.refuses(value)
+        if why is not None:
+            raise StepFailed(
+                f"{found.applied.provider} refuses the rollback's restore for good: {what} "
+                f"is one it cannot take ({why}); a resume of this rollback meets the same "
+                "refusal", exit_code=EXIT_RESTORE_REFUSED,
+                next_step=_restore_way_out(run, found.applied))
+
+
 @contextmanager
 def restore_refused(run: Run, applied: ProviderApply) -> Iterator[None]:
     """A rollback's provider step whose provider refuses it for good (a PermanentError: the

@@ -99,6 +99,7 @@ class RetireReplaced(RetireLive):
         target = pl.rollback_target(run, applied)  # old: restored, new: replaced
         found = pl.reach(run, applied)
         change = Change(False, "nothing to retire")
+        pl.refuse_unfit(run, found, target)
         with pl.restore_refused(run, applied):
             if found.method.retires_replaced(applied):
                 with pl.admin(run, found, target.old, target.new) as admin:
