@@ -65,8 +65,11 @@ class Spec:
     (``kubectl rollout restart`` of ``target`` at ``kind``), ``shared`` (both
     credentials at once; ``kind``: the step of ``credential`` at which the other starts,
     "" for the same instant), ``torn`` (kill -9 at ``kind``, then a torn record appended to
-    its journal) or ``takeover`` (frozen at ``kind`` until its Leases are stale, taken over
-    by ``rotate resume RUN --confirm --take-over-lock``, then thawed)."""
+    its journal), ``takeover`` (frozen at ``kind`` until its Leases are stale, taken over
+    by ``rotate resume RUN --confirm --take-over-lock``, then thawed),
+    ``bao-write`` (a ``bao kv put`` of the path at ``kind``, after
+    sync.wait proved the Secret: the run exits 17) or ``oversized`` (``--value-stdin`` with a
+    value the provider cannot take: exit 2, nothing changed)."""
 
     disturbance: str
     credential: str
@@ -92,6 +95,8 @@ class Spec:
             "shared": f"both credentials at once{' (at ' + at + ')' if self.kind else ''}",
             "torn": f"kill at {at} + torn journal record",
             "takeover": f"lock taken over at {at}",
+            "bao-write": f"backend write after sync.wait (at {at})",
+            "oversized": "oversized value (--value-stdin, 64 KiB)",
         }[self.disturbance]
         return f"{cred}{what} → {self.recovery}"
 
@@ -177,6 +182,10 @@ def matrix(plans: dict[str, dict[str, Any]], main: str, other: str,
         specs.append(Spec("shared", other, "resume", kind="provider.wait", tagged=True))
     if "provider.apply" in main_kinds:
         specs.append(Spec("shared", main, "resume", kind="provider.apply"))
+    if "sync.wait" in main_kinds and "provider.apply" in main_kinds:
+        specs += [Spec("bao-write", main, how, kind="provider.apply") for how in RECOVERIES]
+    if "provider.apply" in main_kinds:  # a live provider: it declares what values it takes
+        specs.append(Spec("oversized", main, "resume"))
     for role, target, kind in HUMAN:
         cred = main if role == "main" else other
         if kind in plan_kinds(plans[cred]):

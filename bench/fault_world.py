@@ -125,9 +125,11 @@ class World:
         self._dragonfly: tuple[str, int] | None = None
 
     # -- rotate (started, never asked)
-    def rotate(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    def rotate(self, *args: str, timeout: float = 300,
+               stdin: str | None = None) -> subprocess.CompletedProcess[str]:
         return subprocess.run([tool("rotate"), *args], env=self.env, cwd=self.cwd,
-                              capture_output=True, text=True, timeout=timeout, check=False)
+                              capture_output=True, text=True, timeout=timeout, check=False,
+                              input=stdin)
 
     def spawn(self, *args: str) -> subprocess.Popen[str]:
         return subprocess.Popen([tool("rotate"), *args], env=self.env, cwd=self.cwd,
@@ -185,6 +187,16 @@ class World:
                       headers={"X-Vault-Token": self.env["BAO_TOKEN"]})
         r.raise_for_status()
         return r.json()["data"]
+
+    def bao_put(self, cred: Credential, data: dict[str, Any]) -> None:
+        """``bao kv put`` of the credential's path (every key given), as a human would."""
+        r = httpx.post(f"{self.env['BAO_ADDR']}/v1/secret/data/{cred.bao_path}", timeout=10,
+                       headers={"X-Vault-Token": self.env["BAO_TOKEN"]},
+                       json={"data": data})
+        r.raise_for_status()
+
+    def bao_data(self, cred: Credential, version: int) -> dict[str, Any]:
+        return dict(self.bao(f"secret/data/{cred.bao_path}?version={version}")["data"])
 
     def bao_version(self, cred: Credential) -> int:
         return int(self.bao(f"secret/metadata/{cred.bao_path}")["current_version"])

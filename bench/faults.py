@@ -1,8 +1,9 @@
 """Fault matrix: every lab fault before and during a run, kill -9 / SIGTERM at the start of
 every step kind the plan has (and a few ms into the state-changing ones), two credentials on
 one provider, a human `kubectl rollout restart` mid-run, a torn journal record after a kill,
-a run's lock taken over while it is frozen — each recovered by resume and by rollback, and
-checked from outside the tool (docs/reliability.md).
+a run's lock taken over while it is frozen, a `bao kv put` of the path after sync.wait
+(exit 17) and an oversized supplied value (exit 2) — each recovered by resume and by
+rollback, and checked from outside the tool (docs/reliability.md).
 
 One lab (fast profile) in its own directory, started and stopped here.  The kinds come from
 ``rotate CRED -o json`` (bench/fault_matrix.py).  A run is disturbed at a step by freezing
@@ -62,6 +63,8 @@ from bench.world import BENCH_DIR, BenchError, Lab
 MAIN, OTHER = "dragonfly", "dragonfly-acl"  # two credentials on one provider
 SIGS = {"kill": signal.SIGKILL, "term": signal.SIGTERM}
 FAULT_TIMEOUT = "8s"
+#: what a human's `bao kv put` writes in the middle of a run (bao-write)
+BY_HAND = "written-by-hand-while-rotate-ran-0123456789"
 
 
 class Case:
@@ -114,6 +117,13 @@ class Case:
                 w.fault(s.fault, s.target, clear=True)
             self.out.reached = journal.last()
             return {s.credential: code}
+        if s.disturbance == "oversized":  # what rotate's own stdin check lets through
+            done = w.rotate(s.credential, "--confirm", "--value-stdin",
+                            stdin="x" * 65536 + "\n")
+            self.out.reached = "preflight"
+            if done.returncode != 2:
+                self.out.problems.append(f"oversized value: exit {done.returncode}, not 2")
+            return {s.credential: done.returncode}
         if s.disturbance == "shared" and not s.kind:
             a, _ = self.start(MAIN)
             b, _ = self.start(OTHER)
@@ -144,6 +154,10 @@ class Case:
             w.fault(s.fault, s.target)
         elif s.disturbance == "human":
             w.rollout_restart(s.target)
+        elif s.disturbance == "bao-write":  # a human's `bao kv put` of the path
+            cred = self.creds[s.credential]
+            data = w.bao_data(cred, w.bao_version(cred))
+            w.bao_put(cred, {**data, cred.bao_key: BY_HAND})
         elif s.disturbance == "shared":
             other = OTHER if s.credential == MAIN else MAIN
             second, _ = self.start(other)
@@ -180,21 +194,25 @@ class Case:
         expect = {c: "unchanged" for c in self.creds}
         for cred, code in codes.items():
             changed = self.world.bao_version(self.creds[cred]) != self.v0[cred]
-            if code in (3, 4) and not changed:
+            if code in (2, 3, 4) and not changed:
                 continue  # stopped before changing anything: nothing to recover
             run_id = Journal(self.world.runs, cred, self.known).run_id_now()
             if run_id is None:
                 self.out.problems.append(f"{cred}: no journal for a run that exited {code}")
                 continue
-            how = self.spec.recovery
+            how, drifted = self.spec.recovery, self.spec.disturbance == "bao-write"
+            if drifted:  # as exit 17 says: the run's version back as the current one first
+                c = self.creds[cred]
+                self.world.bao_put(c, self.world.bao_data(c, self.v0[cred] + 1))
             if how == "resume":
                 if self.world.run_status(run_id) != "succeeded":
                     self.out.exit_codes.append(
                         self.world.rotate("resume", run_id, "--confirm").returncode)
                 expect[cred] = "rotated"
-            else:
+            else:  # exit 17 names it: the version number moved since the run: --force
+                force = ("--force",) if drifted else ()
                 self.out.exit_codes.append(
-                    self.world.rotate("rollback", run_id, "--confirm").returncode)
+                    self.world.rotate("rollback", run_id, "--confirm", *force).returncode)
                 expect[cred] = "restored" if changed else "unchanged"
             settled = "succeeded" if how == "resume" else "rolled-back"
             if self.spec.disturbance == "torn" and (
@@ -215,18 +233,27 @@ class Case:
                 t for t in workloads if not w.rolled_out(t)))
         if not wait(lambda: all(w.readyz(s) for s in w.shop()), 90, every=0.5):
             p.append("readyz: " + ", ".join(s for s in w.shop() if not w.readyz(s)))
+        drifted = self.spec.disturbance == "bao-write"
         for name, cred in self.creds.items():
             version, value = w.bao_version(cred), w.bao_value(cred)
             added, was = version - self.v0[name], expect[name]
-            if was == "rotated" and (added != cred.per_rotation or value == self.value0[name]):
-                p.append(f"{name}: OpenBao +{added} version(s), expected +{cred.per_rotation}"
+            # a drift adds the human's write and, on resume, the run's version put back
+            want = cred.per_rotation + (2 if drifted and name == self.spec.credential else 0)
+            if was == "rotated" and (added != want or value == self.value0[name]):
+                p.append(f"{name}: OpenBao +{added} version(s), expected +{want}"
                          f"{' and a new value' if value == self.value0[name] else ''}")
+            if drifted and name == self.spec.credential and str(w.bao_data(
+                    cred, self.v0[name] + 2).get(cred.bao_key)) != BY_HAND:
+                p.append(f"{name}: the human's write is not in OpenBao's history any more")
             # a rollback is a rotation back: restore (+ its retire under overlap)
             back = version - v1[name]
-            if was == "restored" and (back != cred.per_rotation or value != self.value0[name]):
+            # after a drift, the run's version put back before the rollback adds one more
+            want_back = cred.per_rotation + (1 if drifted and name == self.spec.credential
+                                             else 0)
+            if was == "restored" and (back != want_back or value != self.value0[name]):
                 lost = ", not the value before the run" if value != self.value0[name] else ""
                 p.append(f"{name}: rollback added +{back} version(s), expected "
-                         f"+{cred.per_rotation}{lost}")
+                         f"+{want_back}{lost}")
             if was == "unchanged" and (added or value != self.value0[name]):
                 p.append(f"{name}: OpenBao changed (+{added}) by a run that should not")
             self.check_copies(cred, value, version)
@@ -264,6 +291,9 @@ class Case:
                 self.out.problems.append(f"the run reads {status} after the take-over's "
                                          "resume finished it: the process that lost its "
                                          "lock journaled on")
+        if self.spec.disturbance == "bao-write" and codes[self.spec.credential] != 17:
+            self.out.problems.append("backend write after sync.wait: exit is not 17 "
+                                     "(docs/cli.md)")
         v1 = {c: self.world.bao_version(cred) for c, cred in self.creds.items()}
         self.check(self.recover(codes), v1)
         self.out.seconds = time.monotonic() - began

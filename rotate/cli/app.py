@@ -210,6 +210,7 @@ HELP = """Rotate a credential end to end: backend → ESO → provider → Confi
 EPILOG = """\b
 Exit codes: 0 ok or plan passed, 1 bug, 2 usage or invalid chain file, 3 preflight failed,
 4 locked, 10-16 stage failed (backend, sync, provider, config, token, consumer, readyz),
+17 the backend moved on during the run, 18 a rollback's restore refused by the provider,
 130 interrupted (resumable)."""
 
 app = typer.Typer(

@@ -40,7 +40,9 @@ def group_label(steps: Sequence[PlannedStep], i: int) -> str:
             and before.phase == step.phase):
         return f"{stage_label(step.stage)} (beside the {stage_label(before.stage)} steps above)"
     after = next((s for s in steps[i + 1:] if s.stage != step.stage), None)
-    if after is None or after.stage >= step.stage or after.phase != step.phase:
+    switch_after = any(s.stage == 3 and s.phase == step.phase for s in steps[i + 1:])
+    if (after is None or after.stage >= step.stage or after.phase != step.phase
+            or not switch_after):  # e.g. the run's last proof, ① backend.confirm
         return stage_label(step.stage)
     if after.stage == 3:
         return (f"{stage_label(step.stage)}, prepared before {stage_label(after.stage)} "

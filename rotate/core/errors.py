@@ -9,7 +9,7 @@
     ├── LockHeld                     4   another run holds the Lease
     ├── LockLost                     5   the run's Lease was taken while it ran (named)
     ├── JournalUnreadable            6   a journal that is not a run's records (named)
-    ├── StepFailed                   10..16: the failed step's kind says which (engine/kinds)
+    ├── StepFailed                   10..18: the failed step's kind says which (engine/kinds)
     ├── Interrupted                  130 SIGINT/SIGTERM; the run is resumable
     └── ClientError                  raised by client adapters (clients/*), never with library text
         ├── TemporaryError           worth retrying: connection refused, timeout, 5xx, 429
@@ -45,6 +45,10 @@ EXIT_LOCKED = 4
 EXIT_LOCK_LOST = 5
 EXIT_JOURNAL_UNREADABLE = 6
 EXIT_INTERRUPTED = 130
+#: the backend moved on during the run: its current version is not the one the run wrote
+EXIT_BACKEND_MOVED = 17
+#: a rollback's restore the provider refuses for good: resuming it meets the same refusal
+EXIT_RESTORE_REFUSED = 18
 
 
 class RotateError(Exception):
@@ -123,7 +127,16 @@ class JournalUnreadable(RotateError):
 
 class StepFailed(RotateError):
     """A step cannot do its work (not a client failure).  The run's exit code is the failed
-    step's kind's (10..16, see ``rotate.engine.kinds``): the executor sets it, not this class."""
+    step's kind's (10..17, see ``rotate.engine.kinds``): the executor sets it, not this class
+    — unless ``exit_code`` names a code of its own (a failure that resuming cannot fix, cli.md
+    "Exit codes").  ``next_step``, when given, is what the failure message says to do in
+    place of the usual ``resume``/``rollback`` commands (they would only meet it again)."""
+
+    def __init__(self, message: str, *, hint: str | None = None, exit_code: int | None = None,
+                 next_step: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.own_exit_code = exit_code
+        self.next_step = next_step
 
 
 class Interrupted(RotateError):

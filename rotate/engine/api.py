@@ -263,10 +263,12 @@ class Engine:
         """Preflight + the ordered steps. Changes nothing."""
         from rotate.engine.plan import build_plan
         from rotate.engine.preflight import preflight
+        from rotate.engine.value_rules import check_new_value
 
         chain = self.load_chain(options)
         cred = chain.credential(credential)
         strategy = _strategy(options, cred)
+        check_new_value(cred, None)
         adapters = self._adapters(chain, options, cred)
         observed = preflight(chain, cred, adapters, strategy=strategy,
                              candidate=_candidate(cred, None), environ=self.environ)
@@ -279,6 +281,7 @@ class Engine:
         from rotate.engine.executor import report_from
         from rotate.engine.plan import build_plan
         from rotate.engine.preflight import describe_failures, preflight
+        from rotate.engine.value_rules import check_new_value
 
         chain = self.load_chain(options)
         cred = chain.credential(credential)
@@ -286,6 +289,7 @@ class Engine:
         if cred.value_from == "stdin" and new_value is None:
             raise UsageError(
                 f"credential {cred.name} takes its value from stdin: use --value-stdin")
+        check_new_value(cred, new_value)
         adapters = self._adapters(chain, options, cred)
         run_id = new_run_id(cred.name)
         with self._session(chain, cred, adapters, options, run_id) as session:

@@ -48,8 +48,13 @@ def describe_state(run: Run, state: journal_mod.RunState) -> str:
     wrote = told.steps(Told.BACKEND_WRITTEN)
     if wrote:
         d = wrote[0].data
-        parts.append(f"the backend {path} holds v{d.get('version')} "
-                     f"(previous v{d.get('previous_version')})")
+        if told.steps(Told.BACKEND_UNCONFIRMED):
+            parts.append(f"the backend {path} got v{d.get('version')} from this run "
+                         f"(previous v{d.get('previous_version')}), which is not proven to "
+                         "be its current version any more")
+        else:
+            parts.append(f"the backend {path} holds v{d.get('version')} "
+                         f"(previous v{d.get('previous_version')})")
     else:
         parts.append(f"the backend {path} is unchanged")
         return "; ".join(parts) + "; nothing else was changed"

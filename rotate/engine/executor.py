@@ -42,6 +42,7 @@ from rotate.core.errors import (
     EXIT_OK,
     Interrupted,
     RotateError,
+    StepFailed,
 )
 from rotate.core.refs import ObjectRef
 from rotate.core.waiting import wait_for
@@ -282,6 +283,8 @@ class Executor:
         run = self.run
         code = kind_of(err.step).exit_code if isinstance(err.error, RotateError) \
             else EXIT_INTERNAL
+        if isinstance(err.error, StepFailed) and err.error.own_exit_code is not None:
+            code = err.error.own_exit_code
         what = f"failed: {_safe_message(err.error)}"
         state = journal_mod.load_file(run.journal.path, run.run_id)
         plan = undo_mod.plan_undo(state, err.step)
@@ -291,10 +294,12 @@ class Executor:
             run.journal.append("run.undo", data=plan.record(cause))
             for index, seed in plan.seeds.items():
                 self.prior[index] = {"undoes": seed}
-        self.finish_undo(list(plan.steps), err.step, code, what)
+        self.finish_undo(list(plan.steps), err.step, code, what,
+                         next_step=err.error.next_step
+                         if isinstance(err.error, StepFailed) else None)
 
     def finish_undo(self, steps: Sequence[PlannedStep], failed: PlannedStep, code: int,
-                    what: str) -> None:
+                    what: str, *, next_step: str | None = None) -> None:
         """Run the undo ``steps`` of ``failed`` (maybe none), then journal the run's end:
         ``failed`` with ``code`` — or interrupted, resumable, when the undo was."""
         run = self.run
@@ -311,10 +316,10 @@ class Executor:
             self._end_interrupted(failed)
             return
         self._end("failed" if run.start.operation == "rotate" else "rollback-failed", code,
-                  self._explain(failed, what, undo_error))
+                  self._explain(failed, what, undo_error, next_step))
 
     def _explain(self, step: PlannedStep, what: str,
-                 undo_error: _StepError | None = None) -> str:
+                 undo_error: _StepError | None = None, next_step: str | None = None) -> str:
         run = self.run
         state = journal_mod.load_file(run.journal.path, run.run_id)
         head = f"Step {step.index} {step.kind} on {step.target} {what}. "
@@ -337,7 +342,7 @@ class Executor:
             return head + (f"Finish the undo with `{resume_command(run.run_id)}` or roll back "
                            f"with `{rollback_command(run.run_id)}` (add the same "
                            "--chain/--state-dir options as this run).")
-        return head + self._next_commands()
+        return head + (next_step or self._next_commands())
 
     def _next_commands(self) -> str:
         """The exact commands that continue or undo the run (a rollback: resume only)."""

@@ -10,7 +10,9 @@ would block its rollout.
 The rule is general, by stage and plan order, so any stage-③ kind gets it: when a step
 fails, every *done* step of the same phase that was planned before it but belongs to a later
 stage (it was prepared ahead of the failed one), not already undone, and whose kind declares
-a ``compensate`` kind, is undone by one new step of that kind.  The undo steps run in the
+a ``compensate`` kind, is undone by one new step of that kind — unless the failed step's kind
+says ``undoes_prepared = False`` (the run's last proof, ``backend.confirm``: every link the
+run changed holds its value, and undoing the consumers would split them).  The undo steps run in the
 order of what they undo — documents restored first, then rollouts settled back — so a pod
 the settling rollout starts anew (an old ReplicaSet already pruned) reads the old document;
 they are numbered after every step the journal knows, and are journaled like any step: a
@@ -64,6 +66,8 @@ def prepared_ahead(state: RunState, failed: PlannedStep) -> list[StepState]:
     started, say), the provider has not switched: every prepared step that changed something
     is undone — its siblings of a parallel group, planned after it too, and itself."""
     start = state.start
+    if not kind_of(failed).undoes_prepared:
+        return []
     if start.prepared(failed):
         return [st for st in state.steps
                 if start.prepared(st.step) and _changed(st) and _undoable(state, st)]

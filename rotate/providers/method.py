@@ -90,22 +90,51 @@ class Link:
 
 @dataclass(frozen=True)
 class ValueRule:
-    """The values a provider can take: ``max_length`` characters at most, only characters of
-    ``alphabet``; None = no limit.  Preflight refuses a ``generate`` the rule does not fit."""
+    """The values a provider can take: ``max_length`` characters and ``max_bytes`` UTF-8
+    bytes at most, only characters of ``alphabet``; None = no limit.  ``why`` says where a
+    limit comes from (shown with a refusal).  Preflight refuses a generated or supplied value
+    outside the rule of any of the credential's providers (exit 2): a value the provider
+    cannot take would otherwise be written to the backend first and refused at
+    ``provider.apply``, leaving a rollback that must present it again."""
 
     max_length: int | None = None
     alphabet: str | None = None
+    max_bytes: int | None = None
+    why: str = ""
+
+    def _because(self) -> str:
+        return f" ({self.why})" if self.why else ""
 
     def problem(self, generate: Generate | None) -> str | None:
-        """Why values of ``generate`` may not fit, or None (stdin values are not checked)."""
+        """Why values of ``generate`` may not fit, or None."""
         if generate is None:
             return None
-        if self.max_length is not None and generate.length > self.max_length:
-            return (f"the provider takes at most {self.max_length} characters; generate.length "
-                    f"is {generate.length}")
+        longest = generate.length  # every generate alphabet is ASCII: 1 byte a character
+        limit = min(x for x in (self.max_length, self.max_bytes, longest) if x is not None)
+        if longest > limit:
+            return (f"the provider takes at most {limit} characters{self._because()}; "
+                    f"generate.length is {generate.length}")
         chars = ALPHABETS.get(generate.alphabet, generate.alphabet)
         if self.alphabet is not None and set(chars) - set(self.alphabet):
             return "generate.alphabet has characters the provider does not take"
+        return None
+
+    def refuses(self, value: Secret) -> str | None:
+        """Why ``value`` (a supplied one) does not fit, or None; never the value itself, only
+        its size and the position of a character the rule refuses."""
+        text = value.reveal()
+        if self.max_length is not None and len(text) > self.max_length:
+            return (f"the provider takes at most {self.max_length} characters"
+                    f"{self._because()}; the value has {len(text)}")
+        size = len(text.encode("utf-8"))
+        if self.max_bytes is not None and size > self.max_bytes:
+            return (f"the provider takes at most {self.max_bytes} bytes{self._because()}; "
+                    f"the value has {size}")
+        if self.alphabet is not None:
+            allowed = set(self.alphabet)
+            at = next((i for i, ch in enumerate(text, start=1) if ch not in allowed), None)
+            if at is not None:
+                return f"the provider does not take the character at position {at}"
         return None
 
 

@@ -20,7 +20,15 @@ from rotate.providers.method import Change, Link, Progress, Target, ValueRule
 class PostgresRolesMethod:
     """:class:`~rotate.providers.method.ProviderMethod` over ``ALTER ROLE``."""
 
-    values = ValueRule()
+    #: SCRAM-SHA-256 never sends the password, only a proof (measured: a 65536-byte password
+    #: logs in over SCRAM with PostgreSQL 15 and libpq 18).  But a server whose pg_hba.conf says
+    #: ``password`` (cleartext, checked against the verifier rotate stores) reads the
+    #: PasswordMessage with PG_MAX_AUTH_TOKEN_LENGTH = 65535 bytes — length word and the
+    #: terminating NUL included — so a longer password is an "invalid message length" and the
+    #: connection closes: 65530 bytes is the longest that logs in (measured on 15.18).
+    values = ValueRule(max_bytes=65530,
+                       why="PostgreSQL reads a password message of at most 65535 bytes "
+                           "(PG_MAX_AUTH_TOKEN_LENGTH) under pg_hba's password method")
     restart_hint = ("PostgreSQL reads POSTGRES_PASSWORD only when its data directory is "
                     "initialised (initdb); a restart changes nothing: use apply: postgres")
 

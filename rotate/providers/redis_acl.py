@@ -18,7 +18,14 @@ from rotate.providers.method import Change, Link, Progress, Target, ValueRule
 class RedisAclMethod:
     """:class:`~rotate.providers.method.ProviderMethod` over ``ACL SETUSER``."""
 
-    values = ValueRule()
+    #: AUTH is the first command a consumer sends, and Redis (6.2.6+, 7.x) reads it as an
+    #: unauthenticated client: any argument longer than 16384 bytes is refused with
+    #: "Protocol error: unauthenticated bulk length" and the connection closed (networking.c,
+    #: the CVE-2021-32675 fix).  The admin session could still set a longer password (it is
+    #: authenticated), but no consumer, probe or admin could ever log in with it.
+    values = ValueRule(max_bytes=16384,
+                       why="Redis refuses an AUTH argument over 16384 bytes from an "
+                           "unauthenticated client")
     restart_hint = ("the provider reads its password only when it is initialised, or not "
                     "from this Secret key: use apply: redis-acl")
 

@@ -23,10 +23,16 @@ from rotate.clients.seams import (
     RedisAclAdmin,
     RoleState,
 )
-from rotate.core.errors import ForbiddenError, NotFoundError, TemporaryError
+from rotate.core.errors import (
+    ForbiddenError,
+    NotFoundError,
+    TemporaryError,
+)
 from rotate.core.secret import Secret
 
 ENDPOINT = Endpoint("127.0.0.1", 1)
+#: the longest argument Redis reads from a client that has not authenticated yet
+UNAUTHENTICATED_BULK = 16384
 
 
 def stand_in_verifier(password: Secret) -> str:
@@ -53,6 +59,10 @@ class FakeRedisServer:
 
     def accepts(self, user: str, password: Secret) -> bool:
         if self.down:
+            raise TemporaryError("redis", f"AUTH {user}", "unreachable")
+        if len(password.reveal().encode("utf-8")) > UNAUTHENTICATED_BULK:
+            # as Redis: "Protocol error: unauthenticated bulk length", then the connection
+            # closed, which the adapter reports as unreachable (tests/providers/test_contract)
             raise TemporaryError("redis", f"AUTH {user}", "unreachable")
         u = self.users.get(user)
         return bool(u and u.enabled and (u.nopass or password.reveal() in u.passwords))

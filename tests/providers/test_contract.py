@@ -59,6 +59,21 @@ def test_redis_default_user_is_the_requirepass_password(redis_world: RedisWorld)
     w.connect("default", new).close()
 
 
+def test_redis_refuses_an_auth_argument_over_16384_bytes(redis_world: RedisWorld) -> None:
+    """What redis-acl's ValueRule declares: a client that has not authenticated may send no
+    argument over 16384 bytes ("Protocol error: unauthenticated bulk length", and the
+    server closes the connection), even for a password the (authenticated) admin could set.
+    The adapter sees a closed connection: "unreachable", a TemporaryError a step retries
+    until its deadline — why rotate refuses such a value before anything is changed."""
+    w = redis_world
+    user, longest, over = unique("big"), Secret("a" * 16384), Secret("a" * 16385)
+    w.create_user(user, [longest.reveal(), over.reveal()])
+    assert w.probe.accepts(user, longest)
+    with pytest.raises(TemporaryError) as caught:
+        w.probe.accepts(user, over)
+    assert "a" * 100 not in caught.value.message
+
+
 def test_redis_unknown_user_and_refused_admin(redis_world: RedisWorld) -> None:
     """ACL SETUSER creates a user it does not know: the adapter refuses instead."""
     w = redis_world

@@ -80,6 +80,15 @@ def test_shared_provider_and_human_restarts_are_in_the_matrix() -> None:
     assert any("human restart shop/cart" in n for n in names)
 
 
+def test_a_backend_write_after_the_sync_and_an_oversized_value_are_in_the_matrix() -> None:
+    names = [s.name for s in matrix({"a": LIVE, "b": ROLLED}, "a", "b")]
+    assert "backend write after sync.wait (at provider.apply) → resume" in names
+    assert "backend write after sync.wait (at provider.apply) → rollback" in names
+    assert "oversized value (--value-stdin, 64 KiB) → resume" in names
+    rolled_only = [s.name for s in matrix({"a": ROLLED, "b": ROLLED}, "a", "b")]
+    assert not any("backend write" in n or "oversized" in n for n in rolled_only)
+
+
 def test_shards_partition_the_selection() -> None:
     specs = matrix({"a": LIVE, "b": ROLLED}, "a", "b")
     one, two = select(specs, None, (1, 2)), select(specs, None, (2, 2))

@@ -120,7 +120,8 @@ def _assert_finished_on(ow: OverlapWorld, value: str) -> None:
 def test_overlap_order_and_nobody_is_cut_off(ow: OverlapWorld, tmp_path: Path) -> None:
     report = _run(ow, tmp_path)
     assert report.status == "succeeded", report.message
-    assert [s.kind for s in report.steps] == [*PHASE_1, *PHASE_2, *["token.revoke"] * 3]
+    assert [s.kind for s in report.steps] == [*PHASE_1, *PHASE_2, *["token.revoke"] * 3,
+                                              "backend.confirm"]
     assert ow.cut_off == []
     new = ow.vault.current(PATH, "password")
     assert new != OLD
@@ -148,7 +149,8 @@ def test_plan_lists_phase_two_as_its_own_phase(ow: OverlapWorld, tmp_path: Path)
     plan = ow.engine().plan(options(tmp_path), "dragonfly")
     assert plan.ok and plan.strategy == "overlap"
     kinds = [s.kind for s in plan.steps]
-    assert kinds[kinds.index("backend.retire"):] == [*PHASE_2, *["token.revoke"] * 3]
+    assert kinds[kinds.index("backend.retire"):] == [*PHASE_2, *["token.revoke"] * 3,
+                                                     "backend.confirm"]
     keys = [(s.kind, s.phase, s.subject) for s in plan.steps]
     assert len(set(keys)) == len(keys)  # phase 2 never shares a key with phase 1
     retire = plan.steps[kinds.index("backend.retire") + 1:][:3]
@@ -237,7 +239,7 @@ def test_rollback_of_an_overlap_run_is_an_overlap_too(ow: OverlapWorld,
     rb = rollback(ow, tmp_path, report.run_id)
     assert rb.status == "succeeded", rb.message
     kinds = [s.kind for s in rb.steps]
-    assert kinds[-7:-3] == PHASE_2 and kinds[-3:] == ["token.revoke"] * 3
+    assert kinds[-8:-4] == PHASE_2 and kinds[-4:] == [*["token.revoke"] * 3, "backend.confirm"]
     # the restore kept the replaced value valid while the consumers moved back
     restored = ow.vault.versions[PATH][-2]
     assert restored["password"] == OLD and restored[PREV] == new

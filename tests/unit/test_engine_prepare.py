@@ -75,7 +75,7 @@ def test_the_plan_text_says_which_steps_run_beside_the_sync(world: World,
                      "④ consumers, prepared during ② sync, before ③ provider (new pods wait "
                      "unready for it)",
                      "② sync (beside the ④ consumers steps above)",
-                     "③ provider", "④ consumers"]
+                     "③ provider", "④ consumers", "① backend"]
 
 
 def test_a_consumer_whose_old_pods_go_first_is_rolled_after_the_switch(

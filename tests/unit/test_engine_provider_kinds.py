@@ -22,12 +22,13 @@ def _kinds(credential: str, strategy: Strategy) -> list[tuple[str, str]]:
 def test_live_overlap_plans_apply_verify_retire_and_no_restart() -> None:
     assert _kinds("postgres", Strategy.overlap) == [
         ("backend.write", "main"), ("provider.apply", "main"), ("provider.verify", "main"),
-        ("provider.retire", "main"), ("provider.verify", "retire")]
+        ("provider.retire", "main"), ("provider.verify", "retire"), ("backend.confirm", "main")]
 
 
 def test_live_restart_is_one_apply_and_one_verify() -> None:
     assert _kinds("dragonfly", Strategy.restart) == [
-        ("backend.write", "main"), ("provider.apply", "main"), ("provider.verify", "main")]
+        ("backend.write", "main"), ("provider.apply", "main"), ("provider.verify", "main"),
+        ("backend.confirm", "main")]
 
 
 def test_rollout_overlap_with_previous_key_is_unchanged() -> None:
@@ -39,5 +40,6 @@ def test_rollout_overlap_with_previous_key_is_unchanged() -> None:
 def test_a_rollback_removes_the_replaced_value_last() -> None:
     planned = {(k.name, k.phase) for k in ROTATION}
     order = [(k.name, k.phase) for k in undo_of(planned)]
-    assert order[-1] == ("provider.retire", "restore")
+    # then only the proof that the backend still holds the restored version
+    assert order[-2:] == [("provider.retire", "restore"), ("backend.confirm", "main")]
     assert order.index(("provider.apply", "restore")) < order.index(("config.write", "restore"))

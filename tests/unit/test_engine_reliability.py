@@ -177,7 +177,7 @@ def test_rollback_revokes_the_tokens_the_run_minted(world: World, tmp_path: Path
     minted = {svc: _live(world, svc) for svc in ("cart", "order", "user")}
     rb = rollback(world, tmp_path, report.run_id)
     assert rb.status == "succeeded", rb.message
-    assert [s.kind for s in rb.steps][-3:] == ["token.revoke"] * 3
+    assert [s.kind for s in rb.steps][-4:] == [*["token.revoke"] * 3, "backend.confirm"]
     for svc in ("cart", "order", "user"):
         live = _live(world, svc)
         assert len(live) == 1 and live != minted[svc], svc

@@ -22,6 +22,7 @@ EXPECTED_KINDS = (
     + ["config.harvest"] + ["config.write"] * 3 + ["consumer.restart"] * 3
     + ["sync.wait", "provider.restart", "provider.wait"]
     + ["consumer.wait"] * 3 + ["readyz.check"] * 3 + ["token.revoke"] * 3
+    + ["backend.confirm"]
 )
 
 
@@ -205,7 +206,7 @@ def test_credential_without_consumers_stops_after_the_provider(tmp_path: Path) -
     assert report.status == "succeeded", report.message
     assert [s.kind for s in report.steps] == [
         "preflight", "backend.write", "sync.trigger", "sync.wait", "provider.restart",
-        "provider.wait"]
+        "provider.wait", "backend.confirm"]
 
 
 def test_interrupt_during_parallel_consumer_waits(world: World, tmp_path: Path) -> None:

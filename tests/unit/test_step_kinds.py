@@ -25,7 +25,7 @@ from rotate.engine.kinds.token_mint import TokenMint, TokenMinted
 from rotate.engine.model import PHASES, PlannedStep, RunStart
 
 #: the kind strings of cli.md: the plan/run JSON, the journal and the CLI spell them so
-CLI_KINDS = {"backend.write", "backend.retire", "sync.trigger", "sync.wait",
+CLI_KINDS = {"backend.write", "backend.retire", "backend.confirm", "sync.trigger", "sync.wait",
              "provider.restart", "provider.wait", "config.harvest", "config.write",
              "token.mint", "consumer.restart", "consumer.wait", "readyz.check", "token.revoke",
              "provider.apply", "provider.verify", "provider.retire", "config.undo",
@@ -46,8 +46,8 @@ def missing_declarations(kind: type[StepKind[Any]]) -> list[str]:
         missing.append(f"phase {kind.phase!r}")
     if kind.stage not in (1, 2, 3, 4):
         missing.append(f"stage {kind.stage!r}")
-    if not 10 <= kind.exit_code <= 16:
-        missing.append(f"exit code {kind.exit_code!r} (cli.md: 10..16)")
+    if not 10 <= kind.exit_code <= 17:
+        missing.append(f"exit code {kind.exit_code!r} (cli.md: 10..17)")
     if not isinstance(kind.parallel, bool):
         missing.append("parallel (a bool)")
     if not (isinstance(kind.result, type) and issubclass(kind.result, StepData)

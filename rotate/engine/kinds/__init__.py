@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from rotate.engine.kinds.backend_confirm import BackendConfirm
 from rotate.engine.kinds.backend_retire import BackendRetire
 from rotate.engine.kinds.backend_write import BackendRestore, BackendWrite
 from rotate.engine.kinds.base import StepKind
@@ -50,7 +51,8 @@ Kind = type[StepKind[Any]]
 
 #: A rotation, in order: phase 1 (① backend → ② sync → ③ providers → ④ consumers), the
 #: overlap strategy's phase 2 (each of its kinds plans nothing under ``restart``), then the
-#: old tokens revoked.  Under ``restart`` the plan moves the steps of the kinds that
+#: old tokens revoked, and last the proof that the backend still holds the run's version.
+#: Under ``restart`` the plan moves the steps of the kinds that
 #: ``prepares`` ahead of stage ③, beside ② sync.wait (rotate.engine.plan.ordered_drafts).
 #: The token mints come first of ④: a token needs nothing else, and taking them out of the
 #: consumers' lanes (document → restart) keeps a mint's requests out of every lane's way.
@@ -60,7 +62,7 @@ ROTATION: tuple[Kind, ...] = (
     TokenMint, ConfigHarvest, ConfigWrite, ConsumerRestart, ConsumerWait, ReadyzCheck,
     BackendRetire, SyncWaitRetire, ProviderRestartRetire, ProviderWaitRetire, RetireLive,
     VerifyRetired,
-    TokenRevoke,
+    TokenRevoke, BackendConfirm,
 )
 #: Kinds only a rollback plans: the undo of a rotation kind that is not that kind again.
 ROLLBACK_ONLY: tuple[Kind, ...] = (BackendRestore, SyncWaitRestored, ConfigRestore,

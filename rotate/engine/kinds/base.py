@@ -25,7 +25,8 @@ action and how it is undone.  A kind declares
   :meth:`StepKind.objects` (its Kubernetes Events, rotate.engine.events), ``tells`` (what its
   journaled steps say of the chain's state now, rotate.engine.chain_state), ``writes_value``,
   ``writes_backend``, ``writes_document`` (what rollback, resume, the report and the
-  unfinished-run check read from its journaled data), ``undone_words`` (a compensation's
+  unfinished-run check read from its journaled data), ``undoes_prepared`` (whether
+  its failure undoes what was prepared ahead of it), ``undone_words`` (a compensation's
   words in a failure message) and ``legacy_rollback_form`` (how old journals spell it).
 
 Invariant, shared by every kind: a step is idempotent with respect to the journal.
@@ -303,6 +304,10 @@ class StepKind(ABC, Generic[D]):
     #: a rollback runs this (undo) kind after every other one, once the consumers are back
     #: on the restored value (e.g. the replaced value removed from a live provider)
     rollback_last: ClassVar[bool] = False
+    #: when a step of this kind fails, what was prepared ahead of it is undone
+    #: (rotate.engine.undo); False for a final proof whose failure leaves every link the run
+    #: changed on the run's value, where undoing the consumers would split them
+    undoes_prepared: ClassVar[bool] = True
     #: the reason of the Normal event a done step leaves on each of its :meth:`objects`
     #: (None: the step only proves, and its proof is what the object's success event says;
     #: a failed step of any kind leaves a Warning)

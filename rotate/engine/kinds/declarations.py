@@ -17,6 +17,7 @@ class Told(enum.Enum):
     BACKEND_WRITTEN = "the backend holds the run's value"
     SECRET_SYNCED = "the Secret holds the backend's value"
     BACKEND_RETIRED = "the previous key no longer holds the old value"
+    BACKEND_UNCONFIRMED = "the backend's current version is not proven to be the run's"
     PROVIDER_ROLLED = "the provider rolled"
     PROVIDER_VERIFIED = "the provider accepts the value (proven from outside)"
     PROVIDER_APPLIED = "the provider was changed live"

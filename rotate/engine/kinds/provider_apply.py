@@ -103,7 +103,9 @@ class ApplyRestore(ApplyLive):
         applied = pl.applied_of(run, io.step.subject)
         target = pl.rollback_target(run, applied)  # old: restored, new: replaced
         found = pl.reach(run, applied)
-        with pl.admin(run, found, target.new, target.old) as admin:
+        pl.refuse_unfit(run, found, target)
+        with pl.restore_refused(run, applied), \
+                pl.admin(run, found, target.new, target.old) as admin:
             change = found.method.restore(admin, found.probe, target)
         return Outcome(Applied(applied.method, target.accounts.old, change.changed),
                        change.detail)

@@ -13,13 +13,14 @@ every attempt (resume re-reads, never regenerates); none is returned or journale
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from rotate.chain.model import Credential, ProviderApply
-from rotate.core.errors import StepFailed
+from rotate.core.errors import EXIT_RESTORE_REFUSED, PermanentError, StepFailed
 from rotate.core.secret import Secret
+from rotate.core.waiting import WaitTimeout
 from rotate.engine.kinds.backend_write import BackendRestore, BackendWrite, ensure_value
 from rotate.engine.kinds.base import Run, StepData
 from rotate.engine.targets import parse_workload
@@ -28,6 +29,7 @@ from rotate.providers import access as providers_access
 from rotate.providers.access import Reach
 from rotate.providers.accounts import accounts_for, active_username, rollback_accounts
 from rotate.providers.method import ProviderMethod
+from rotate.providers.proof import ProviderProofFailed
 from rotate.stages import backend
 
 
@@ -120,3 +122,50 @@ def rollback_target(run: Run, applied: ProviderApply) -> Target:
 
 def protocol(applied: ProviderApply) -> str:
     return applied.connection.protocol if applied.connection is not None else "rollout"
+
+
+def refuse_unfit(run: Run, found: Reach, target: Target) -> None:
+    """A rollback presents both values to the provider (as admin candidates and in its
+    probes): one its method's ValueRule refuses — an oversized value from a run made before
+    the rule — is one the provider cannot even be asked with (Redis closes the connection:
+    an "unreachable" retried until the deadline, on every resume).  Stop at once instead,
+    with exit 18 and the way out; nothing is sent to the provider."""
+    for what, value in (("the value the rolled-back run wrote", target.new),
+                        ("the restored value", target.old)):
+        why = found.method.values.refuses(value)
+        if why is not None:
+            raise StepFailed(
+                f"{found.applied.provider} refuses the rollback's restore for good: {what} "
+                f"is one it cannot take ({why}); a resume of this rollback meets the same "
+                "refusal", exit_code=EXIT_RESTORE_REFUSED,
+                next_step=_restore_way_out(run, found.applied))
+
+
+@contextmanager
+def restore_refused(run: Run, applied: ProviderApply) -> Iterator[None]:
+    """A rollback's provider step whose provider refuses it for good (a PermanentError: the
+    replaced value is one the provider cannot even be asked with, an admin refused, a user
+    gone): stop with exit 18 and the way out, instead of a failure that every resume of the
+    rollback meets again (cli.md "Exit codes")."""
+    try:
+        yield
+    except (WaitTimeout, ProviderProofFailed):
+        raise  # a proof that ran out of time: the provider may still come round
+    except PermanentError as exc:
+        raise StepFailed(
+            f"{applied.provider} refuses the rollback's restore for good ({exc.message}); "
+            "a resume of this rollback meets the same refusal",
+            exit_code=EXIT_RESTORE_REFUSED, next_step=_restore_way_out(run, applied)) from None
+
+
+def _restore_way_out(run: Run, applied: ProviderApply) -> str:
+    done = run.result(BackendRestore)
+    held = f"v{done.version}" if done is not None else "its current version"
+    sec = run.credential.secret
+    name = run.credential.name
+    return (f"What to do: make {applied.provider} accept the restored value by hand — the "
+            f"one the backend holds as {held} and the Secret {sec.namespace}/{sec.name} "
+            f"holds once synced — or check that it already does; then rotate from it with "
+            f"`rotate {name} --confirm --force` (add the same --chain/--state-dir options; "
+            "--force: this rollback is left unfinished). `rotate resume "
+            f"{run.run_id} --confirm` stops here again with exit 18.")

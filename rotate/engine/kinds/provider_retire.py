@@ -99,12 +99,14 @@ class RetireReplaced(RetireLive):
         target = pl.rollback_target(run, applied)  # old: restored, new: replaced
         found = pl.reach(run, applied)
         change = Change(False, "nothing to retire")
-        if found.method.retires_replaced(applied):
-            with pl.admin(run, found, target.old, target.new) as admin:
-                change = found.method.retire_replaced(admin, found.probe, target)
-        proof = prove_accepts(found.probe, applied, target.accounts.old, target.old,
-                              refused=(target.accounts.new, target.new),
-                              deadline=run.deadline())
+        pl.refuse_unfit(run, found, target)
+        with pl.restore_refused(run, applied):
+            if found.method.retires_replaced(applied):
+                with pl.admin(run, found, target.old, target.new) as admin:
+                    change = found.method.retire_replaced(admin, found.probe, target)
+            proof = prove_accepts(found.probe, applied, target.accounts.old, target.old,
+                                  refused=(target.accounts.new, target.new),
+                                  deadline=run.deadline())
         return Outcome(Applied(applied.method, target.accounts.new, change.changed),
                        f"{change.detail}; {proof}")
 

@@ -1,0 +1,88 @@
+"""On the lab: a run proves at its end that OpenBao still holds its version (exit 17 when
+someone wrote the path meanwhile), and a value the provider cannot take is refused before
+anything changes (exit 2).
+
+The write comes from outside, through OpenBao's HTTP API, while the run is frozen (SIGSTOP)
+at ``provider.apply`` — after ``sync.wait`` proved the Secret — as a ``bao kv put`` typed
+then would land.  One lab for the module; each test leaves the chain consistent.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+
+from tests.support.labtools import CONSUMERS, SHOP, Lab, newest_run
+from tests.support.polling import eventually
+
+pytestmark = pytest.mark.lab
+
+PATH = "secret/data/infra/dragonfly"
+OTHER = "put-by-hand-while-rotate-ran-0123456789"
+
+
+def _at_step(lab: Lab, run_id: str, kind: str) -> bool:
+    return any(e.get("event") == "step.start" and e.get("kind") == kind
+               for e in lab.journal_events(run_id))
+
+
+def _put(lab: Lab, data: dict[str, str]) -> None:
+    """``bao kv put`` of the path (every key given), from outside the tool."""
+    res = lab.bao("POST", PATH, json={"data": data})
+    assert res.status_code == 200, res.text
+
+
+def _consistent(lab: Lab) -> None:
+    value = lab.bao_password()
+    assert lab.secret_value("dragonfly", "dragonfly-password-secret", "password") == value
+    assert lab.dragonfly_auth(value)
+    for svc in CONSUMERS:
+        assert lab.bootstrap(svc)["value"]["dragonfly"]["password"] == value
+    assert eventually(lambda: all(lab.readyz(s) == 200 for s in SHOP) or None, 90,
+                      "every shop service ready")
+
+
+def test_a_bao_kv_put_during_provider_apply_exits_17_then_resume_after_rollback(
+        lab: Lab) -> None:
+    known = set(lab.run_ids())
+    v0 = lab.bao_version()
+    proc = lab.spawn_rotate("dragonfly", "--confirm")
+    try:
+        run_id = eventually(lambda: newest_run(lab, known), 30, "the run's journal")
+        eventually(lambda: _at_step(lab, run_id, "provider.apply") or None, 60,
+                   "the run to reach provider.apply")
+        os.kill(proc.pid, signal.SIGSTOP)
+        data = lab.bao("GET", PATH).json()["data"]["data"]
+        _put(lab, {**data, "password": OTHER})
+    finally:
+        os.kill(proc.pid, signal.SIGCONT)
+    out, err = proc.communicate(timeout=180)
+    assert proc.returncode == 17, out + err
+    assert lab.bao_version() == v0 + 2
+    assert f"this run wrote v{v0 + 1}" in err and f"current version is v{v0 + 2}" in err
+    assert f"bao kv rollback -mount=secret -version={v0 + 1} infra/dragonfly" in err
+    assert OTHER not in out + err
+    ours = lab.bao_password(v0 + 1)
+    # the provider and the documents kept the run's value: nothing was undone
+    assert lab.dragonfly_auth(ours)
+    assert all(lab.bootstrap(svc)["value"]["dragonfly"]["password"] == ours
+               for svc in CONSUMERS)
+    # the way out the message names: the run's version back as the current one, resume
+    _put(lab, lab.bao("GET", f"{PATH}?version={v0 + 1}").json()["data"]["data"])
+    res = lab.rotate("resume", run_id, "--confirm")
+    assert res.code == 0, res.output
+    assert lab.bao_version() == v0 + 3 and lab.bao_password() == ours
+    _consistent(lab)
+
+
+def test_an_oversized_value_is_refused_before_anything_changes(lab: Lab) -> None:
+    v0 = lab.bao_version()
+    runs = set(lab.run_ids())
+    res = lab.rotate("dragonfly", "--confirm", "--value-stdin", stdin="x" * 65536 + "\n")
+    assert res.code == 2, res.output
+    assert "deployment/dragonfly/dragonfly (redis-acl)" in res.output
+    assert "at most 16384 bytes" in res.output
+    assert lab.bao_version() == v0 and set(lab.run_ids()) == runs
+    _consistent(lab)
