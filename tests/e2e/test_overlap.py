@@ -51,7 +51,8 @@ def test_overlap_rotation_drops_no_request(lab: Lab) -> None:
     report = json.loads(result.stdout)
     kinds = [s["kind"] for s in report["steps"]]
     assert kinds[kinds.index("readyz.check") + 1:] == [
-        "backend.retire", "sync.wait", "provider.restart", "provider.wait", "token.revoke"]
+        "backend.retire", "sync.wait", "provider.restart", "provider.wait", "token.revoke",
+        "backend.confirm"]
 
     after = acl_passwords(lab)
     new = after["password"]
