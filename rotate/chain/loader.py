@@ -40,6 +40,7 @@ from rotate.chain.model import (
     TemplateSource,
     TokenTarget,
     ValueSource,
+    WorkloadConsumers,
 )
 from rotate.chain.problems import schema_problems, semantic_problems
 from rotate.core.durations import parse_duration
@@ -360,4 +361,6 @@ def _build(data: dict[str, Any], file: Path) -> Chain:
         ),
         credentials={n: _credential(n, c) for n, c in data["credentials"].items()},
         services={n: _service(n, s, base) for n, s in data.get("services", {}).items()},
+        workload_consumers=WorkloadConsumers(
+            tuple((data.get("consumers") or {}).get("namespaces") or ())),
     )

@@ -77,7 +77,9 @@ def preflight(
         reloader=workloads.reloader, ondelete=tuple(workloads.ondelete),
         no_surge=workloads.no_surge,
         thinned={ref: note for ref, note in workloads.thinned.items() if note},
-        unprobed=tuple(workloads.unprobed), uids=uids,
+        unprobed=tuple(workloads.unprobed), uids=uids, readers=workloads.readers,
+        reader_restarts=workloads.reader_restarts,
+        external_secrets=workloads.external_secrets,
     )
 
 
