@@ -182,13 +182,13 @@ def external_secret_checks(kube: Kube, found: Readers, col: Collector,
         ns, name = short.split("/", 1)
         ref = ObjectRef("ExternalSecret", ns, name)
 
-        def ready(ref: ObjectRef = ref) -> str:
+        def ready(ref: ObjectRef = ref, into: str = found.external_secrets[short]) -> str:
             es = kube.get("ExternalSecret", ref.namespace, ref.name)
             note_uid(uids, ref, es)
             col.traps.extend(traps.external_secret_traps(es, ref))
             ok, detail = sync.is_ready(es)
             if not ok:
                 raise NotFoundError("eso", str(ref), f"not Ready: {detail}")
-            return f"{detail}; maps the path into {found.external_secrets[short]}"
+            return f"{detail}; maps the path into {into}"
 
         col.run(f"externalsecret.ready {short}", ready)
