@@ -336,7 +336,7 @@ def _build(data: dict[str, Any], file: Path) -> Chain:
     b = data["backend"]
     a = b["auth"]
     d = data.get("defaults", {})
-    cc = data["configCenter"]
+    cc = data.get("configCenter")
     auth_kwargs: dict[str, Any] = {}
     if "jwtPath" in a:
         auth_kwargs["jwt_path"] = a["jwtPath"]
@@ -352,7 +352,7 @@ def _build(data: dict[str, Any], file: Path) -> Chain:
         ),
         cluster=ClusterConfig(data["cluster"]["lockNamespace"], data["cluster"].get("context")),
         config_center=ConfigCenterConfig(token_env=cc["tokenEnv"], url=cc.get("url"),
-                                         url_env=cc.get("urlEnv")),
+                                         url_env=cc.get("urlEnv")) if cc else None,
         defaults=Defaults(
             timeout=parse_duration(d.get("timeout", defaults.timeout)),
             max_parallel=d.get("maxParallel", defaults.max_parallel),

@@ -341,7 +341,7 @@ class Chain:
     file: Path  # absolute path of the chain file
     backend: BackendConfig
     cluster: ClusterConfig
-    config_center: ConfigCenterConfig
+    config_center: ConfigCenterConfig | None  # None: every consumer reads its Secret itself
     defaults: Defaults
     credentials: Mapping[str, Credential] = field(hash=False)  # file order
     services: Mapping[str, Service] = field(hash=False)  # file order

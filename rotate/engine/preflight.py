@@ -179,6 +179,10 @@ def _config_center(
     col = Collector()
     config_versions: dict[str, int | None] = {}
     token_ids: dict[str, tuple[str, ...]] = {}
+    if chain.config_center is None:
+        col.add("configcenter.config", True, "no configCenter in the chain file: every "
+                "consumer reads its Secret itself, the Config Center checks are skipped")
+        return col, config_versions, token_ids
     if consumers and col.run("configcenter.reachable", lambda: _healthy(cc.health, cc.url)):
         found = fan_out(consumers, lambda name: _config_center_checks(
             cc, name, chain.services[name].config_key))
