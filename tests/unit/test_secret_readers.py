@@ -17,9 +17,10 @@ from rotate.engine.preflight_readers import discover, disruption
 from rotate.stages import secret_readers
 from rotate.stages.rollout import RESTARTED_AT
 from tests.fakes import World, deployment
-from tests.support.engine import options, run
+from tests.support.engine import options, resume, rollback, run
 
 SECRET = "dragonfly-password-secret"
+OLD = "old-password-0123456789abcdefghijklmn"  # World.setup's
 
 
 def reading(ns: str, name: str, *, env: bool = False, env_from: bool = False,
@@ -148,3 +149,40 @@ def test_a_namespace_rotate_may_not_list_fails_preflight_naming_the_fix(world: W
     [check] = col.checks
     assert check.check == "consumers.discovered dragonfly" and not check.ok and check.fatal
     assert "namespace dragonfly" in check.detail and "rotate rbac" in check.detail
+
+
+def test_a_reader_that_never_starts_fails_before_the_switch_and_resume_or_rollback_heal(
+        world: World, tmp_path: Path) -> None:
+    """A discovered reader whose new pods never start fails its workload.restart (exit 15)
+    before any provider step; the run undoes what it prepared — the reader's template too —
+    and both a resume (once fixed) and a rollback end consistent."""
+    with_readers(world, "dragonfly")
+    world.kube.put(reading("dragonfly", "warmer", env=True))
+    world.unstarted.add("warmer")
+    report = run(world, tmp_path, timeout=0.5)
+    assert (report.status, report.exit_code) == ("failed", 15), report.message
+    assert "workload.restart on deployment/dragonfly/warmer failed" in report.message
+    assert "dragonfly/dragonfly" not in world.rollouts
+    undone = {s.kind for s in report.steps if s.kind.endswith(".undo") and s.status == "done"}
+    assert "workload.undo" in undone
+    template = world.kube.raw("Deployment", "dragonfly", "warmer")["spec"]["template"]
+    assert RESTARTED_AT not in (template["metadata"].get("annotations") or {})
+
+    world.unstarted.discard("warmer")  # a rollback restarts it too: fixed first
+    rb = rollback(world, tmp_path, report.run_id)
+    assert rb.status == "succeeded", rb.message
+    assert world.vault.current("infra/dragonfly", "password") == OLD
+    assert world.kube.secret_value("dragonfly", SECRET, "password") == OLD
+
+
+def test_a_fixed_reader_is_resumed_to_the_end(world: World, tmp_path: Path) -> None:
+    with_readers(world, "dragonfly")
+    world.kube.put(reading("dragonfly", "warmer", env=True))
+    world.unstarted.add("warmer")
+    report = run(world, tmp_path, timeout=0.5)
+    assert report.exit_code == 15, report.message
+    world.unstarted.discard("warmer")
+    resumed = resume(world, tmp_path, report.run_id)
+    assert resumed.status == "succeeded", resumed.message
+    template = world.kube.raw("Deployment", "dragonfly", "warmer")["spec"]["template"]
+    assert RESTARTED_AT in template["metadata"]["annotations"]
