@@ -40,6 +40,9 @@ def fault(dir: str | Path, kind: str | None, target: str | None = None,
         raise UsageError(f"fault {kind} needs a target: the Deployment (e.g. cart)")
     if kind is not None and kind not in (*TARGETED_FAULTS, *OPTIONALLY_TARGETED) and target:
         raise UsageError(f"fault {kind} takes no target")
+    if kind in OPTIONALLY_TARGETED and target and target.count("/") != 1:
+        raise UsageError(f"fault {kind} takes no target, or one ExternalSecret as NS/NAME "
+                         f"(not {target!r})")
     live, _ = running(d)
     if not live:
         raise UsageError(f"no lab running in {d.root}", hint=f"rotate lab up --dir {d.root}")
