@@ -63,10 +63,23 @@ def restarted_at(d: dict[str, Any]) -> str:
     return str(notes.get("kubectl.kubernetes.io/restartedAt", ""))
 
 
-def test_a_hand_made_env_reader_is_found_and_runs_on_the_new_value(lab: Lab) -> None:
+def with_dragonfly_namespace(lab: Lab, tmp_path: Path) -> str:
+    """The lab's chain searching the credential's own namespace too (the lab's searches only
+    reports: listing a namespace grants rotate every workload there)."""
+    chain = Path(lab.env["ROTATE_CHAIN"])
+    text = chain.read_text().replace("namespaces: [reports]", "namespaces: [dragonfly, reports]")
+    assert "[dragonfly, reports]" in text
+    copy = chain.parent / f"readers-{tmp_path.name}.yaml"  # beside it: its schemas are relative
+    copy.write_text(text)
+    return str(copy)
+
+
+def test_a_hand_made_env_reader_is_found_and_runs_on_the_new_value(lab: Lab,
+                                                                   tmp_path: Path) -> None:
+    chain = with_dragonfly_namespace(lab, tmp_path)
     lab.kubectl_apply(env_reader(HAND_MADE))
     eventually(lambda: ready(lab, "dragonfly", HAND_MADE), 60, f"{HAND_MADE} Ready")
-    plan = lab.rotate("dragonfly", "-o", "json")
+    plan = lab.rotate("dragonfly", "-o", "json", "--chain", chain)
     assert plan.code == 0, plan.output
     doc = json.loads(plan.stdout)
     found = {r["workload"]: r["reads"] for r in doc["workload_consumers"]}
@@ -81,7 +94,7 @@ def test_a_hand_made_env_reader_is_found_and_runs_on_the_new_value(lab: Lab) -> 
     assert ("sync.trigger", "reports/dragonfly-password") in kinds
     before = restarted_at(lab.kjson("get", "deployment", "-n", "dragonfly", HAND_MADE))
 
-    run = lab.rotate("dragonfly", "--confirm")
+    run = lab.rotate("dragonfly", "--confirm", "--chain", chain)
     assert run.code == 0, run.output
     new = lab.bao_password()
     # the reports namespace's own ExternalSecret was forced and holds the new value
