@@ -69,8 +69,9 @@ def with_dragonfly_namespace(lab: Lab, tmp_path: Path) -> str:
     chain = Path(lab.env["ROTATE_CHAIN"])
     text = chain.read_text().replace("namespaces: [reports]", "namespaces: [dragonfly, reports]")
     assert "[dragonfly, reports]" in text
-    copy = chain.parent / f"readers-{tmp_path.name}.yaml"  # beside it: its schemas are relative
+    copy = tmp_path / "rotate.yaml"
     copy.write_text(text)
+    (tmp_path / "schemas").symlink_to(chain.parent / "schemas")  # named relative to the file
     return str(copy)
 
 
