@@ -28,16 +28,20 @@ READ_ONLY = frozenset({"sync.wait", "provider.wait", "provider.verify", "config.
 INTO_MS = 5
 SIGNALS = ("kill", "term")
 RECOVERIES = ("resume", "rollback")
-#: lab fault → (target, the kind at whose start it is switched on "during" a run)
-FAULTS: dict[str, tuple[str | None, str]] = {
-    "eso-stall": (None, "sync.trigger"),
-    "eso-error": (None, "sync.trigger"),
-    "bao-down": (None, "backend.write"),
-    "config-center-5xx": (None, "config.write"),
-    "crashloop": ("cart", "consumer.restart"),
-    "readyz-fail": ("cart", "consumer.wait"),
-    "provider-crashloop": (None, "provider.apply"),
-}
+#: lab fault, its target, and the kind at whose start it is switched on "during" a run
+FAULTS: tuple[tuple[str, str | None, str], ...] = (
+    ("eso-stall", None, "sync.trigger"),
+    ("eso-error", None, "sync.trigger"),
+    ("bao-down", None, "backend.write"),
+    ("config-center-5xx", None, "config.write"),
+    ("crashloop", "cart", "consumer.restart"),
+    ("readyz-fail", "cart", "consumer.wait"),
+    ("provider-crashloop", None, "provider.apply"),
+    # a workload that reads the Secret itself and never becomes ready
+    ("crashloop", "report-env", "workload.restart"),
+    # one ExternalSecret of the two the path has never syncs
+    ("eso-stall", "reports/dragonfly-password", "sync.trigger"),
+)
 #: kinds at which a frozen run's Lease is taken over by `resume --take-over-lock` (read-only:
 #: the step the frozen run was in changes nothing when it is thawed; not the consumers' kinds,
 #: whose lanes may be in state-changing steps at that moment)
@@ -148,7 +152,7 @@ def fault_specs(credential: str, kinds: Sequence[str]) -> list[Spec]:
     """Every lab fault before the run and at the start of the kind it hits, each recovered
     by resume and by rollback (a "during" fault whose kind the plan lacks is skipped)."""
     out: list[Spec] = []
-    for fault, (target, kind) in FAULTS.items():
+    for fault, target, kind in FAULTS:
         for how in RECOVERIES:
             out.append(Spec("fault-before", credential, how, fault=fault, target=target or ""))
             if kind in kinds:

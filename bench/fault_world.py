@@ -43,12 +43,18 @@ class Credential:
     doc_pointer: tuple[str, ...]  # where each consumer's document holds the value
     per_rotation: int        # OpenBao versions a completed rotation adds
     consumers: tuple[str, ...] = ()
+    #: further Secrets other ExternalSecrets copy the value into (namespace, name, key)
+    copies: tuple[tuple[str, str, str], ...] = ()
 
+
+#: workloads that read a Secret themselves (the lab's reports namespace): rolled out, Ready
+READERS = ("reports/report-env", "reports/report-batch", "reports/report-files")
 
 CREDENTIALS = {
     "dragonfly": Credential("dragonfly", "infra/dragonfly", "password",
                             ("dragonfly", "dragonfly-password-secret", "password"),
-                            "default", ("dragonfly", "password"), 1),
+                            "default", ("dragonfly", "password"), 1,
+                            copies=(("reports", "dragonfly-credentials", "DRAGONFLY_PASSWORD"),)),
     "dragonfly-acl": Credential("dragonfly-acl", "infra/dragonfly-acl", "password",
                                 ("dragonfly", "dragonfly-acl-secret", "password"),
                                 "search", ("cache", "password"), 2),
@@ -204,8 +210,8 @@ class World:
     def bao_value(self, cred: Credential) -> str:
         return str(self.bao(f"secret/data/{cred.bao_path}")["data"][cred.bao_key])
 
-    def secret_value(self, cred: Credential) -> str:
-        ns, name, key = cred.secret
+    def secret_value(self, cred: Credential, where: tuple[str, str, str] | None = None) -> str:
+        ns, name, key = where or cred.secret
         data = self.lab.kubectl_json("get", "secret", "-n", ns, name)["data"]
         return base64.b64decode(data[key]).decode()
 

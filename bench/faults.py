@@ -57,7 +57,16 @@ from bench.fault_matrix import (
     select,
     table,
 )
-from bench.fault_world import CREDENTIALS, Credential, Journal, World, freeze, thaw, wait
+from bench.fault_world import (
+    CREDENTIALS,
+    READERS,
+    Credential,
+    Journal,
+    World,
+    freeze,
+    thaw,
+    wait,
+)
 from bench.world import BENCH_DIR, BenchError, Lab
 
 MAIN, OTHER = "dragonfly", "dragonfly-acl"  # two credentials on one provider
@@ -227,7 +236,7 @@ class Case:
     def check(self, expect: dict[str, str], v1: dict[str, int]) -> None:
         w, p = self.world, self.out.problems
         # a human restart / a roll may still be under way: judge the state it settles in
-        workloads = ["dragonfly/dragonfly", *(f"shop/{s}" for s in w.shop())]
+        workloads = ["dragonfly/dragonfly", *(f"shop/{s}" for s in w.shop()), *READERS]
         if not wait(lambda: all(w.rolled_out(t) for t in workloads), 120, every=0.5):
             p.append("rollout not finished: " + ", ".join(
                 t for t in workloads if not w.rolled_out(t)))
@@ -262,6 +271,9 @@ class Case:
         w, p = self.world, self.out.problems
         if w.secret_value(cred) != value:
             p.append(f"{cred.name}: Secret differs from OpenBao")
+        for copy in cred.copies:
+            if w.secret_value(cred, copy) != value:
+                p.append(f"{cred.name}: Secret {copy[0]}/{copy[1]} differs from OpenBao")
         if not w.dragonfly_auth(cred.auth_user, value):
             p.append(f"{cred.name}: Dragonfly refuses OpenBao's value for {cred.auth_user}")
         if cred.per_rotation == 1 and version > 1:  # restart: the replaced value is gone

@@ -146,7 +146,8 @@ def fault(
              "provider-crashloop.")] = None,
     target: Annotated[str | None, typer.Argument(
         metavar="[TARGET]", show_default=False,
-        help="The service, for crashloop and readyz-fail.")] = None,
+        help="The service, for crashloop and readyz-fail; NS/NAME of one ExternalSecret "
+             "for eso-stall (all of them without).")] = None,
     clear: Annotated[bool, typer.Option("--clear", help="Switch KIND (or every fault) "
                                         "off.")] = False,
     dir: LabDir = DEFAULT_DIR,

@@ -44,6 +44,7 @@ from rotate.chain.model import (
     TemplateSource,
     TokenTarget,
     ValueSource,
+    WorkloadConsumers,
     default_strategy,
 )
 from rotate.chain.notify import notify_from
@@ -387,7 +388,7 @@ def _build(data: dict[str, Any], file: Path) -> Chain:
     b = data["backend"]
     a = b["auth"]
     d = data.get("defaults", {})
-    cc = data["configCenter"]
+    cc = data.get("configCenter")
     auth_kwargs: dict[str, Any] = {}
     if "jwtPath" in a:
         auth_kwargs["jwt_path"] = a["jwtPath"]
@@ -403,7 +404,7 @@ def _build(data: dict[str, Any], file: Path) -> Chain:
         ),
         cluster=ClusterConfig(data["cluster"]["lockNamespace"], data["cluster"].get("context")),
         config_center=ConfigCenterConfig(token_env=cc["tokenEnv"], url=cc.get("url"),
-                                         url_env=cc.get("urlEnv")),
+                                         url_env=cc.get("urlEnv")) if cc else None,
         defaults=Defaults(
             timeout=parse_duration(d.get("timeout", defaults.timeout)),
             max_parallel=d.get("maxParallel", defaults.max_parallel),
@@ -413,4 +414,6 @@ def _build(data: dict[str, Any], file: Path) -> Chain:
         credentials={n: _credential(n, c) for n, c in data["credentials"].items()},
         services={n: _service(n, s, base) for n, s in data.get("services", {}).items()},
         notify=notify_from(data.get("notify")),
+        workload_consumers=WorkloadConsumers(
+            tuple((data.get("consumers") or {}).get("namespaces") or ())),
     )

@@ -90,6 +90,17 @@ class ConfigCenterConfig:
 
 
 @dataclass(frozen=True)
+class WorkloadConsumers:
+    """Where preflight looks for workloads that read a credential's Secret themselves
+    (``consumers.namespaces``): each namespace's Deployments, StatefulSets and DaemonSets
+    are listed, and each one whose pod template reads a target Secret is a consumer.  A pod
+    reads only Secrets of its own namespace, so a namespace matters only where a target
+    Secret lives (the credential's own, or one of another ExternalSecret of its path)."""
+
+    namespaces: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Defaults:
     timeout: float = 120.0  # seconds, per step
     max_parallel: int = 10
@@ -336,11 +347,13 @@ class Chain:
     file: Path  # absolute path of the chain file
     backend: BackendConfig
     cluster: ClusterConfig
-    config_center: ConfigCenterConfig
+    config_center: ConfigCenterConfig | None  # None: every consumer reads its Secret itself
     defaults: Defaults
     credentials: Mapping[str, Credential] = field(hash=False)  # file order
     services: Mapping[str, Service] = field(hash=False)  # file order
     notify: NotifyConfig = field(default_factory=NotifyConfig)  # rotate.chain.notify
+    #: where Secret-reading workloads are discovered (none: discovery is off)
+    workload_consumers: WorkloadConsumers = WorkloadConsumers()
 
     def credential(self, name: str) -> Credential:
         """The named credential; UsageError (exit 2) naming the known ones otherwise."""

@@ -110,6 +110,8 @@ def _plan_head(plan: Plan) -> list[tuple[str, str]]:
         ("backend", f"{plan.backend_path} (current version {version})"),
         *_listed("providers", list(plan.providers)),
         *_listed("consumers", list(plan.consumers), " (derived from the chain file)"),
+        *[("reads Secret" if i == 0 else "", f"{ref}: {words}")
+          for i, (ref, words) in enumerate(plan.readers.items())],
     ]
 
 

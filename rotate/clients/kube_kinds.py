@@ -45,6 +45,7 @@ KINDS: dict[str, KindInfo] = {
     "StatefulSet": KindInfo("apps", "v1", "statefulsets", True),
     "DaemonSet": KindInfo("apps", "v1", "daemonsets", True),
     "Lease": KindInfo("coordination.k8s.io", "v1", "leases", True),
+    "PodDisruptionBudget": KindInfo("policy", "v1", "poddisruptionbudgets", True),
     "ExternalSecret": KindInfo("external-secrets.io", "v1", "externalsecrets", True),
     "SecretStore": KindInfo("external-secrets.io", "v1", "secretstores", True),
     "ClusterSecretStore": KindInfo("external-secrets.io", "v1", "clustersecretstores", False),

@@ -49,6 +49,7 @@ from rotate.core.errors import ForbiddenError, NotFoundError
 from rotate.core.refs import ObjectRef
 from rotate.engine.fanout import fan_out
 from rotate.engine.lock import lease_name, provider_lease_name
+from rotate.engine.preflight_readers import READER_KINDS, target_secrets
 from rotate.stages.rollout import VSO_KINDS
 
 #: what preflight and doctor call to learn the token's capabilities
@@ -137,12 +138,24 @@ def permissions_needed(chain: Chain, credential: Credential) -> list[Permission]
             perms += [Permission(v, "Pod", ref.namespace) for v in ("get", "delete", "watch")]
         elif ref.kind == "DaemonSet":  # OnDelete: its pods found by listing, then deleted
             perms += [Permission(v, "Pod", ref.namespace) for v in ("list", "delete", "watch")]
-    for ns in dict.fromkeys(ref.namespace for ref in workloads):
+    # workloads that read the Secret themselves: found by listing, rolled by name unknown
+    # until preflight (so unnamed), their pods watched (a prepared or OnDelete rollout)
+    discovered = list(target_secrets(chain, credential))
+    for ns in discovered:  # and further ExternalSecrets of the path, synced and proven
+        perms += [Permission(v, kind, ns) for kind in READER_KINDS
+                  for v in ("get", "list", "watch", "patch")]
+        perms += [Permission(v, "ExternalSecret", ns) for v in ("get", "list", "watch", "patch")]
+        perms.append(Permission("get", "Secret", ns))
+        perms += [Permission(v, "Pod", ns) for v in ("get", "list", "watch", "delete")]
+    consumer_ns = [chain.services[s].namespace for s in consumers_of(chain, credential.name)]
+    for ns in dict.fromkeys([*consumer_ns, *discovered]):  # a budget that makes it an outage
+        perms.append(Permission("list", "PodDisruptionBudget", ns))
+    for ns in dict.fromkeys([*(ref.namespace for ref in workloads), *discovered]):
         perms += [Permission("list", kind, ns) for kind in VSO_KINDS]
     # Events on every object a run acts on (rotate.engine.events), in that object's namespace
     token_ns = [chain.services[s].token.namespace for s in consumers_of(chain, credential.name)]
     for ns in dict.fromkeys([es.namespace, sec.namespace, *token_ns,
-                             *(ref.namespace for ref in workloads)]):
+                             *(ref.namespace for ref in workloads), *discovered]):
         perms.append(Permission("create", "Event", ns))
     perms += _provider_connections(credential)
     return deduplicate(perms)

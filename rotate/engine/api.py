@@ -442,5 +442,11 @@ class Engine:
 
         vault = build("backend", lambda: f.vault(chain, env))
         kube = build("kubernetes", lambda: f.kube(chain, options, env))
-        cc = build("configcenter", lambda: f.config_center(chain, env))
+        if chain.config_center is None:
+            checks.append(Check("configcenter.config", True, "no configCenter in the chain "
+                                "file: every consumer reads its Secret itself, the Config "
+                                "Center checks are skipped"))
+            cc = None
+        else:
+            cc = build("configcenter", lambda: f.config_center(chain, env))
         return checks + doctor_checks(chain, vault, kube, cc)

@@ -119,6 +119,8 @@ class Plan:
     steps: tuple[PlannedStep, ...]
     #: why this strategy when the chain file does not set one (Credential.strategy_reason)
     strategy_reason: str = ""
+    #: workloads that read the Secret themselves: ref → how, and what rotate does
+    readers: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -126,6 +128,13 @@ class Plan:
             t.blocking for t in self.traps)
 
     def to_json(self) -> dict[str, Any]:
+        out = self._json()
+        if self.readers:  # chains without consumers.namespaces keep the JSON they had
+            out["workload_consumers"] = [{"workload": ref, "reads": words}
+                                         for ref, words in self.readers.items()]
+        return out
+
+    def _json(self) -> dict[str, Any]:
         return {
             "kind": "plan",
             "credential": self.credential,
@@ -237,6 +246,14 @@ class PreflightResult:
     #: uid of each object preflight read (workloads, the ExternalSecret): the run's events
     #: name them without reading them again
     uids: dict[ObjectRef, str] = field(default_factory=dict)
+    #: workloads that read a target Secret themselves (consumers.namespaces): workload ref
+    #: → how it reads it and what rotate does (rotate.stages.secret_readers.Reader.words)
+    readers: dict[str, str] = field(default_factory=dict)
+    #: the readers rotate restarts (``workload.restart``), in discovery order
+    reader_restarts: tuple[str, ...] = ()
+    #: further ExternalSecrets of the credential's backend path and key ("ns/name"), each
+    #: forced and proven by its own ``sync.trigger``/``sync.wait``
+    external_secrets: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:

@@ -39,7 +39,24 @@ def ordered_drafts(kinds: Iterable[Kind], inp: PlanInput) -> list[tuple[Kind, Dr
     drafted = [(kind, draft) for kind in kinds for draft in kind.plan(inp)]
     if not inp.prepare_first or not any(kind.stage == 3 for kind, _ in drafted):
         return drafted
-    return _move_ahead(drafted, lambda kind: kind.syncs, lambda kind: kind.prepares)
+    ahead = _move_ahead(drafted, lambda kind: kind.syncs, lambda kind: kind.prepares)
+    return _move_behind(ahead, lambda kind: kind.syncs, lambda kind: kind.prepares_after_sync)
+
+
+def _move_behind(drafted: list[tuple[Kind, Draft]], after: Callable[[Kind], bool],
+                 moves: Callable[[Kind], bool]) -> list[tuple[Kind, Draft]]:
+    """``drafted`` with the main-phase drafts (but ``late`` ones) of the kinds ``moves``
+    picks moved right after the last draft of a kind ``after`` picks (workloads that read
+    a Secret start once every Secret is proven, before the switch); unchanged without one."""
+    at = max((i for i, (kind, _) in enumerate(drafted) if after(kind)), default=None)
+    if at is None:
+        return drafted
+
+    def moved(kind: Kind, draft: Draft) -> bool:
+        return moves(kind) and kind.phase == "main" and not draft.late
+
+    head, tail = drafted[:at + 1], drafted[at + 1:]
+    return [*head, *[kd for kd in tail if moved(*kd)], *[kd for kd in tail if not moved(*kd)]]
 
 
 def _move_ahead(drafted: list[tuple[Kind, Draft]], before: Callable[[Kind], bool],
@@ -80,4 +97,5 @@ def build_plan(
         traps=observed.traps,
         steps=tuple(number_steps(ROTATION, inp)),
         strategy_reason=credential.strategy_reason if strategy == credential.strategy else "",
+        readers=dict(observed.readers),
     )

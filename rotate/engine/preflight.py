@@ -78,7 +78,9 @@ def preflight(
         reloader=workloads.reloader, ondelete=tuple(workloads.ondelete),
         no_surge=workloads.no_surge,
         thinned={ref: note for ref, note in workloads.thinned.items() if note},
-        unprobed=tuple(workloads.unprobed), uids=uids,
+        unprobed=tuple(workloads.unprobed), uids=uids, readers=workloads.readers,
+        reader_restarts=workloads.reader_restarts,
+        external_secrets=workloads.external_secrets,
     )
 
 
@@ -181,6 +183,10 @@ def _config_center(
     col = Collector()
     config_versions: dict[str, int | None] = {}
     token_ids: dict[str, tuple[str, ...]] = {}
+    if chain.config_center is None:
+        col.add("configcenter.config", True, "no configCenter in the chain file: every "
+                "consumer reads its Secret itself, the Config Center checks are skipped")
+        return col, config_versions, token_ids
     if consumers and col.run("configcenter.reachable", lambda: _healthy(cc.health, cc.url)):
         found = fan_out(consumers, lambda name: _config_center_checks(
             cc, name, chain.services[name].config_key))

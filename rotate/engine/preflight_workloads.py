@@ -21,7 +21,13 @@ from rotate.core.refs import ObjectRef
 from rotate.engine.collector import Collector, Fanned, note_uid
 from rotate.engine.fanout import fan_out
 from rotate.engine.model import Trap
-from rotate.engine.targets import workload_ref
+from rotate.engine.preflight_readers import (
+    budgets,
+    discover,
+    disruption,
+    external_secret_checks,
+)
+from rotate.engine.targets import parse_workload, workload_ref
 from rotate.stages import reloader_presence, rollout, staged, surge, traps
 
 
@@ -36,6 +42,12 @@ class WorkloadFindings:
     no_surge: dict[str, str] = field(default_factory=dict)
     thinned: dict[str, str] = field(default_factory=dict)
     unprobed: list[str] = field(default_factory=list)
+    #: workloads that read the Secret themselves: ref → words; and those restarted
+    readers: dict[str, str] = field(default_factory=dict)
+    reader_restarts: tuple[str, ...] = ()
+    external_secrets: tuple[str, ...] = ()
+    #: consumer ref → why its restart is an outage anyway (a PDB, a single replica)
+    outage: dict[str, str] = field(default_factory=dict)
 
 
 def workload_findings(chain: Chain, credential: Credential, kube: Kube,
@@ -43,6 +55,7 @@ def workload_findings(chain: Chain, credential: Credential, kube: Kube,
     out = WorkloadFindings()
     col, grace, secret_name = out.found, chain.defaults.reloader_grace, credential.secret.name
     vso_seen: dict[str, list[dict[str, Any]]] = {}
+    pdb_seen: dict[str, list[dict[str, Any]]] = {}
     sightings: dict[bool, reloader_presence.Sighting] = {}
 
     def vso_objects(namespace: str) -> list[dict[str, Any]]:
@@ -88,6 +101,9 @@ def workload_findings(chain: Chain, credential: Credential, kube: Kube,
                 (out.thinned if surged.early else out.no_surge)[str(ref)] = surged.note
                 if surged.early and staged.no_startup_probe(obj):
                     out.unprobed.append(str(ref))
+                why = disruption(obj, ref, pdb_seen.get(ref.namespace, []), not surged.early)
+                if why is not None:
+                    out.outage[str(ref)] = why
             done, message = rollout.rollout_status(obj)
             if not done:
                 raise NotFoundError("kubernetes", str(ref), f"not healthy now: {message}")
@@ -96,18 +112,29 @@ def workload_findings(chain: Chain, credential: Credential, kube: Kube,
 
     for ref in credential.providers:
         col.run(f"provider.healthy {ref}", workload(ref, "provider", col.traps))
+    found = discover(chain, credential, kube, col)
+    out.readers, out.reader_restarts = found.words, found.restarts
+    out.external_secrets = tuple(found.external_secrets)
+    external_secret_checks(kube, found, col, uids)
     refs = {name: workload_ref(chain.services[name]) for name in consumers}
-    for name in consumers:  # sequential: a namespace's VSO objects are listed once
+    refs.update({ref: parse_workload(ref) for ref in out.reader_restarts})
+    names = (*consumers, *out.reader_restarts)
+    for name in names:  # sequential: a namespace's VSO objects and budgets are listed once
         vso_objects(refs[name].namespace)
+        budgets(kube, refs[name].namespace, col, pdb_seen)
 
     def consumer_health(name: str) -> Fanned:
         local, sink = Collector(), list[Trap]()
         local.run(f"consumer.healthy {name}", workload(refs[name], "consumer", sink))
         return Fanned(local.checks, sink)
 
-    col.merge(fan_out(consumers, consumer_health))
+    col.merge(fan_out(names, consumer_health))
+    for name in names:
+        why = out.outage.get(str(refs[name]))
+        if why is not None:
+            col.add(f"consumer.outage {name}", False, why, fatal=False)
     # the consumer checks ran on threads: lists they appended to are put back in chain order
-    order = [str(r) for r in credential.providers] + [str(refs[n]) for n in consumers]
+    order = [str(r) for r in credential.providers] + [str(refs[n]) for n in names]
     out.ondelete.sort(key=lambda r: order.index(r) if r in order else len(order))
     out.unprobed.sort(key=lambda r: order.index(r) if r in order else len(order))
     return out

@@ -84,11 +84,23 @@ def build_rollback(
             config[st.step.subject] = int(st.data["previous_version"])
     overlap = orig.strategy == Strategy.overlap and credential.overlap is not None
     restore = Restore(written_from, config, overlap)
+    readers = tuple(dict.fromkeys(  # the Secret's readers the run restarted, again
+        st.step.subject for st in orig.steps if st.step.phase == "main"
+        and (kind := find(st.step)) is not None and kind.restarts_reader))
     inp = PlanInput(chain, credential, Strategy.overlap if overlap else Strategy.restart,
-                    PreflightResult(current_version=written_from, consumers=consumers),
+                    PreflightResult(current_version=written_from, consumers=consumers,
+                                    reader_restarts=readers,
+                                    external_secrets=_synced_others(orig)),
                     restore=restore)
     planned: set[tuple[str, Phase]] = {(s.step.kind, s.step.phase) for s in orig.steps}
     return number_steps(undo_of(planned), inp), restore, consumers
+
+
+def _synced_others(orig: RunState) -> tuple[str, ...]:
+    """The further ExternalSecrets the run synced: a rollback syncs them again."""
+    return tuple(dict.fromkeys(
+        st.step.subject for st in orig.steps if st.step.subject and st.step.phase == "main"
+        and (kind := find(st.step)) is not None and kind.syncs_external_secret))
 
 
 def _backend_wrote(orig: RunState, written_from: int) -> int:

@@ -67,6 +67,10 @@ class RealAdapters:
         from rotate.clients.configcenter import CA_ENV, HttpConfigCenter
 
         cfg = chain.config_center
+        if cfg is None:  # no service reads a Config Center: nothing to reach, nothing demanded
+            from rotate.clients.configcenter_absent import AbsentConfigCenter
+
+            return AbsentConfigCenter()
         problems: list[str] = []
         url = cfg.resolve_url(environ)
         if not url:

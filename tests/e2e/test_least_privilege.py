@@ -213,6 +213,28 @@ def _stops_in_preflight(limited: Limited, missing: str) -> None:
     assert limited.snapshot() == before
 
 
+def test_a_consumer_namespace_rotate_may_not_list_is_named_with_the_fix(
+        limited: Limited) -> None:
+    """Without list on the workloads of ``reports`` (chain consumers.namespaces), a reader
+    there would keep the old value unseen: preflight refuses (exit 3, nothing changed),
+    naming the namespace and ``rotate rbac``."""
+    index = next(i for i, o in enumerate(limited.rbac) if o["kind"] == "Role"
+                 and o["metadata"].get("namespace") == "reports")
+    obj = copy.deepcopy(limited.rbac[index])
+    obj["rules"] = [r for r in obj["rules"] if "deployments" not in r["resources"]]
+    before = limited.snapshot()
+    try:
+        apply(limited.lab, [obj])
+        res = limited.rotate("dragonfly", "--confirm")
+        assert res.code == 3, res.output
+        assert "consumers.discovered reports" in res.output, res.output
+        assert "namespace reports" in res.output and "rotate rbac" in res.output
+        assert "nothing was changed" in res.output
+        assert limited.snapshot() == before
+    finally:
+        apply(limited.lab, [limited.rbac[index]])
+
+
 @pytest.mark.parametrize(("index", "rule_index"), _rule_cases())
 def test_one_rbac_rule_less_stops_in_preflight(limited: Limited, index: int,
                                                rule_index: int) -> None:

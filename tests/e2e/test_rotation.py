@@ -119,10 +119,14 @@ def test_rotation_end_to_end(lab: Lab) -> None:
 
     restarted = lines("step.done", "consumer.restart")
     assert len(restarted) == len(CONSUMERS)
-    [wait_start], [wait_done] = lines("step.start", "sync.wait"), lines("step.done", "sync.wait")
+    # two sync.waits: the chain's ExternalSecret, then the reports namespace's own one
+    (wait_start, _), waits_done = lines("step.start", "sync.wait"), lines("step.done", "sync.wait")
     [switch] = lines("step.start", "provider.apply")
     assert wait_start < min(restarted)
-    assert max(*restarted, wait_done) < switch
+    assert max(*restarted, *waits_done) < switch
+    # the workloads that read the Secret themselves restart once both Secrets are proven
+    readers = lines("step.done", "workload.restart")
+    assert len(readers) == 2 and max(waits_done) < min(readers) and max(readers) < switch
 
     # Events tell the story where operators look, with the run id, on what the run changed.
     run_id = report["run_id"]

@@ -59,8 +59,9 @@ def es_ready(lab: LabHandle) -> tuple[str, str]:
 def test_up_brings_every_workload_ready(lab: LabHandle) -> None:
     deps = lab.kjson("get", "deploy", "-A")["items"]
     names = sorted(f"{d['metadata']['namespace']}/{d['metadata']['name']}" for d in deps)
-    assert len(deps) == 11, names
+    assert len(deps) == 14, names  # Dragonfly, the ten shop services, three Secret readers
     assert "dragonfly/dragonfly" in names and "shop/cart" in names
+    assert "reports/report-env" in names
     assert [n for n, d in zip(names, deps, strict=True) if not available(d)] == []
     assert es_ready(lab)[0] == "True"
     assert lab.up_result["elapsed_seconds"] < 60
@@ -131,7 +132,7 @@ def test_fault_validation(lab: LabHandle) -> None:
     with pytest.raises(UsageError):
         control.fault(lab.dir, "crashloop")  # needs a target
     with pytest.raises(UsageError):
-        control.fault(lab.dir, "eso-stall", "cart")  # takes none
+        control.fault(lab.dir, "eso-stall", "cart")  # none, or an ExternalSecret NS/NAME
     assert control.status(lab.dir)["faults"] == {}
 
 

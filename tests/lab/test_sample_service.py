@@ -284,3 +284,24 @@ def test_sigterm_stops_it_promptly_with_status_0(
         proc.kill()
     assert proc.returncode == 0
     assert "stopped" in out and token not in out
+
+
+def test_without_a_config_center_it_reads_its_secret_from_env_or_a_file(
+        tmp_path: Path) -> None:
+    """A workload that reads its Secret itself: the document comes from its environment; a
+    password file is read afresh on every login (the kubelet's refresh reaches it)."""
+    from rotate_lab.shop.sample_service import Dragonfly, document_from_env
+
+    host = {"DRAGONFLY_HOST": "dragonfly.dragonfly.svc.cluster.local"}
+    assert document_from_env({**host, "DRAGONFLY_PASSWORD": "p1"}) == {
+        "dragonfly": {"host": host["DRAGONFLY_HOST"], "port": 6379, "password": "p1"}}
+    assert document_from_env({"DRAGONFLY_PASSWORD": "p1"}) is None  # no Dragonfly named
+    assert document_from_env({**host, "CONFIG_CENTER_URL": "http://cc"}) is None
+    pw = tmp_path / "DRAGONFLY_PASSWORD"
+    pw.write_text("first\n")
+    doc = document_from_env({**host, "DRAGONFLY_PASSWORD_FILE": str(pw)})
+    assert doc is not None
+    conn = Dragonfly(doc["dragonfly"])
+    assert conn._auth() == [("AUTH", "first")]
+    pw.write_text("second")
+    assert conn._auth() == [("AUTH", "second")]

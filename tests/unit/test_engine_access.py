@@ -35,7 +35,10 @@ def test_named_where_rbac_can_restrict_and_only_there() -> None:
     assert {p.kind for p in perms if p.verb == "watch" and p.name} == {"ExternalSecret",
                                                                        "Deployment"}
     pods = {(p.verb, p.namespace, p.name) for p in perms if p.kind == "Pod"}
-    assert pods == {("list", "shop", None), ("watch", "shop", None)}
+    # and in reports (consumers.namespaces) every Pod verb a discovered reader's roll needs:
+    # its name is known only at run time
+    assert pods == {("list", "shop", None), ("watch", "shop", None),
+                    *((v, "reports", None) for v in ("get", "list", "watch", "delete"))}
 
 
 class NamedKube(FakeKube):
@@ -72,7 +75,8 @@ def test_check_permissions_names_the_objects() -> None:
     kube = NamedKube({("patch", "Deployment", "cart"), ("patch", "Deployment", "user"),
                       ("create", "Lease", None)})
     assert check_permissions(kube, perms) == ["create leases in rotate-system",
-                                              "patch deployments in shop (cart, user)"]
+                                              "patch deployments in shop (cart, user)",
+                                              "patch deployments in reports"]
 
 
 def test_vault_capabilities_come_from_the_grant_list() -> None:

@@ -29,7 +29,7 @@ CLI_KINDS = {"backend.write", "backend.retire", "backend.confirm", "sync.trigger
              "provider.restart", "provider.wait", "config.harvest", "config.write",
              "token.mint", "consumer.restart", "consumer.wait", "readyz.check", "token.revoke",
              "provider.apply", "provider.verify", "provider.retire", "config.undo",
-             "consumer.undo"}
+             "consumer.undo", "workload.restart", "workload.wait", "workload.undo"}
 DECLARED = ("name", "phase", "stage", "exit_code", "parallel", "result", "undo")
 _ABSENT = object()
 
@@ -98,9 +98,10 @@ def test_every_kind_a_rollback_runs_is_the_undo_of_a_rotation_kind() -> None:
 
 def test_every_compensation_is_an_undo_only_kind_that_plans_nothing() -> None:
     compensated = {k: k.compensate for k in ROTATION if k.compensate is not None}
-    assert {k.name for k in compensated} == {"config.write", "consumer.restart"}
+    assert {k.name for k in compensated} == {"config.write", "consumer.restart",
+                                             "workload.restart"}
     assert set(compensated.values()) == set(UNDO_ONLY)
-    assert all(k.prepares and k.stage == 4 for k in compensated)
+    assert all((k.prepares or k.prepares_after_sync) and k.stage == 4 for k in compensated)
 
 
 def test_step_data_round_trips_through_the_journal_json() -> None:

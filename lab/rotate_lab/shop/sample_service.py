@@ -22,6 +22,13 @@ sample service"):
   logs in afresh and runs ``SELECT 1``, ``/work`` logs in and reads the seeded ``products``
   table — a rotated password that the server does not hold shows at once.
 
+Without a Config Center (``CONFIG_CENTER_URL`` unset) the service reads its Dragonfly
+connection from its own environment instead — a workload that reads the Secret itself
+(chain.md "Workloads that read the Secret"): ``DRAGONFLY_HOST`` (and ``DRAGONFLY_PORT``) with
+``DRAGONFLY_PASSWORD`` (an env var from the Secret: fixed until a restart) or
+``DRAGONFLY_PASSWORD_FILE`` (a file of a Secret volume, read afresh on every login: the
+kubelet's refresh reaches it without a restart).  ``/readyz`` then checks Dragonfly only.
+
 Names of the form ``NAME.NS.svc.cluster.local`` are resolved through ``LAB_HOSTS_FILE`` (the
 lab's DNS), then through normal DNS.  The password and the token never appear in a log line
 or a response body.  SIGTERM stops it promptly with exit status 0, after a short drain
@@ -263,12 +270,20 @@ class Dragonfly:
         self.port = int(section.get("port") or 6379)
         password = section.get("password")
         self._password = None if password in (None, "") else str(password)
+        #: a file read afresh on every login (a Secret volume the kubelet refreshes)
+        self._password_file = str(section.get("password_file") or "") or None
         username = section.get("username")
         self._username = None if username in (None, "") else str(username)
         if not self.host:
             raise ValueError(f"{what} section has no host")
 
     def _auth(self) -> list[tuple[str, ...]]:
+        if self._password_file is not None:
+            try:
+                with open(self._password_file, encoding="utf-8") as f:
+                    self._password = f.read().strip() or None
+            except OSError:
+                self._password = None
         if self._password is not None and self._username is not None:
             return [("AUTH", self._username, self._password)]
         if self._password is not None:
@@ -333,7 +348,7 @@ class Cached:
 
 
 class Service:
-    def __init__(self, name: str, cc: ConfigCenter, document: dict[str, Any]) -> None:
+    def __init__(self, name: str, cc: ConfigCenter | None, document: dict[str, Any]) -> None:
         self.name = name
         self.cc = cc
         section = document.get("dragonfly")
@@ -364,6 +379,8 @@ class Service:
         return self.postgres.check() if self.postgres is not None else None
 
     def _check_token(self) -> str | None:
+        if self.cc is None:  # reads its Secret itself: there is no token to check
+            return None
         # Only the Config Center's own answer decides validity: while it is unreachable the
         # last known verdict stands (an outage of the Config Center is not a revoked token).
         try:
@@ -473,27 +490,46 @@ def fetch_bootstrap(cc: ConfigCenter, deadline: float) -> dict[str, Any]:
         delay = min(1.0, delay * 2)
 
 
+def document_from_env(environ: dict[str, str] | os._Environ[str]) -> dict[str, Any] | None:
+    """The document of a service that reads its Secret itself (module doc), or None when the
+    environment names no Dragonfly."""
+    if not environ.get("DRAGONFLY_HOST") or "CONFIG_CENTER_URL" in environ:
+        return None
+    section: dict[str, Any] = {"host": environ["DRAGONFLY_HOST"],
+                               "port": int(environ.get("DRAGONFLY_PORT") or 6379)}
+    if environ.get("DRAGONFLY_PASSWORD_FILE"):
+        section["password_file"] = environ["DRAGONFLY_PASSWORD_FILE"]
+    else:
+        section["password"] = environ.get("DRAGONFLY_PASSWORD", "")
+    return {"dragonfly": section}
+
+
 def main() -> int:
     name = os.environ.get("LAB_SERVICE_NAME", "sample")
     url = os.environ.get("CONFIG_CENTER_URL", "")
     token = os.environ.get("CONFIG_CENTER_TOKEN", "")
     host = os.environ.get("POD_IP", "127.0.0.1")
     port = int(os.environ.get("PORT", "8080"))
-    if not url or not token:
-        log("CONFIG_CENTER_URL and CONFIG_CENTER_TOKEN must be set")
+    own = document_from_env(os.environ)
+    if own is None and (not url or not token):
+        log("CONFIG_CENTER_URL and CONFIG_CENTER_TOKEN must be set (or DRAGONFLY_HOST with "
+            "DRAGONFLY_PASSWORD or DRAGONFLY_PASSWORD_FILE)")
         return 1
-    try:
-        cc = ConfigCenter(url, token)
-    except ValueError as exc:
-        log(str(exc))
-        return 1
+    cc: ConfigCenter | None = None
+    if own is None:
+        try:
+            cc = ConfigCenter(url, token)
+        except ValueError as exc:
+            log(str(exc))
+            return 1
     stopping = threading.Event()
 
     def exit_now(*_: Any) -> None:
         raise SystemExit(0)
 
     signal.signal(signal.SIGTERM, exit_now)  # until the server runs: nothing to drain
-    document = fetch_bootstrap(cc, time.monotonic() + BOOTSTRAP_DEADLINE)
+    document = (fetch_bootstrap(cc, time.monotonic() + BOOTSTRAP_DEADLINE)
+                if cc is not None else own or {})
     try:
         service = Service(name, cc, document)
     except (ValueError, TypeError) as exc:

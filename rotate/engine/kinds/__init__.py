@@ -45,6 +45,7 @@ from rotate.engine.kinds.sync_trigger import SyncTrigger
 from rotate.engine.kinds.sync_wait import SyncWait, SyncWaitRestored, SyncWaitRetire
 from rotate.engine.kinds.token_mint import TokenMint
 from rotate.engine.kinds.token_revoke import TokenRevoke
+from rotate.engine.kinds.workload_consumer import WorkloadRestart, WorkloadUndo, WorkloadWait
 from rotate.engine.model import Phase, PlannedStep, RunStart
 
 Kind = type[StepKind[Any]]
@@ -59,7 +60,8 @@ Kind = type[StepKind[Any]]
 ROTATION: tuple[Kind, ...] = (
     BackendWrite, SyncTrigger, SyncWait, ProviderRestart, ProviderWait, ApplyLive,
     VerifyProvider,
-    TokenMint, ConfigHarvest, ConfigWrite, ConsumerRestart, ConsumerWait, ReadyzCheck,
+    TokenMint, ConfigHarvest, ConfigWrite, ConsumerRestart, WorkloadRestart, ConsumerWait,
+    WorkloadWait, ReadyzCheck,
     BackendRetire, SyncWaitRetire, ProviderRestartRetire, ProviderWaitRetire, RetireLive,
     VerifyRetired,
     TokenRevoke, BackendConfirm,
@@ -68,7 +70,7 @@ ROTATION: tuple[Kind, ...] = (
 ROLLBACK_ONLY: tuple[Kind, ...] = (BackendRestore, SyncWaitRestored, ConfigRestore,
                                    ApplyRestore, VerifyRestored, RetireReplaced)
 #: Kinds only a failing run adds: the ``compensate`` of a step prepared ahead of stage ③.
-UNDO_ONLY: tuple[Kind, ...] = (ConfigUndo, ConsumerUndo)
+UNDO_ONLY: tuple[Kind, ...] = (ConfigUndo, ConsumerUndo, WorkloadUndo)
 
 REGISTRY: dict[tuple[str, Phase], Kind] = {(k.name, k.phase): k
                                            for k in (*ROTATION, *ROLLBACK_ONLY, *UNDO_ONLY)}

@@ -292,6 +292,16 @@ class StepKind(ABC, Generic[D]):
     prepares: ClassVar[bool] = False
     #: the step that waits for ESO's sync (the prepared steps run beside it)
     syncs: ClassVar[bool] = False
+    #: under the restart strategy its steps (but a draft's ``late`` ones) run right *after*
+    #: the ``syncs`` step, before stage ③: its pods read the Secret itself, so they may
+    #: start only once the Secret is proven to hold the new value (rotate.engine.plan)
+    prepares_after_sync: ClassVar[bool] = False
+    #: its steps restart a workload that reads the Secret itself (subject: the workload's
+    #: ref); a rollback restarts the same workloads again (rotate.engine.rollback)
+    restarts_reader: ClassVar[bool] = False
+    #: its steps with a subject act on a further ExternalSecret of the credential's path
+    #: (subject ``ns/name``; "" is the chain's own); a rollback syncs the same ones again
+    syncs_external_secret: ClassVar[bool] = False
     #: undoes a prepared step of this kind when the stage it ran ahead of fails (None: the
     #: step leaves nothing a consumer would read before the provider switches)
     compensate: ClassVar[type[StepKind[Any]] | None] = None

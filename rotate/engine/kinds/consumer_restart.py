@@ -43,7 +43,7 @@ NO_STARTUP_PROBE = ("no startupProbe: \"started\" only means the container runs,
                     "it listens")
 
 
-def _detail(inp: PlanInput, ref: str, kind: str) -> tuple[str, bool]:
+def restart_detail(inp: PlanInput, ref: str, kind: str) -> tuple[str, bool]:
     """(what the step does, whether it waits for the provider's switch)."""
     if ref in inp.observed.ondelete:
         return ONDELETE_ACTION[kind], inp.prepare_first
@@ -83,7 +83,7 @@ class ConsumerRestart(RestartKind):
     def plan(cls, inp: PlanInput) -> Iterable[Draft]:
         for svc in inp.services:
             ref = workload_ref(svc)
-            detail, late = _detail(inp, str(ref), ref.kind)
+            detail, late = restart_detail(inp, str(ref), ref.kind)
             yield Draft(str(ref), detail, svc.name, late=late)
 
     def ref(self, run: Run, subject: str) -> ObjectRef:

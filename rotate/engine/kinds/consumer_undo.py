@@ -64,7 +64,7 @@ class ConsumerUndo(StepKind[RolledOut]):
         if "previous_stamp" not in undoes:
             raise StepFailed(f"the journal holds no earlier pod template of {io.step.target}; "
                              "nothing to undo from")
-        ref = workload_ref(run.service(io.step.subject))
+        ref = self.ref(run, io.step.subject)
         kube = run.adapters.kube
         body = {
             "metadata": {"annotations": {rollout.RUN_ID_ANNOTATION: f"{run.run_id}.{UNDONE}"}},
@@ -76,8 +76,12 @@ class ConsumerUndo(StepKind[RolledOut]):
         gen = rollout.generation(obj)
         return Outcome(RolledOut(gen), f"pod template back as before (generation {gen})")
 
+    def ref(self, run: Run, subject: str) -> ObjectRef:
+        """The workload whose pod template a step on ``subject`` puts back."""
+        return workload_ref(run.service(subject))
+
     def prove(self, run: Run, io: StepIO, acted: Outcome[RolledOut]) -> Outcome[RolledOut]:
-        ref = workload_ref(run.service(io.step.subject))
+        ref = self.ref(run, io.step.subject)
         message = rollout.wait_rollout(run.adapters.kube, ref, acted.data.generation,
                                        deadline=run.deadline(), cancel=run.cancel)
         return Outcome(acted.data, f"{acted.detail}; {message}")

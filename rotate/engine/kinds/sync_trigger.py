@@ -44,6 +44,22 @@ def trigger(run: Run) -> SyncTriggered:
     return SyncTriggered(trig.stamp, rfc3339(trig.at), baselines)
 
 
+def trigger_other(run: Run, subject: str) -> SyncTriggered:
+    """Annotate a further ExternalSecret of the path (``ns/name``): no provider baselines,
+    the chain's own trigger notes them."""
+    ns, name = subject.split("/", 1)
+    trig = sync.trigger(run.adapters.kube, ns, name, run.run_id)
+    return SyncTriggered(trig.stamp, rfc3339(trig.at), {})
+
+
+def external_secret_of(run: Run, subject: str) -> list[ObjectRef]:
+    """The ExternalSecret a sync step on ``subject`` acts on ("": the chain's own)."""
+    if not subject:
+        return objects.external_secret(run)
+    ns, _, name = subject.partition("/")
+    return [ObjectRef("ExternalSecret", ns, name)] if name else []
+
+
 class SyncTrigger(StepKind[SyncTriggered]):
     name: ClassVar[str] = "sync.trigger"
     stage: ClassVar[int] = 2
@@ -51,20 +67,25 @@ class SyncTrigger(StepKind[SyncTriggered]):
     result: ClassVar[type[StepData]] = SyncTriggered
     undo: ClassVar[tuple[type[StepKind[Any]], ...]] = ITSELF
     event_reason: ClassVar[str | None] = "SyncRequested"
+    syncs_external_secret: ClassVar[bool] = True
 
     @classmethod
     def objects(cls, run: Run, subject: str) -> list[ObjectRef]:
-        return objects.external_secret(run)
+        return external_secret_of(run, subject)
 
     @classmethod
     def plan(cls, inp: PlanInput) -> Iterable[Draft]:
         yield Draft(inp.credential.external_secret.short, "annotate force-sync=<run id + stamp>")
+        for short in inp.observed.external_secrets:  # further ExternalSecrets of the path
+            yield Draft(short, "annotate force-sync=<run id + stamp> (another ExternalSecret "
+                        "of the path)", short)
 
     def observe(self, run: Run, io: StepIO) -> Outcome[SyncTriggered] | None:
         return None  # a fresh trigger every attempt: the wait needs one ESO has not answered
 
     def act(self, run: Run, io: StepIO) -> Outcome[SyncTriggered]:
-        triggered = trigger(run)
+        subject = io.step.subject
+        triggered = trigger_other(run, subject) if subject else trigger(run)
         return Outcome(triggered, f"force-sync={triggered.stamp}")
 
     def prove(self, run: Run, io: StepIO,

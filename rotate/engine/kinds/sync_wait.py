@@ -24,9 +24,15 @@ from rotate.engine.kinds.base import (
     StepKind,
     Told,
 )
-from rotate.engine.kinds.sync_trigger import SyncTrigger, SyncTriggered, trigger
+from rotate.engine.kinds.sync_trigger import (
+    SyncTrigger,
+    SyncTriggered,
+    external_secret_of,
+    trigger,
+)
 from rotate.engine.model import Phase
 from rotate.stages import sync
+from rotate.stages.secret_readers import maps_path
 
 
 @dataclass(frozen=True)
@@ -53,14 +59,38 @@ class SyncWaitRestored(StepKind[SyncProven]):
     tells: ClassVar[Mapping[str, tuple[Told, ...]]] = {"done": (Told.SECRET_SYNCED,)}
     legacy_rollback_form: ClassVar[bool] = True
 
+    syncs_external_secret: ClassVar[bool] = True
+
     @classmethod
     def objects(cls, run: Run, subject: str) -> list[ObjectRef]:
+        if subject:  # a further ExternalSecret: its Warning goes there
+            return external_secret_of(run, subject)
         return objects.target_secret(run)  # proves only: a Warning there when it fails
 
     @classmethod
     def plan(cls, inp: PlanInput) -> Iterable[Draft]:
         if inp.restore is not None:
             yield Draft(str(inp.credential.secret), "until the Secret holds the restored value")
+            yield from cls._others(inp, "until its Secret holds the restored value")
+
+    @staticmethod
+    def _others(inp: PlanInput, words: str) -> Iterable[Draft]:
+        for short in inp.observed.external_secrets:
+            yield Draft(short, f"{words} (another ExternalSecret of the path)", short)
+
+    @staticmethod
+    def _target(run: Run, subject: str) -> tuple[tuple[str, str], tuple[str, str, str]]:
+        """The ExternalSecret a step on ``subject`` proves, and its target Secret's key."""
+        if not subject:
+            es, sec = run.credential.external_secret, run.credential.secret
+            return (es.namespace, es.name), (sec.namespace, sec.name, sec.key)
+        ns, name = subject.split("/", 1)
+        mapped = maps_path(run.adapters.kube.get("ExternalSecret", ns, name),
+                           run.credential.backend.path, run.credential.backend.key)
+        if mapped is None:
+            raise StepFailed(f"ExternalSecret {subject} no longer maps "
+                             f"{run.credential.backend.path}#{run.credential.backend.key}")
+        return (ns, name), (ns, mapped[0], mapped[1])
 
     def observe(self, run: Run, io: StepIO) -> Outcome[SyncProven] | None:
         return None
@@ -69,12 +99,11 @@ class SyncWaitRestored(StepKind[SyncProven]):
         return Outcome(SyncProven(""), "")  # nothing to change: sync.trigger asked
 
     def prove(self, run: Run, io: StepIO, acted: Outcome[SyncProven]) -> Outcome[SyncProven]:
-        trig = run.result(SyncTrigger)
+        trig = run.result(SyncTrigger, io.step.subject)
         if trig is None:
             raise StepFailed("sync.wait runs after sync.trigger, which is not done")
-        es, sec = run.credential.external_secret, run.credential.secret
-        proof = sync.wait(run.adapters.kube, (es.namespace, es.name),
-                          (sec.namespace, sec.name, sec.key), ensure_value(run),
+        es, sec = self._target(run, io.step.subject)
+        proof = sync.wait(run.adapters.kube, es, sec, ensure_value(run),
                           parse_rfc3339(trig.trigger_time), deadline=run.deadline(),
                           cancel=run.cancel)
         return Outcome(SyncProven(proof.refresh_time),
@@ -93,6 +122,8 @@ class SyncWait(SyncWaitRestored):
     def plan(cls, inp: PlanInput) -> Iterable[Draft]:
         yield Draft(str(inp.credential.secret), "until Ready/SecretSynced, refreshTime ≥ "
                     "trigger and the Secret holds the new value")
+        yield from cls._others(inp, "until Ready/SecretSynced, refreshTime ≥ trigger and its "
+                               "Secret holds the new value")
 
 
 class SyncWaitRetire(StepKind[RetireSynced]):

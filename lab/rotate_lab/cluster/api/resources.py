@@ -88,6 +88,8 @@ KINDS: tuple[Kind, ...] = (
     Kind("CronJob", "batch", ("v1",), "cronjobs", "cronjob", True, ("cj",), _ALL, status=True,
          generation=True),
     Kind("Lease", "coordination.k8s.io", ("v1",), "leases", "lease", True),
+    Kind("PodDisruptionBudget", "policy", ("v1",), "poddisruptionbudgets",
+         "poddisruptionbudget", True, ("pdb",), status=True, generation=True),
     Kind("Role", "rbac.authorization.k8s.io", ("v1",), "roles", "role", True),
     Kind("ClusterRole", "rbac.authorization.k8s.io", ("v1",), "clusterroles", "clusterrole",
          False),

@@ -21,7 +21,8 @@ caller comparing it with its own trigger time must truncate that to the second),
 ``SecretSyncedError`` with a message free of values, records an ``UpdateFailed`` Warning
 event and keeps the old Secret.
 
-Lab faults: ``eso-stall`` freezes the controller (no write at all) and ``eso-error`` fails
+Lab faults: ``eso-stall`` freezes the controller (no write at all; ``eso-stall NS/NAME``
+that ExternalSecret only) and ``eso-error`` fails
 every sync with "lab fault: provider error"; both are re-checked every 0.5 s so clearing
 them takes effect at once.  ``ctx.profile.eso_latency`` delays every sync it decides on.
 """
@@ -169,7 +170,7 @@ class ExternalSecretController(Controller):
     def reconcile(self, key: Key) -> float | None:
         _, ns, name = key
         faults = self.ctx.faults
-        if faults.active("eso-stall"):
+        if faults.active("eso-stall", f"{ns}/{name}"):
             return FAULT_RECHECK
         try:
             es = self.ctx.store.get("ExternalSecret", ns, name)

@@ -4,7 +4,8 @@
   configuration on *stdin* (:func:`~rotate_lab.cluster.node.containers.redis_config`): the
   container's flags become config lines, so a ``--requirepass`` never reaches
   ``/proc/<pid>/cmdline``.
-- ``shop-service`` runs the sample service module (:mod:`rotate_lab.shop.sample_service`).
+- ``shop-service`` runs the sample service module (:mod:`rotate_lab.shop.sample_service`);
+  its ``DRAGONFLY_PASSWORD_FILE`` is a container path, translated like ``PGDATA``.
 - ``postgres`` runs the official image's entrypoint
   (:mod:`rotate_lab.systems.postgres_entrypoint`) against Debian's binaries
   (:func:`rotate_lab.systems.postgres.bindir`).  ``PGDATA`` (default :data:`IMAGE_PGDATA`)
@@ -106,6 +107,10 @@ def launch_for(container: Obj, env: dict[str, str], *, pod_ip: str, pod_dir: Pat
             "POD_IP": pod_ip, "PORT": str(port), "LAB_HOSTS_FILE": str(lab_dir / "hosts"),
             "LAB_FAULTS_FILE": str(lab_dir / "faults.json"), "LAB_SERVICE_NAME": service_name,
         })
+        secret_file = full_env.get("DRAGONFLY_PASSWORD_FILE")  # a container path: the host's
+        if secret_file:
+            full_env["DRAGONFLY_PASSWORD_FILE"] = str(host_path(secret_file, mounts or {})
+                                                      or secret_file)
         return Launch([sys.executable, "-m", "rotate_lab.shop.sample_service"], full_env,
                       None, "sample-service")
     if "stakater/reloader" in lowered:
