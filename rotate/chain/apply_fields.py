@@ -24,11 +24,13 @@ from rotate.chain.model import (
     DEFAULT_SSLMODE,
     PROTOCOL_OF_METHOD,
     AdminAuth,
+    JobTemplate,
     ProviderApply,
     ProviderConnection,
     SecretKeyRef,
     ServicePortRef,
 )
+from rotate.core.durations import parse_duration
 from rotate.core.refs import ObjectRef
 
 Problem = tuple[list[str | int], str]
@@ -58,6 +60,9 @@ def provider_problems(credential: dict[str, Any]) -> Iterator[Problem]:
         method = entry.get("apply", "rollout")
         where: list[str | int] = ["providers", i]
         protocol = _protocol(entry)
+        if method == "job" or "job" in entry:
+            yield from _job_problems(entry, where, method)
+            continue
         if method == "rollout":
             for name in _LIVE_ONLY:
                 if name in entry:
@@ -100,6 +105,21 @@ def provider_problems(credential: dict[str, Any]) -> Iterator[Problem]:
                 yield ["providers", i], (
                     "strategy overlap with apply: postgres needs two alternating login roles "
                     "(users: [a, b]): a PostgreSQL role holds one password at a time")
+
+
+def _job_problems(entry: dict[str, Any], where: list[str | int],
+                  method: Any) -> Iterator[Problem]:
+    """``apply: job`` takes its container from ``job`` and nothing of a wire protocol: the
+    rotator reaches the provider itself, from inside the cluster."""
+    if method != "job":
+        yield [*where, "job"], "job is for apply: job (the custom rotator's container)"
+        return
+    if "job" not in entry:
+        yield where, "apply: job needs job (image, command: the custom rotator's container)"
+    for name in (*_CONNECTION_FIELDS, *_LIVE_ONLY, "user", "probe"):
+        if name in entry:
+            yield [*where, name], (f"{name} is not a field of apply: job (the rotator reaches "
+                                   "the provider itself)")
 
 
 def _admin_problems(entry: dict[str, Any], where: list[str | int]) -> Iterator[Problem]:
@@ -168,9 +188,20 @@ def build_applies(raw_providers: list[dict[str, Any]]) -> tuple[ProviderApply, .
             provider=ref, method=method, connection=connection, user=user,
             users=(users[0], users[1]) if users else None,
             username_key=p.get("usernameKey"),
-            admin=_admin(protocol, p, user) if method != "rollout" and protocol else None,
+            admin=_admin(protocol, p, user) if method != "rollout" and protocol else (
+                # the rotator Job authenticates itself: no candidate is refused
+                AdminAuth("") if method == "job" else None),
+            job=_job(p["job"]) if method == "job" else None,
         ))
     return tuple(out)
+
+
+def _job(raw: dict[str, Any]) -> JobTemplate:
+    return JobTemplate(
+        image=raw["image"], command=tuple(raw["command"]), args=tuple(raw.get("args", ())),
+        env=tuple((e["name"], e["value"]) for e in raw.get("env", ())),
+        service_account=raw.get("serviceAccountName"),
+        deadline=parse_duration(raw.get("deadline", JobTemplate.deadline)))
 
 
 def _connection(protocol: Any, p: dict[str, Any]) -> ProviderConnection:

@@ -131,8 +131,8 @@ class OverlapConfig:
 # --------------------------------------------------------------------------- provider apply
 
 #: How a provider takes a new value (docs/chain-file.md "Provider apply methods").
-ApplyMethod = Literal["rollout", "redis-acl", "postgres"]
-APPLY_METHODS: tuple[ApplyMethod, ...] = ("rollout", "redis-acl", "postgres")
+ApplyMethod = Literal["rollout", "redis-acl", "postgres", "job"]
+APPLY_METHODS: tuple[ApplyMethod, ...] = ("rollout", "redis-acl", "postgres", "job")
 #: The wire protocol a provider is proven with (provider.verify): live methods imply theirs,
 #: a rollout provider names it with ``probe``.
 WireProtocol = Literal["redis", "postgres"]
@@ -182,6 +182,20 @@ class AdminAuth:
 
 
 @dataclass(frozen=True)
+class JobTemplate:
+    """``apply: job``: the custom rotator's container (docs/providers.md "apply: job").  It
+    carries no value: rotate mounts the old and new values from a Secret it creates per run
+    and phase; ``env`` holds plain name/value pairs only (the schema refuses ``valueFrom``)."""
+
+    image: str
+    command: tuple[str, ...]
+    args: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+    service_account: str | None = None
+    deadline: float = 120.0  # the Job's activeDeadlineSeconds, per phase
+
+
+@dataclass(frozen=True)
 class ProviderApply:
     """How one provider workload takes a new value, and how it is proven.
 
@@ -200,6 +214,7 @@ class ProviderApply:
     users: tuple[str, str] | None = None
     username_key: str | None = None
     admin: AdminAuth | None = None
+    job: JobTemplate | None = None  # apply: job
 
     @property
     def live(self) -> bool:

@@ -18,6 +18,7 @@ from typing import Any
 
 from rotate.chain.model import PROTOCOL_OF_METHOD, ProviderApply
 from rotate.core.errors import PermanentError
+from rotate.providers.job import JobMethod
 from rotate.providers.method import ProviderMethod
 from rotate.providers.postgres_roles import PostgresRolesMethod
 from rotate.providers.redis_acl import RedisAclMethod
@@ -27,6 +28,7 @@ MethodFactory = Callable[[], ProviderMethod[Any]]
 _FACTORIES: dict[str, MethodFactory] = {
     "redis-acl": RedisAclMethod,
     "postgres": PostgresRolesMethod,
+    "job": JobMethod,
 }
 _MADE: dict[str, ProviderMethod[Any]] = {}
 
