@@ -182,3 +182,32 @@ def test_job_names_are_stable_per_run_and_phase_and_fit_a_label() -> None:
     assert a == job_name("x" * 50, "run-1", "undo-finish") and len(a) <= 63
     assert job_name("c", "run-1", "set") != job_name("c", "run-2", "set")
     assert redact(f"a {OLD} b", Secret(OLD)) == "a (redacted) b"
+
+
+def test_an_init_only_provider_with_a_plain_rollout_is_refused_with_the_fix(
+        tmp_path: Path) -> None:
+    world = World(make_chain(tmp_path))  # dragonfly: apply: rollout (the default)
+    world.setup(OLD)
+    world.kube.raw("Deployment", "dragonfly", "dragonfly")["metadata"]["annotations"][
+        "rotate.dev/init-only"] = "true"
+    try:
+        with pytest.raises(PreflightFailed) as failed:
+            run(world, tmp_path)
+        message = str(failed.value)
+        assert failed.value.exit_code == 3
+        assert "init-only" in message and "a rollout would change nothing" in message
+        assert "apply: job" in message
+        assert world.vault.current("infra/dragonfly", "password") == OLD
+    finally:
+        world.kube.close()
+
+
+def test_an_init_only_provider_changed_by_a_job_passes_preflight(tmp_path: Path) -> None:
+    world = _world(tmp_path)
+    world.kube.raw("Deployment", "dragonfly", "dragonfly")["metadata"]["annotations"][
+        "rotate.dev/init-only"] = "true"
+    try:
+        report = run(world, tmp_path)
+        assert report.exit_code == 0, report.message
+    finally:
+        world.kube.close()

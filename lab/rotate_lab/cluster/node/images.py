@@ -12,6 +12,9 @@
   translated through the container's volume mounts to host directories
   (:func:`host_path`); with no volume at ``PGDATA`` the data lives in the pod directory, as
   in a container's own filesystem.
+- ``bugsink/bugsink`` runs the real Bugsink server from its own venv, and
+  ``rotate-lab/bugsink-rotator`` the custom rotator of ``apply: job``
+  (:mod:`rotate_lab.systems.bugsink`; ``rotate lab up --with bugsink``).
 - ``stakater/reloader`` runs ``sleep`` (a stand-in: the lab's Reloader runs in the cluster
   process).
 
@@ -31,7 +34,7 @@ from rotate_lab.cluster.node.containers import (
     first_port,
     redis_config,
 )
-from rotate_lab.systems import postgres
+from rotate_lab.systems import bugsink, postgres
 
 Obj = dict[str, Any]
 
@@ -108,9 +111,16 @@ def launch_for(container: Obj, env: dict[str, str], *, pod_ip: str, pod_dir: Pat
         })
         return Launch([sys.executable, "-m", "rotate_lab.shop.sample_service"], full_env,
                       None, "sample-service")
+    if "bugsink-rotator" in lowered:
+        return bugsink.rotator_launch(env, lab_dir=lab_dir, mounts=mounts or {},
+                                      base_env=base_env)
+    if "bugsink/bugsink" in lowered:
+        return bugsink.server_launch(container, env, pod_ip=pod_ip, pod_dir=pod_dir,
+                                     mounts=mounts or {}, base_env=base_env)
     if "stakater/reloader" in lowered:
         # Reloader's reconcile loop runs in the cluster process; its pod is a stand-in.
         return Launch(["sleep", "infinity"], full_env, None, "reloader-standin",
                       ["the lab's Reloader runs in the cluster process; this pod stands in"])
     raise UnknownImage(f'lab: no local program for image "{image}" (known: images '
-                       'containing "dragonfly" or "redis", "postgres" and "shop-service")')
+                       'containing "dragonfly" or "redis", "postgres", "shop-service", '
+                       '"bugsink/bugsink" and "bugsink-rotator")')
