@@ -211,3 +211,21 @@ def test_an_init_only_provider_changed_by_a_job_passes_preflight(tmp_path: Path)
         assert report.exit_code == 0, report.message
     finally:
         world.kube.close()
+
+
+def test_a_job_an_earlier_attempt_left_running_is_waited_for_not_created_again(
+        world: JobWorld, tmp_path: Path) -> None:
+    world.jobs.faults["set"] = "pending"  # the Job runs past the step's deadline (5 s)
+    report = run(world, tmp_path)
+    assert report.exit_code == 12
+    assert "did not end within 30s" in report.message
+    name = job_name("dragonfly", report.run_id, "set")
+    assert world.kube.get("Job", "dragonfly", name)  # left running, not deleted
+    # it ends meanwhile, having done its work
+    world.jobs.app.password = _new(world)
+    FakeJobs._status(world.kube, "dragonfly", name, "Complete", "CompletionsReached")
+    world.jobs.faults.clear()
+    again = resume(world, tmp_path, report.run_id)
+    assert again.exit_code == 0, again.message
+    assert world.jobs.runs == ["set", "test", "finish"]  # set was observed, not re-run
+    assert _leftover_values(world) == []

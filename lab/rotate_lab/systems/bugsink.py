@@ -79,7 +79,8 @@ def rotator_launch(env: dict[str, str], *, lab_dir: Path, mounts: dict[str, Path
                    base_env: dict[str, str]) -> Launch:
     values = _host(env.get("ROTATE_VALUES_DIR", "/var/run/rotate"), mounts)
     full = {**base_env, **env, "ROTATE_VALUES_DIR": str(values or ""),
-            "LAB_HOSTS_FILE": str(lab_dir / "hosts")}
+            "LAB_HOSTS_FILE": str(lab_dir / "hosts"),
+            "LAB_FAULTS_FILE": str(lab_dir / "faults.json")}
     return Launch([sys.executable, "-m", "rotate_lab.systems.bugsink_rotator"], full, None,
                   "bugsink-rotator")
 

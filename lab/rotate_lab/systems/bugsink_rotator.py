@@ -13,6 +13,10 @@ resolved through the lab's hosts file), as user ``BUGSINK_ADMIN``:
   refused.
 
 Exit 0 on success, 1 with the reason on the last line otherwise.  It never prints a value.
+
+Lab faults (``rotate lab fault``, target: a phase name, or none for every phase):
+``rotator-fail`` exits 1 before touching Bugsink; ``rotator-hang`` never ends (the Job's
+deadline stops it).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
+from rotate_lab.faults import Faults
 from rotate_lab.systems import bugsink_web as web
 
 #: how long the rotator waits for Bugsink to answer at all
@@ -88,6 +93,14 @@ def main() -> int:
     url = _resolve(os.environ.get("BUGSINK_URL", "http://bugsink.bugsink.svc:8000"))
     user = os.environ.get("BUGSINK_ADMIN", "admin@shop.example")
     print(f"bugsink-rotator: phase {phase} for {user} at {url}", flush=True)
+    faults = Faults(Path(os.environ.get("LAB_FAULTS_FILE", "/nonexistent")))
+    if faults.active("rotator-hang", phase):
+        print("bugsink-rotator: lab fault rotator-hang: waiting forever", flush=True)
+        while True:
+            time.sleep(3600)
+    if faults.active("rotator-fail", phase):
+        print(f"bugsink-rotator: {phase} failed: lab fault rotator-fail", flush=True)
+        return 1
     try:
         old = (values / "old").read_text().strip()
         new = (values / "new").read_text().strip()
