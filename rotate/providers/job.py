@@ -184,7 +184,8 @@ class JobRunner:
     def _wait(self, name: str, phase: str, old: Secret, new: Secret) -> None:
         where = f"{phase} job {self.namespace}/{name}"
         limit = Deadline.after(self.template.deadline + _STATUS_GRACE)
-        if self.cluster.deadline is not None and self.cluster.deadline.at < limit.at:
+        by_step = self.cluster.deadline is not None and self.cluster.deadline.at < limit.at
+        if by_step and self.cluster.deadline is not None:
             limit = self.cluster.deadline
 
         def ended() -> dict[str, Any] | None:
@@ -199,9 +200,12 @@ class JobRunner:
         try:
             job = wait_for(ended, deadline=limit, what=f"{where} to end")
         except WaitTimeout:
-            raise PermanentError(SYSTEM, where, "did not end within "
-                                 f"{_span(self.template.deadline)} (its deadline)"
-                                 f"{self._tail(name, old, new)}") from None
+            why = ("did not end before the step's deadline (its own is "
+                   f"{_span(self.template.deadline)}); it may still run: resume waits for it"
+                   if by_step else
+                   f"did not end within {_span(self.template.deadline)} (its deadline)")
+            raise PermanentError(SYSTEM, where,
+                                 f"{why}{self._tail(name, old, new)}") from None
         failed = _condition(job, "Failed")
         if failed is None:
             return

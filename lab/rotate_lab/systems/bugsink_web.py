@@ -70,7 +70,7 @@ def create_team(client: httpx.Client, name: str) -> None:
 
 def team_names(client: httpx.Client) -> str:
     """The team list page's text (a team created earlier is named in it)."""
-    page = client.get("/teams/")
+    page = client.get("/teams/", follow_redirects=True)
     if page.status_code != 200:
         raise BugsinkError(f"teams: HTTP {page.status_code}")
     return page.text
