@@ -154,10 +154,11 @@ def fault(
     kind: Annotated[str | None, typer.Argument(
         metavar="KIND", show_default=False,
         help="eso-stall, eso-error, bao-down, config-center-5xx, crashloop, readyz-fail, "
-             "provider-crashloop.")] = None,
+             "provider-crashloop, rotator-fail, rotator-hang.")] = None,
     target: Annotated[str | None, typer.Argument(
         metavar="[TARGET]", show_default=False,
-        help="The service, for crashloop and readyz-fail.")] = None,
+        help="The service, for crashloop and readyz-fail; the phase (optional) for "
+             "rotator-fail and rotator-hang.")] = None,
     clear: Annotated[bool, typer.Option("--clear", help="Switch KIND (or every fault) "
                                         "off.")] = False,
     dir: LabDir = DEFAULT_DIR,
