@@ -4,8 +4,9 @@ and by rollback, with names that say so."""
 
 from __future__ import annotations
 
-from bench.fault_job import FAULTS, JOB, job_specs
 from rotate_lab.faults import FAULT_KINDS
+
+from bench.fault_job import FAULTS, JOB, job_specs
 
 
 def test_every_job_case_is_recovered_both_ways_under_a_distinct_name() -> None:
