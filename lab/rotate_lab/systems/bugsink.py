@@ -1,5 +1,6 @@
 """Bugsink in the lab (``rotate lab up --with bugsink``): an init-only app, its credential
-in OpenBao, and the two "images" the lab's kubelet plays for it.
+in OpenBao, and the two "images" the lab's kubelet plays for it
+(:mod:`rotate_lab.cluster.node.bugsink_images`).
 
 - ``bugsink/bugsink`` → :mod:`.bugsink_server` run *as a file* by the interpreter of
   Bugsink's own venv (:func:`python`): Bugsink pins ``python-dateutil==2.9.*`` while
@@ -18,9 +19,6 @@ import os
 import shutil
 import sys
 from pathlib import Path
-from typing import Any
-
-from rotate_lab.cluster.node.containers import Launch, UnknownImage, first_port
 
 NAMESPACE = "bugsink"
 BAO_PATH = "infra/bugsink"
@@ -52,37 +50,6 @@ def python() -> Path:
     raise NoBugsink(f"Bugsink is not installed: run `make bugsink` (it makes {VENV_NAME} with "
                     f"`pip install bugsink`), or set {PYTHON_ENV} to the python of a venv "
                     "that has it")
-
-
-def _host(container_path: str, mounts: dict[str, Path]) -> Path | None:
-    from rotate_lab.cluster.node.images import host_path
-
-    return host_path(container_path, mounts)
-
-
-def server_launch(container: dict[str, Any], env: dict[str, str], *, pod_ip: str,
-                  pod_dir: Path, mounts: dict[str, Path], base_env: dict[str, str]) -> Launch:
-    try:
-        interpreter = python()
-    except NoBugsink as exc:
-        raise UnknownImage(str(exc)) from None
-    data = _host(DATA_PATH, mounts) or pod_dir / "rootfs" / "data"
-    password_file = _host(env.get("CREATE_SUPERUSER_PASSWORD_FILE", ""), mounts)
-    full = {**base_env, **env, "BUGSINK_DATA": str(data), "POD_IP": pod_ip,
-            "PORT": str(first_port(container) or 8000),
-            "CREATE_SUPERUSER_PASSWORD_FILE": str(password_file or "")}
-    script = Path(__file__).with_name("bugsink_server.py")
-    return Launch([str(interpreter), str(script)], full, None, "bugsink")
-
-
-def rotator_launch(env: dict[str, str], *, lab_dir: Path, mounts: dict[str, Path],
-                   base_env: dict[str, str]) -> Launch:
-    values = _host(env.get("ROTATE_VALUES_DIR", "/var/run/rotate"), mounts)
-    full = {**base_env, **env, "ROTATE_VALUES_DIR": str(values or ""),
-            "LAB_HOSTS_FILE": str(lab_dir / "hosts"),
-            "LAB_FAULTS_FILE": str(lab_dir / "faults.json")}
-    return Launch([sys.executable, "-m", "rotate_lab.systems.bugsink_rotator"], full, None,
-                  "bugsink-rotator")
 
 
 def seed_bao(addr: str, token: str, password: str) -> str:

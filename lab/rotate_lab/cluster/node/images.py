@@ -27,14 +27,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from rotate_lab.cluster.node import bugsink_images
 from rotate_lab.cluster.node.containers import (
     Launch,
     UnknownImage,
     expand,
     first_port,
+    host_path,
     redis_config,
 )
-from rotate_lab.systems import bugsink, postgres
+from rotate_lab.systems import postgres
 
 Obj = dict[str, Any]
 
@@ -46,15 +48,6 @@ IMAGE_INITDB_DIR = "/docker-entrypoint-initdb.d"
 def is_postgres_image(image: str) -> bool:
     name = image.lower().rsplit("/", 1)[-1]
     return name.split(":", 1)[0].split("@", 1)[0] == "postgres"
-
-
-def host_path(container_path: str, mounts: dict[str, Path]) -> Path | None:
-    """The host path of ``container_path`` through the container's volume mounts."""
-    for mount_path, host in sorted(mounts.items(), key=lambda kv: -len(kv[0])):
-        mount_path = mount_path.rstrip("/") or "/"
-        if container_path == mount_path or container_path.startswith(mount_path + "/"):
-            return host / container_path[len(mount_path):].lstrip("/")
-    return None
 
 
 def postgres_launch(container: Obj, env: dict[str, str], *, pod_ip: str, pod_dir: Path,
@@ -112,10 +105,10 @@ def launch_for(container: Obj, env: dict[str, str], *, pod_ip: str, pod_dir: Pat
         return Launch([sys.executable, "-m", "rotate_lab.shop.sample_service"], full_env,
                       None, "sample-service")
     if "bugsink-rotator" in lowered:
-        return bugsink.rotator_launch(env, lab_dir=lab_dir, mounts=mounts or {},
+        return bugsink_images.rotator_launch(env, lab_dir=lab_dir, mounts=mounts or {},
                                       base_env=base_env)
     if "bugsink/bugsink" in lowered:
-        return bugsink.server_launch(container, env, pod_ip=pod_ip, pod_dir=pod_dir,
+        return bugsink_images.server_launch(container, env, pod_ip=pod_ip, pod_dir=pod_dir,
                                      mounts=mounts or {}, base_env=base_env)
     if "stakater/reloader" in lowered:
         # Reloader's reconcile loop runs in the cluster process; its pod is a stand-in.
