@@ -45,7 +45,8 @@ bytecode: install
 demo: install bytecode
 	@bash examples/demo.sh "$(LAB_DIR)"
 
-test: install bytecode
+# bugsink: tests/e2e/test_bugsink.py runs the real Bugsink from its own venv
+test: install bytecode bugsink
 	$(BIN)/ruff check rotate lab tests bench
 	$(BIN)/mypy
 	$(BIN)/lint-imports --no-logo
