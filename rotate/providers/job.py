@@ -94,6 +94,10 @@ class JobDeleted(PermanentError):
     """The phase's Job disappeared while rotate waited for it."""
 
 
+class JobFailed(PermanentError):
+    """The phase's Job ended Failed (the rotator exited non-zero, or its deadline passed)."""
+
+
 @dataclass(frozen=True)
 class JobRunner:
     """The ``admin session`` of ``apply: job``: runs the phases' Jobs in the provider's
@@ -138,10 +142,19 @@ class JobRunner:
         if job is not None and _condition(job, "Failed"):
             self.kube.delete("Job", self.namespace, name)  # an earlier attempt's: run again
             job = None
+        inherited = job is not None  # still running: an earlier attempt's (rotate killed)
         if job is None:
             self._create(name, phase, target, old, new)
         try:
-            self._wait(name, phase, old, new)
+            try:
+                self._wait(name, phase, old, new)
+            except JobFailed:
+                if not inherited:
+                    raise
+                # the earlier attempt's Job failed while this one waited: run it once more
+                self.kube.delete("Job", self.namespace, name)
+                self._create(name, phase, target, old, new)
+                self._wait(name, phase, old, new)
         finally:
             self._forget_values(name)
         return Change(True, f"job {self.namespace}/{name} ({phase}) succeeded")
@@ -211,7 +224,7 @@ class JobRunner:
             return
         why = ("exceeded its deadline of " + _span(self.template.deadline)
                if failed.get("reason") == "DeadlineExceeded" else "the rotator exited non-zero")
-        raise PermanentError(SYSTEM, where, f"{why}{self._tail(name, old, new)}")
+        raise JobFailed(SYSTEM, where, f"{why}{self._tail(name, old, new)}")
 
     def _tail(self, name: str, old: Secret, new: Secret) -> str:
         """The log tail of the Job's newest pod, values redacted; empty when none is left."""

@@ -229,3 +229,26 @@ def test_a_job_an_earlier_attempt_left_running_is_waited_for_not_created_again(
     assert again.exit_code == 0, again.message
     assert world.jobs.runs == ["set", "test", "finish"]  # set was observed, not re-run
     assert _leftover_values(world) == []
+
+
+def test_an_earlier_attempts_job_that_fails_while_resume_waits_is_run_once_more(
+        world: JobWorld, tmp_path: Path) -> None:
+    world.jobs.faults["set"] = "pending"  # a hung rotator: rotate gives up at its deadline
+    report = run(world, tmp_path)
+    assert report.exit_code == 12
+    name = job_name("dragonfly", report.run_id, "set")
+    world.jobs.faults.clear()
+    original = world.kube.get
+
+    def failing_once(kind: str, namespace: str | None, obj: str) -> dict[str, object]:
+        """The hung Job reaches its deadline while the resume waits for it."""
+        if (kind, obj) == ("Job", name) and not world.kube.raw(kind, "dragonfly", obj).get(
+                "status"):
+            FakeJobs._status(world.kube, "dragonfly", name, "Failed", "DeadlineExceeded")
+        return original(kind, namespace, obj)
+
+    world.kube.get = failing_once  # type: ignore[method-assign]
+    again = resume(world, tmp_path, report.run_id)
+    assert again.exit_code == 0, again.message
+    assert world.jobs.runs == ["set", "set", "test", "finish"]  # set ran once more
+    assert world.jobs.app.password == _new(world)
