@@ -17,7 +17,7 @@ from rotate.chain.model import Generate, ProviderApply, ProviderConnection, Secr
 from rotate.clients.seams import AuthProbe, Endpoint, Kube, ProviderConnector
 from rotate.core.errors import ForbiddenError, NotFoundError, PermanentError, RejectedError
 from rotate.core.secret import Secret
-from rotate.core.waiting import Deadline
+from rotate.core.waiting import CancelToken, Deadline
 from rotate.providers.method import Accounts, InCluster, Link, ProviderMethod, Target
 from rotate.providers.registry import method_for
 
@@ -122,7 +122,7 @@ class Reach:
 
 def reach(connector: ProviderConnector, kube: Kube, applied: ProviderApply,
           environ: Mapping[str, str], *, run_id: str = "", credential: str = "",
-          deadline: Deadline | None = None) -> Reach:
+          deadline: Deadline | None = None, cancel: CancelToken | None = None) -> Reach:
     """The attempt's :class:`Reach`; PermanentError for a provider without a protocol.  A
     live method without a wire protocol (``apply: job``) acts from inside the cluster: its
     link has :class:`InCluster` (the run id names the objects it makes) instead of an
@@ -130,7 +130,7 @@ def reach(connector: ProviderConnector, kube: Kube, applied: ProviderApply,
     method = method_for(applied)
     if applied.connection is None:
         link = Link(None, None, connector,
-                    InCluster(kube, run_id, credential, deadline, applied))
+                    InCluster(kube, run_id, credential, deadline, applied, cancel))
     else:
         link = Link(resolve_endpoint(kube, applied.connection, environ), applied.connection,
                     connector)

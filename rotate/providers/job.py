@@ -211,7 +211,8 @@ class JobRunner:
             return None
 
         try:
-            job = wait_for(ended, deadline=limit, what=f"{where} to end")
+            job = wait_for(ended, deadline=limit, what=f"{where} to end",
+                           cancel=self.cluster.cancel)
         except WaitTimeout:
             why = ("did not end before the step's deadline (its own is "
                    f"{_span(self.template.deadline)}); it may still run: resume waits for it"

@@ -33,7 +33,7 @@ from rotate.chain.model import Generate, ProviderApply, ProviderConnection
 from rotate.clients.seams import AuthProbe, Endpoint, Kube, ProviderConnector
 from rotate.core.errors import PermanentError
 from rotate.core.secret import ALPHABETS, Secret
-from rotate.core.waiting import Deadline
+from rotate.core.waiting import CancelToken, Deadline
 
 
 @dataclass(frozen=True)
@@ -90,6 +90,7 @@ class InCluster:
     credential: str
     deadline: Deadline | None = None
     applied: ProviderApply | None = None  # the provider acted on
+    cancel: CancelToken | None = None  # SIGINT/SIGTERM end a wait (exit 130)
 
 
 @dataclass(frozen=True)

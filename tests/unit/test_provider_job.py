@@ -19,6 +19,7 @@ from rotate.clients.seams import ReadyzTarget
 from rotate.core.errors import PreflightFailed
 from rotate.core.refs import ObjectRef
 from rotate.core.secret import Secret
+from rotate.core.waiting import CancelToken
 from rotate.providers.job import VALUES_DIR, job_name, redact
 from tests.fakes import CONSUMERS, World, assert_no_secret, make_chain
 from tests.fakes.jobs import FakeApp, FakeJobs
@@ -252,3 +253,25 @@ def test_an_earlier_attempts_job_that_fails_while_resume_waits_is_run_once_more(
     assert again.exit_code == 0, again.message
     assert world.jobs.runs == ["set", "set", "test", "finish"]  # set ran once more
     assert world.jobs.app.password == _new(world)
+
+
+def test_sigterm_while_a_job_runs_ends_the_wait_and_resume_observes_the_job(
+        world: JobWorld, tmp_path: Path) -> None:
+    cancel = CancelToken()
+    world.jobs.faults["set"] = "pending"
+
+    def cancel_when_the_set_job_runs(kube: object, kind: str, ns: str, name: str) -> None:
+        if kind == "Job" and name.endswith("-set"):
+            cancel.cancel("SIGTERM")
+
+    world.kube.controllers.append(cancel_when_the_set_job_runs)
+    report = run(world, tmp_path, cancel=cancel)
+    assert report.exit_code == 130, report.message
+    world.kube.controllers.remove(cancel_when_the_set_job_runs)
+    name = job_name("dragonfly", report.run_id, "set")
+    world.jobs.app.password = _new(world)  # the Job went on and did its work
+    FakeJobs._status(world.kube, "dragonfly", name, "Complete", "CompletionsReached")
+    world.jobs.faults.clear()
+    again = resume(world, tmp_path, report.run_id)
+    assert again.exit_code == 0, again.message
+    assert world.jobs.runs == ["set", "test", "finish"]
