@@ -154,6 +154,14 @@ def _provider_connections(credential: Credential) -> list[Permission]:
     perms: list[Permission] = []
     for ref in credential.providers:
         applied = credential.apply_of(ref)
+        if applied.job is not None:  # apply: job: the phases' Jobs and values Secrets
+            ns = ref.namespace
+            perms += [Permission(v, kind, ns) for kind in ("Job", "Secret")
+                      for v in ("create", "get", "delete")]
+            perms += [Permission("list", "Pod", ns), Permission("get", "Pod", ns, "log")]
+            if applied.job.service_account:
+                perms.append(Permission("get", "ServiceAccount", ns,
+                                        name=applied.job.service_account))
         if applied.connection is None:
             continue
         svc = applied.connection.service

@@ -18,6 +18,9 @@ from rotate_lab.faults import FAULT_KINDS, Faults
 from rotate_lab.host import processes
 
 TARGETED_FAULTS = ("crashloop", "readyz-fail")
+#: faults whose target, a rotator phase (set, test, finish, undo-set, …), is optional: every
+#: phase without one
+PHASE_FAULTS = ("rotator-fail", "rotator-hang")
 
 
 def fault(dir: str | Path, kind: str | None, target: str | None = None,
@@ -35,7 +38,7 @@ def fault(dir: str | Path, kind: str | None, target: str | None = None,
         raise UsageError("name a fault (or --clear)")
     if not clear and kind in TARGETED_FAULTS and not target:
         raise UsageError(f"fault {kind} needs a target: the Deployment (e.g. cart)")
-    if kind is not None and kind not in TARGETED_FAULTS and target:
+    if kind is not None and kind not in (*TARGETED_FAULTS, *PHASE_FAULTS) and target:
         raise UsageError(f"fault {kind} takes no target")
     live, _ = running(d)
     if not live:
@@ -46,7 +49,7 @@ def fault(dir: str | Path, kind: str | None, target: str | None = None,
     if clear:
         kinds = [kind] if kind is not None else list(faults)
         for k in kinds:
-            if k in TARGETED_FAULTS and target:
+            if k in (*TARGETED_FAULTS, *PHASE_FAULTS) and target:
                 rest = [t for t in faults.get(k) or [] if t != target]
                 faults[k] = rest
             else:
@@ -57,7 +60,7 @@ def fault(dir: str | Path, kind: str | None, target: str | None = None,
             _signal_bao(d, signal.SIGCONT)
     else:
         assert kind is not None
-        if kind in TARGETED_FAULTS:
+        if kind in TARGETED_FAULTS or (kind in PHASE_FAULTS and target):
             assert target is not None
             faults[kind] = sorted({*(faults.get(kind) or []), target})
         else:
