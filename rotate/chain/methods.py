@@ -38,6 +38,7 @@ class KubeAccess:
     kind: str
     namespace: str | None
     name: str | None = None
+    subresource: str | None = None  # "log" of Pod: pods/log
 
 
 @dataclass(frozen=True)
@@ -256,7 +257,7 @@ def _register_builtins() -> None:
         factory="rotate.providers.job:JobMethod",
         fields={"job": JOB_FIELD},
         one_value="the rotator Job sets one value",
-        problems=_job_problems))
+        problems=_job_problems, access=_job_access))
 
 
 #: ``apply: job``: the custom rotator's container, run once per phase (set, test, finish) with
@@ -283,6 +284,18 @@ JOB_FIELD: Mapping[str, Any] = {
                       "working until finish: overlap is allowed (and the default)"},
     },
 }
+
+
+def _job_access(applied: Any) -> list[KubeAccess | VaultAccess]:
+    """The phases' Jobs and values Secrets, the rotator pod's log, its ServiceAccount."""
+    ns, job = applied.provider.namespace, applied.job
+    out: list[KubeAccess | VaultAccess] = [
+        KubeAccess(v, kind, ns) for kind in ("Job", "Secret") for v in ("create", "get",
+                                                                      "delete")]
+    out += [KubeAccess("list", "Pod", ns), KubeAccess("get", "Pod", ns, subresource="log")]
+    if job is not None and job.service_account:
+        out.append(KubeAccess("get", "ServiceAccount", ns, name=job.service_account))
+    return out
 
 
 def _job_problems(entry: Mapping[str, Any]) -> Iterator[Problem]:

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from rotate.chain.loader import load_chain
-from rotate.chain.model import AdminAuth, Chain, JobTemplate
+from rotate.chain.methods import MethodSpec, spec_of
+from rotate.chain.model import AdminAuth, Chain, JobTemplate, default_strategy
 from rotate.core.errors import EXIT_USAGE, ChainFileError
 from rotate.core.refs import ObjectRef
 
@@ -93,3 +94,36 @@ def test_an_env_entry_reading_a_secret_is_refused(tmp_path: Path) -> None:
               valueFrom: {secretKeyRef: {name: bugsink-admin-secret, key: password}}
 """)
     assert "/job/env/0" in text
+
+
+def test_a_job_holds_one_value_so_restart_is_its_default_and_overlap_refused(
+        tmp_path: Path) -> None:
+    cred = load(tmp_path, """\
+        apply: job
+        job: {image: r:1, command: [r]}
+""").credential("bugsink-admin")
+    strategy, why = default_strategy(cred)
+    assert strategy == "restart" and "one value" in why
+    assert "apply: job: the method holds one value" in problems(tmp_path, """\
+        apply: job
+        job: {image: r:1, command: [r]}
+    strategy: overlap
+""")
+
+
+def test_a_rotator_declaring_two_values_defaults_to_overlap(tmp_path: Path) -> None:
+    cred = load(tmp_path, """\
+        apply: job
+        job: {image: r:1, command: [r], twoValues: true}
+""").credential("bugsink-admin")
+    assert cred.apply_of(ObjectRef("Deployment", "bugsink", "bugsink")).job.two_values
+    assert default_strategy(cred)[0] == "overlap"
+
+
+def test_a_method_that_connects_must_declare_its_protocol_and_one_that_does_not_none() -> None:
+    with pytest.raises(ValueError, match="needs protocol, default_port, default_admin_user"):
+        MethodSpec("m", factory="x:y")
+    with pytest.raises(ValueError, match="takes no protocol"):
+        MethodSpec("m", factory="x:y", connects=False, protocol="redis")
+    assert spec_of("job").connects is False and spec_of("job").protocol is None
+    assert "job" in spec_of("job").fields  # its template is the spec's schema fragment
