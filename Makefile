@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 LAB_DIR ?= .rotate-lab
 export NO_COLOR ?=
 
-.PHONY: install bytecode demo test test-floors lint typecheck bench bench-rotation clean lab-down
+.PHONY: install bytecode demo test test-floors lint typecheck bench bench-rotation clean lab-down bugsink
 
 $(BIN)/rotate: pyproject.toml lab/pyproject.toml
 	@command -v redis-server >/dev/null 2>&1 || { \
@@ -44,6 +44,15 @@ $(VENV)/.provider-mariadb: $(BIN)/rotate $(MARIADB_PLUGIN)/pyproject.toml $(wild
 
 install: $(BIN)/rotate $(VENV)/.provider-mariadb
 
+# Bugsink for `rotate lab up --with bugsink` (docs/lab.md "Bugsink"), in a venv of its own:
+# it pins python-dateutil==2.9.*, which rotate's kubernetes>=37 (dateutil>=3) cannot share.
+BUGSINK_VENV := .venv-bugsink
+$(BUGSINK_VENV)/bin/bugsink-manage:
+	$(PY) -m venv $(BUGSINK_VENV)
+	$(BUGSINK_VENV)/bin/pip install -q 'bugsink==2.6.*'
+
+bugsink: install $(BUGSINK_VENV)/bin/bugsink-manage
+
 # The bytecode an installed package has (pip writes it; an editable install does not): with
 # PYTHONDONTWRITEBYTECODE set, every rotate and lab process would compile the sources again.
 # Only what changed since the last time is compiled.
@@ -53,7 +62,8 @@ bytecode: install
 demo: install bytecode
 	@bash examples/demo.sh "$(LAB_DIR)"
 
-test: install bytecode
+# bugsink: tests/e2e/test_bugsink.py runs the real Bugsink from its own venv
+test: install bytecode bugsink
 	$(BIN)/ruff check rotate lab tests bench $(MARIADB_PLUGIN)
 	$(BIN)/mypy
 	$(BIN)/mypy --strict $(MARIADB_PLUGIN)/rotate_provider_mariadb

@@ -95,7 +95,8 @@ class Spec:
                             " before",
             "fault-during": f"fault {self.fault}{' ' + self.target if self.target else ''}"
                             f" at {at}",
-            "human": f"human restart {self.target} at {at}",
+            "human": (f"human deletes the rotator Job at {at}" if self.target == "delete job"
+                      else f"human restart {self.target} at {at}"),
             "shared": f"both credentials at once{' (at ' + at + ')' if self.kind else ''}",
             "torn": f"kill at {at} + torn journal record",
             "takeover": f"lock taken over at {at}",

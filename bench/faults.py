@@ -47,6 +47,7 @@ from typing import Any
 
 import httpx
 
+from bench import fault_job
 from bench.fault_matrix import (
     TORN_RECORD,
     Outcome,
@@ -312,6 +313,47 @@ class Case:
         return self.out
 
 
+class JobCase(Case):
+    """A case of ``apply: job`` (bench/fault_job.py): the human deletes the rotator's Job,
+    and the check is Bugsink's login instead of Dragonfly's and the shop's."""
+
+    def act(self, proc: subprocess.Popen[str]) -> dict[str, int]:
+        if self.spec.disturbance != "human":
+            return super().act(proc)
+        self.world.fault("rotator-hang", "set")
+        thaw(proc)
+        try:
+            fault_job.delete_running_job(self.world)
+        finally:
+            self.world.fault("rotator-hang", "set", clear=True)
+        return {}
+
+    def check(self, expect: dict[str, str], v1: dict[str, int]) -> None:
+        w, p = self.world, self.out.problems
+        for name, cred in self.creds.items():
+            version, value = w.bao_version(cred), w.bao_value(cred)
+            added, back, was = version - self.v0[name], version - v1[name], expect[name]
+            if was == "rotated" and (added != 1 or value == self.value0[name]):
+                p.append(f"{name}: OpenBao +{added} version(s), expected +1 and a new value")
+            if was == "restored" and (back != 1 or value != self.value0[name]):
+                p.append(f"{name}: rollback added +{back}, expected +1 and the value before")
+            if was == "unchanged" and (added or value != self.value0[name]):
+                p.append(f"{name}: OpenBao changed (+{added}) by a run that should not")
+            p += fault_job.check_job(w, value, version)
+
+
+def heal_job(world: World) -> list[str]:
+    """After an inconsistent job case: faults off, a fresh rotation (resumed if it fails)."""
+    world.lab.run("fault", "--clear")
+    known = world.known_runs()
+    if world.rotate(fault_job.JOB, "--confirm").returncode != 0:
+        run_id = Journal(world.runs, fault_job.JOB, known).run_id_now()
+        if run_id:
+            world.rotate("resume", run_id, "--confirm")
+    cred = fault_job.CREDENTIAL
+    return fault_job.check_job(world, world.bao_value(cred), world.bao_version(cred))
+
+
 def heal(world: World, creds: dict[str, Credential]) -> list[str]:
     """After an inconsistent case: faults off, a fresh rotation of each credential (resumed
     if it fails), so the next case starts consistent.  Returns what is still wrong."""
@@ -355,6 +397,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--signals", default="kill,term", help="kill,term (default both)")
     ap.add_argument("--shard", default="1/1", help="I/N: every N-th case from the I-th")
     ap.add_argument("--list", action="store_true", help="print the cases and exit")
+    ap.add_argument("--job", action="store_true",
+                    help="the rotator Job's cases (apply: job; a lab --with bugsink)")
     ap.add_argument("--out", type=Path, default=BENCH_DIR / "results")
     ap.add_argument("--merge", type=Path, nargs="+", metavar="JSON",
                     help="print one table of these faults*.json (shards) and exit")
@@ -370,17 +414,22 @@ def main(argv: list[str] | None = None) -> int:
     lab.dir.chmod(0o755)  # the lab's PostgreSQL runs as its own user and must reach its data
     outcomes: list[Outcome] = []
     try:
-        lab.up("fast", None)
+        lab.up("fast", None, extras=("bugsink",) if args.job else ())
         world = World(lab)
-        creds, plans = credentials(world)
-        specs = select(matrix(plans, MAIN, OTHER, args.signals.split(",")),
-                       args.only, (int(i), int(n)))
+        if args.job:
+            creds = {fault_job.JOB: fault_job.CREDENTIAL}
+            specs = select(fault_job.job_specs(tuple(args.signals.split(","))), args.only,
+                           (int(i), int(n)))
+        else:
+            creds, plans = credentials(world)
+            specs = select(matrix(plans, MAIN, OTHER, args.signals.split(",")),
+                           args.only, (int(i), int(n)))
         if args.list:
             print("\n".join(s.name for s in specs))
             return 0
         for k, spec in enumerate(specs, 1):
             try:
-                out = Case(world, creds, spec).run()
+                out = (JobCase if args.job else Case)(world, creds, spec).run()
             except (BenchError, subprocess.SubprocessError, httpx.HTTPError, OSError,
                     KeyError, ValueError) as exc:
                 out = Outcome(spec.name, problems=[f"harness: {type(exc).__name__}: {exc}"])
@@ -389,7 +438,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"[{k}/{len(specs)}] {'ok' if out.consistent else 'NO'} {out.name} "
                   f"(exit {out.exit_codes}, at {out.reached}, {out.seconds:.0f}s) "
                   f"{'; '.join(out.problems)}", flush=True)
-            if not out.consistent and (left := heal(world, creds)):
+            if not out.consistent and (left := (heal_job(world) if args.job
+                                                else heal(world, creds))):
                 print(f"   heal failed: {'; '.join(left)}", flush=True)
     except BenchError as exc:
         print(f"bench.faults: {exc}", file=sys.stderr)

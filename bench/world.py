@@ -85,8 +85,11 @@ class Lab:
             raise BenchError("--services: this lab's `rotate lab up` has no --services "
                              "option; run without --services")
 
-    def up(self, profile: str, services: int | None, nice: int = 0) -> None:
+    def up(self, profile: str, services: int | None, nice: int = 0,
+           extras: tuple[str, ...] = ()) -> None:
         args = ["up", "--profile", profile, "--nice", str(nice)]
+        for extra in extras:
+            args += ["--with", extra]
         if services is not None:
             self.check_services_option()
             args += ["--services", str(services)]

@@ -31,7 +31,7 @@ class LabControl(Protocol):
 
     def up(
         self, dir: Path, profile: str, reloader: bool, *, on_progress: Callable[[str], None],
-        services: int | None = None, nice: int = 0,
+        services: int | None = None, nice: int = 0, extras: tuple[str, ...] = (),
     ) -> Any: ...
 
     def down(self, dir: Path) -> list[str]: ...
@@ -62,6 +62,12 @@ LabDir = Annotated[Path, typer.Option("--dir", metavar="DIR", help="Lab director
 class Profile(StrEnum):
     fast = "fast"
     realistic = "realistic"
+
+
+class Extra(StrEnum):
+    """Optional parts, started only when asked (``--with``)."""
+
+    bugsink = "bugsink"
 
 
 def _status_rows(status: dict[str, Any]) -> list[tuple[str, str, str]]:
@@ -109,12 +115,17 @@ def up(
         "--nice", metavar="N", help="Run every lab process and pod at niceness N (0-19), so "
         "that commands run beside the lab get the CPU first, as beside a real "
         "cluster.")] = 0,
+    extras: Annotated[list[Extra] | None, typer.Option(
+        "--with", metavar="PART", show_default=False,
+        help="Also start an optional part: bugsink (an init-only app, rotated with apply: "
+             "job; needs `make bugsink`).")] = None,
     output: OutputOpt = Output.text,
 ) -> None:
     """Start everything in the background; return when every workload is Ready."""
     console = console_for(ctx, output)
+    more = {"extras": tuple(e.value for e in extras)} if extras else {}
     result = lab_control(ctx).up(dir, profile.value, reloader, on_progress=console.note,
-                                 services=services, nice=nice)
+                                 services=services, nice=nice, **more)
     status = result if isinstance(result, dict) else {"dir": str(dir)}
     show_status(console, status)
     if not console.json_mode:
@@ -143,11 +154,12 @@ def fault(
     kind: Annotated[str | None, typer.Argument(
         metavar="KIND", show_default=False,
         help="eso-stall, eso-error, bao-down, config-center-5xx, crashloop, readyz-fail, "
-             "provider-crashloop.")] = None,
+             "provider-crashloop, rotator-fail, rotator-hang.")] = None,
     target: Annotated[str | None, typer.Argument(
         metavar="[TARGET]", show_default=False,
         help="The service, for crashloop and readyz-fail; NS/NAME of one ExternalSecret "
-             "for eso-stall (all of them without).")] = None,
+             "for eso-stall (all of them without); the phase (optional) for rotator-fail "
+             "and rotator-hang.")] = None,
     clear: Annotated[bool, typer.Option("--clear", help="Switch KIND (or every fault) "
                                         "off.")] = False,
     dir: LabDir = DEFAULT_DIR,

@@ -21,6 +21,8 @@ FAULT_KINDS = (
     "crashloop",
     "readyz-fail",
     "provider-crashloop",
+    "rotator-fail",
+    "rotator-hang",
 )
 
 

@@ -21,11 +21,13 @@ from rotate.chain.model import (
     DEFAULT_DATABASE,
     DEFAULT_SSLMODE,
     AdminAuth,
+    JobTemplate,
     ProviderApply,
     ProviderConnection,
     SecretKeyRef,
     ServicePortRef,
 )
+from rotate.core.durations import parse_duration
 from rotate.core.refs import ObjectRef
 
 Problem = tuple[list[str | int], str]
@@ -48,13 +50,40 @@ def spec_of_entry(entry: dict[str, Any]) -> MethodSpec | None:
     return find_spec(method) if isinstance(method, str) else None
 
 
-def method_fields() -> dict[str, str]:
-    """Every registered method's own field → the protocol declaring it first."""
-    out: dict[str, str] = {}
+def method_fields() -> dict[str, MethodSpec]:
+    """Every registered method's own field → the method declaring it first."""
+    out: dict[str, MethodSpec] = {}
     for spec in registered():
         for name in spec.fields:
-            out.setdefault(name, spec.protocol)
+            out.setdefault(name, spec)
     return out
+
+
+def _foreign_fields(entry: dict[str, Any], where: list[str | int],
+                    spec: MethodSpec | None) -> Iterator[Problem]:
+    """Fields of a method that does not connect, on any other entry; and, on an entry whose
+    method is known, the fields of other methods."""
+    for name, owner in method_fields().items():
+        if name not in entry or (spec is not None and name in spec.fields):
+            continue
+        if not owner.connects:
+            yield [*where, name], f"{name} is for apply: {owner.name}"
+        elif spec is not None:
+            hint = _INSTEAD.get(name, f"a field of {owner.label} providers")
+            yield [*where, name], f"{name} is not a field of {spec.label} providers ({hint})"
+
+
+def _unconnected_problems(spec: MethodSpec, entry: dict[str, Any],
+                          where: list[str | int]) -> Iterator[Problem]:
+    """A method that reaches the provider itself (``connects: false``, e.g. ``apply: job``)
+    takes nothing of a wire protocol: no connection, account, admin or probe."""
+    for name in (*_CONNECTION_FIELDS, *_LIVE_ONLY, "user", "probe"):
+        if name in entry:
+            yield [*where, name], (f"{name} is not a field of apply: {spec.name} (the method "
+                                   "reaches the provider itself)")
+    if spec.problems is not None:
+        for parts, reason in spec.problems(entry):
+            yield [*where, *parts], reason
 
 
 def provider_problems(credential: dict[str, Any]) -> Iterator[Problem]:
@@ -68,6 +97,10 @@ def provider_problems(credential: dict[str, Any]) -> Iterator[Problem]:
         method = entry.get("apply", "rollout")
         where: list[str | int] = ["providers", i]
         spec = spec_of_entry(entry)
+        yield from _foreign_fields(entry, where, spec)
+        if spec is not None and not spec.connects:
+            yield from _unconnected_problems(spec, entry, where)
+            continue
         if method == "rollout":
             for name in _LIVE_ONLY:
                 if name in entry:
@@ -80,7 +113,8 @@ def provider_problems(credential: dict[str, Any]) -> Iterator[Problem]:
                     yield [*where, "probe"], (f"probe: {probe} is a protocol no installed "
                                               "method speaks (built in: redis, postgres)")
                     continue
-                for name in (*_CONNECTION_FIELDS, *method_fields(), "user"):
+                wire = [n for n, owner in method_fields().items() if owner.connects]
+                for name in (*_CONNECTION_FIELDS, *wire, "user"):
                     if name in entry:
                         yield [*where, name], (f"{name} needs probe: redis or postgres (how "
                                                "provider.verify reaches a rollout provider)")
@@ -90,11 +124,6 @@ def provider_problems(credential: dict[str, Any]) -> Iterator[Problem]:
                                       "proven over its own protocol")
         if spec is None:
             continue  # the loader reports the unavailable method
-        for name, protocol in method_fields().items():
-            if name in entry and name not in spec.fields:
-                hint = _INSTEAD.get(name, f"a field of {protocol} providers")
-                yield [*where, name], (f"{name} is not a field of {spec.protocol} providers "
-                                       f"({hint})")
         if "users" in entry and not spec.alternating_users:
             yield [*where, "users"], (
                 "an ACL user holds several passwords: use user (users is PostgreSQL's "
@@ -119,12 +148,18 @@ def provider_problems(credential: dict[str, Any]) -> Iterator[Problem]:
         for i, entry in enumerate(providers):
             spec = spec_of_entry(entry) if isinstance(entry, dict) else None
             if (spec is not None and entry.get("apply", "rollout") != "rollout"
-                    and not spec.holds_two_values and "users" not in entry):
+                    and not spec.holds_two_values and "users" not in entry
+                    and not _declares_two_values(entry)):
                 yield ["providers", i], (
                     f"strategy overlap with apply: {spec.name} needs two alternating login "
                     f"roles (users: [a, b]): {spec.one_value}" if spec.alternating_users else
                     f"strategy overlap with apply: {spec.name}: the method holds one value "
                     "at a time (use strategy restart)")
+
+
+def _declares_two_values(entry: dict[str, Any]) -> bool:
+    job = entry.get("job")
+    return isinstance(job, dict) and job.get("twoValues") is True
 
 
 def _admin_problems(entry: dict[str, Any], where: list[str | int]) -> Iterator[Problem]:
@@ -184,7 +219,7 @@ def build_applies(raw_providers: list[dict[str, Any]]) -> tuple[ProviderApply, .
         ref = ObjectRef(p["kind"], p["namespace"], p["name"])
         method = p.get("apply", "rollout")
         spec = spec_of_entry(p)
-        connection = _connection(spec, p) if spec is not None else None
+        connection = _connection(spec, p) if spec is not None and spec.connects else None
         users = p.get("users")
         user = p.get("user")
         if user is None and spec is not None and not users:
@@ -193,13 +228,27 @@ def build_applies(raw_providers: list[dict[str, Any]]) -> tuple[ProviderApply, .
             provider=ref, method=method, connection=connection, user=user,
             users=(users[0], users[1]) if users else None,
             username_key=p.get("usernameKey"),
-            admin=_admin(spec, p, user) if method != "rollout" and spec else None,
+            # a method that does not connect authenticates itself: no candidate is refused
+            admin=(None if method == "rollout" or spec is None else
+                   _admin(spec, p, user) if spec.connects else AdminAuth("")),
+            job=_job(p["job"]) if spec is not None and "job" in spec.fields and "job" in p
+            else None,
         ))
     return tuple(out)
 
 
+def _job(raw: dict[str, Any]) -> JobTemplate:
+    return JobTemplate(
+        image=raw["image"], command=tuple(raw["command"]), args=tuple(raw.get("args", ())),
+        env=tuple((e["name"], e["value"]) for e in raw.get("env", ())),
+        service_account=raw.get("serviceAccountName"),
+        deadline=parse_duration(raw.get("deadline", JobTemplate.deadline)),
+        two_values=bool(raw.get("twoValues", False)))
+
+
 def _connection(spec: MethodSpec, p: dict[str, Any]) -> ProviderConnection:
     svc = p.get("service", {})
+    assert spec.protocol is not None and spec.default_port is not None  # spec.connects
     return ProviderConnection(
         protocol=spec.protocol,
         service=ServicePortRef(svc.get("namespace", p["namespace"]), svc.get("name", p["name"]),
@@ -216,6 +265,6 @@ def _admin(spec: MethodSpec, p: dict[str, Any], user: str | None) -> AdminAuth:
     admin = p.get("admin", {})
     key = admin.get("secretKey")
     if key is not None:
-        return AdminAuth(admin.get("user", spec.default_admin_user),
+        return AdminAuth(admin.get("user", spec.default_admin_user or ""),
                          SecretKeyRef(key["namespace"], key["name"], key["key"]))
     return AdminAuth(admin.get("user", user or ""), None)

@@ -73,5 +73,6 @@ def _branch(condition: dict[str, Any], required: list[str], spec: MethodSpec) ->
 def _first_per_protocol(specs: tuple[MethodSpec, ...]) -> list[MethodSpec]:
     seen: dict[str, MethodSpec] = {}
     for spec in specs:
-        seen.setdefault(spec.protocol, spec)
+        if spec.protocol is not None:
+            seen.setdefault(spec.protocol, spec)
     return list(seen.values())

@@ -19,7 +19,7 @@ distributions' metadata.  A name nothing provides, and a plug-in that fails to l
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 #: The entry point group a plug-in distribution declares its methods in.
@@ -38,6 +38,7 @@ class KubeAccess:
     kind: str
     namespace: str | None
     name: str | None = None
+    subresource: str | None = None  # "log" of Pod: pods/log
 
 
 @dataclass(frozen=True)
@@ -53,21 +54,28 @@ class VaultAccess:
 class MethodSpec:
     """One ``apply:`` method as the chain file, the plan and the grants see it.
 
-    ``fields``: JSON Schema (draft 2020-12) of each field the method adds under its provider
-    entry, validated only on entries of this method (and on ``apply: rollout`` entries whose
-    ``probe`` is this method's protocol).  ``holds_two_values``: one account takes the new
-    value while the old one still works (an ACL user's several passwords); otherwise,
-    ``alternating_users`` lets ``users: [a, b]`` hold the two values on two accounts.  Either
-    makes ``overlap`` the default strategy.  ``problems(entry)`` yields the method's own
-    semantic problems as (path below the entry, reason).  ``access(applied)`` names what the
-    method needs beyond rotate's usual grants (``applied`` is its ProviderApply).
+    ``connects``: rotate opens the provider's wire ``protocol`` itself (its Service, an
+    admin login, ``probe``); a method that does not (``apply: job``: a Job in the cluster
+    changes the value) declares no protocol, port or admin, and its entries get no
+    connection.  ``fields``: JSON Schema (draft 2020-12) of each field the method adds under
+    its provider entry, validated only on entries of this method (and on ``apply: rollout``
+    entries whose ``probe`` is this method's protocol).  ``holds_two_values``: one account
+    takes the new value while the old one still works (an ACL user's several passwords);
+    otherwise, ``alternating_users`` lets ``users: [a, b]`` hold the two values on two
+    accounts.  Either makes ``overlap`` the default strategy.  ``problems(entry)`` yields the
+    method's own semantic problems as (path below the entry, reason).  ``access(applied)``
+    names what the method needs beyond rotate's usual grants (``applied`` is its ProviderApply).
     """
 
     name: str
-    protocol: str
+    _: KW_ONLY
     factory: str | Callable[[], Any]
-    default_port: int
-    default_admin_user: str
+    #: False: the method reaches the provider itself (``apply: job``'s rotator Job); its
+    #: entries have no connection, no admin and no probe, and it declares none of these
+    connects: bool = True
+    protocol: str | None = None
+    default_port: int | None = None
+    default_admin_user: str | None = None
     package: str = "rotate"
     default_user: str | None = None
     fields: Mapping[str, Any] = field(default_factory=dict, hash=False)
@@ -78,9 +86,28 @@ class MethodSpec:
     problems: Callable[[Mapping[str, Any]], Iterator[Problem]] | None = None
     access: Callable[[Any], Sequence[KubeAccess | VaultAccess]] | None = None
 
+    def __post_init__(self) -> None:
+        wire = {"protocol": self.protocol, "default_port": self.default_port,
+                "default_admin_user": self.default_admin_user,
+                "default_user": self.default_user}
+        if self.connects:
+            missing = [k for k, v in wire.items() if v is None and k != "default_user"]
+            if missing:
+                raise ValueError(f"method {self.name!r} connects: it needs {', '.join(missing)}")
+        else:
+            given = [k for k, v in wire.items() if v is not None]
+            if given or self.alternating_users:
+                raise ValueError(f"method {self.name!r} does not connect: it takes no "
+                                 f"{', '.join(given) or 'alternating_users'}")
+
     @property
     def builtin(self) -> bool:
         return self.package == "rotate"
+
+    @property
+    def label(self) -> str:
+        """How messages name the method's providers: its protocol, else ``apply: name``."""
+        return self.protocol if self.protocol is not None else f"apply: {self.name}"
 
 
 class MethodUnavailable(Exception):
@@ -144,7 +171,7 @@ def spec_for_protocol(protocol: str) -> MethodSpec | None:
 
 
 def protocols() -> tuple[str, ...]:
-    return tuple(dict.fromkeys(s.protocol for s in _SPECS.values()))
+    return tuple(dict.fromkeys(s.protocol for s in _SPECS.values() if s.protocol is not None))
 
 
 def suggested_package(name: str) -> str:
@@ -225,6 +252,55 @@ def _register_builtins() -> None:
                                      "verify-full"]}},
         alternating_users=True,
         one_value="a PostgreSQL role holds one password at a time"))
+    register_method(MethodSpec(
+        name="job", connects=False,
+        factory="rotate.providers.job:JobMethod",
+        fields={"job": JOB_FIELD},
+        one_value="the rotator Job sets one value",
+        problems=_job_problems, access=_job_access))
+
+
+#: ``apply: job``: the custom rotator's container, run once per phase (set, test, finish) with
+#: the old and new values mounted from a Secret rotate creates per run and phase; no value in
+#: env or args (``env`` takes plain name/value pairs: no ``valueFrom``).
+JOB_FIELD: Mapping[str, Any] = {
+    "description": "apply: job: the custom rotator's container, run once per phase (set, "
+                   "test, finish) with the old and new values mounted from a Secret rotate "
+                   "creates per run and phase; no value in env or args.",
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["image", "command"],
+    "properties": {
+        "image": {"type": "string", "minLength": 1},
+        "command": {"type": "array", "minItems": 1, "items": {"type": "string"}},
+        "args": {"type": "array", "items": {"type": "string"}},
+        "env": {"type": "array", "items": {
+            "type": "object", "additionalProperties": False, "required": ["name", "value"],
+            "properties": {"name": {"$ref": "#/$defs/envName"},
+                           "value": {"type": "string"}}}},
+        "serviceAccountName": {"$ref": "#/$defs/k8sName"},
+        "deadline": {"$ref": "#/$defs/duration"},
+        "twoValues": {"type": "boolean", "description": "the rotator keeps the old value "
+                      "working until finish: overlap is allowed (and the default)"},
+    },
+}
+
+
+def _job_access(applied: Any) -> list[KubeAccess | VaultAccess]:
+    """The phases' Jobs and values Secrets, the rotator pod's log, its ServiceAccount."""
+    ns, job = applied.provider.namespace, applied.job
+    out: list[KubeAccess | VaultAccess] = [
+        KubeAccess(v, kind, ns) for kind in ("Job", "Secret") for v in ("create", "get",
+                                                                      "delete")]
+    out += [KubeAccess("list", "Pod", ns), KubeAccess("get", "Pod", ns, subresource="log")]
+    if job is not None and job.service_account:
+        out.append(KubeAccess("get", "ServiceAccount", ns, name=job.service_account))
+    return out
+
+
+def _job_problems(entry: Mapping[str, Any]) -> Iterator[Problem]:
+    if "job" not in entry:
+        yield [], "apply: job needs job (image, command: the custom rotator's container)"
 
 
 _register_builtins()

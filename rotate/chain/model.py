@@ -195,6 +195,23 @@ class AdminAuth:
 
 
 @dataclass(frozen=True)
+class JobTemplate:
+    """``apply: job``: the custom rotator's container (docs/providers.md "apply: job").  It
+    carries no value: rotate mounts the old and new values from a Secret it creates per run
+    and phase; ``env`` holds plain name/value pairs only (the schema refuses ``valueFrom``)."""
+
+    image: str
+    command: tuple[str, ...]
+    args: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+    service_account: str | None = None
+    deadline: float = 120.0  # the Job's activeDeadlineSeconds, per phase
+    #: ``twoValues: true``: the rotator keeps the old value working until ``finish`` (an
+    #: API with several live keys), so overlap is allowed and the default
+    two_values: bool = False
+
+
+@dataclass(frozen=True)
 class ProviderApply:
     """How one provider workload takes a new value, and how it is proven.
 
@@ -214,6 +231,13 @@ class ProviderApply:
     users: tuple[str, str] | None = None
     username_key: str | None = None
     admin: AdminAuth | None = None
+    job: JobTemplate | None = None  # apply: job
+
+    @property
+    def declares_two_values(self) -> bool:
+        """The entry itself says its provider holds two values (``job.twoValues``), where
+        its method's spec holds one."""
+        return self.job is not None and self.job.two_values
 
     @property
     def live(self) -> bool:
@@ -460,7 +484,8 @@ def one_value_provider(credential: Credential) -> tuple[ObjectRef, str, str | No
                         "reading the previous one from the Secret")
             continue
         spec = find_spec(entry.method)
-        if spec is None or spec.holds_two_values or entry.users is not None:
+        if (spec is None or spec.holds_two_values or entry.users is not None
+                or entry.declares_two_values):
             continue  # an unavailable method is the loader's problem, not the strategy's
         if spec.alternating_users:
             return (ref, entry.method, "two alternating login roles (users: [a, b])",

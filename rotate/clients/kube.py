@@ -411,6 +411,29 @@ class KubeClient:
                             body={"data": {key: encoded}}, content_type=_PATCH_CONTENT["merge"])
         return str((obj.get("metadata") or {}).get("resourceVersion", ""))
 
+    def create_secret(self, namespace: str, name: str, values: Mapping[str, Secret], *,
+                      labels: Mapping[str, str] | None = None) -> None:
+        data = {k: base64.b64encode(v.reveal().encode("utf-8")).decode("ascii")
+                for k, v in values.items()}
+        body = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque", "data": data,
+                "metadata": {"name": name, "labels": dict(labels or {})}}
+        self._request("POST", self._path("Secret", namespace),
+                      self._op("create", "Secret", namespace, name), body=body)
+
+    def pod_log_tail(self, namespace: str, pod: str, lines: int) -> str:
+        op = self._op("read log of", "Pod", namespace, pod)
+        response = self._send("GET", self._path("Pod", namespace, pod, sub="log"), op,
+                              query={"tailLines": str(max(0, lines))}, timeout=10)
+        try:
+            status, raw = int(response.status), response.data
+        except (self._urllib3.exceptions.HTTPError, OSError):
+            raise TemporaryError(SYSTEM, op, "connection lost") from None
+        finally:
+            response.release_conn()
+        if status >= 400:
+            raise self._error(status, raw, op)
+        return bytes(raw).decode("utf-8", "replace")
+
     def can_i(
         self, verb: str, kind: str, namespace: str | None, *, subresource: str | None = None,
         name: str | None = None,

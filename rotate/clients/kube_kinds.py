@@ -39,11 +39,13 @@ KINDS: dict[str, KindInfo] = {
     "Service": KindInfo("", "v1", "services", True),
     "Endpoints": KindInfo("", "v1", "endpoints", True),
     "Pod": KindInfo("", "v1", "pods", True),
+    "ServiceAccount": KindInfo("", "v1", "serviceaccounts", True),  # apply: job's rotator
     "Event": KindInfo("", "v1", "events", True),
     "Deployment": KindInfo("apps", "v1", "deployments", True),
     "ReplicaSet": KindInfo("apps", "v1", "replicasets", True),
     "StatefulSet": KindInfo("apps", "v1", "statefulsets", True),
     "DaemonSet": KindInfo("apps", "v1", "daemonsets", True),
+    "Job": KindInfo("batch", "v1", "jobs", True),  # apply: job's rotator runs
     "Lease": KindInfo("coordination.k8s.io", "v1", "leases", True),
     "PodDisruptionBudget": KindInfo("policy", "v1", "poddisruptionbudgets", True),
     "ExternalSecret": KindInfo("external-secrets.io", "v1", "externalsecrets", True),

@@ -191,6 +191,15 @@ class Kube(Protocol):
     def write_secret_key(self, namespace: str, name: str, key: str, value: Secret) -> str:
         """Set one key of an existing Secret (merge patch); return the new resourceVersion."""
 
+    def create_secret(self, namespace: str, name: str, values: Mapping[str, Secret], *,
+                      labels: Mapping[str, str] | None = None) -> None:
+        """Create an Opaque Secret holding ``values`` (encoded here: a value leaves its
+        :class:`Secret` only on the wire); ConflictError when it exists."""
+
+    def pod_log_tail(self, namespace: str, pod: str, lines: int) -> str:
+        """The last ``lines`` lines of a pod's log (its first container); NotFoundError when
+        the pod or its log is gone.  Unmasked text: the caller redacts what it knows."""
+
     def can_i(
         self, verb: str, kind: str, namespace: str | None, *, subresource: str | None = None,
         name: str | None = None,

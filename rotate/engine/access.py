@@ -162,11 +162,14 @@ def permissions_needed(chain: Chain, credential: Credential) -> list[Permission]
 
 
 def _provider_connections(credential: Credential) -> list[Permission]:
-    """Live methods and probes: the Service rotate connects to (its Endpoints when
-    headless), and an admin Secret other than the credential's own."""
+    """Live methods and probes: what the method declares (MethodSpec.access), the Service
+    rotate connects to (its Endpoints when headless), and an admin Secret other than the
+    credential's own."""
     perms: list[Permission] = []
     for ref in credential.providers:
         applied = credential.apply_of(ref)
+        perms += [Permission(a.verb, a.kind, a.namespace, a.subresource, name=a.name)
+                  for a in _method_access(applied) if isinstance(a, KubeAccess)]
         if applied.connection is None:
             continue
         svc = applied.connection.service
@@ -177,8 +180,6 @@ def _provider_connections(credential: Credential) -> list[Permission]:
                 and not applied.admin_is_credential(credential.secret):
             perms.append(Permission("get", "Secret", admin.password.namespace,
                                     name=admin.password.name))
-        perms += [Permission(a.verb, a.kind, a.namespace, name=a.name)
-                  for a in _method_access(applied) if isinstance(a, KubeAccess)]
     return perms
 
 

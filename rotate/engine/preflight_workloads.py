@@ -88,8 +88,9 @@ def workload_findings(chain: Chain, credential: Credential, kube: Kube,
             obj = kube.get(ref.kind, ref.namespace, ref.name)
             note_uid(uids, ref, obj)
             vso = rollout.vso_watches(vso_objects(ref.namespace), ref.kind, ref.name)
+            rolled = role == "provider" and not credential.apply_of(ref).live
             sink.extend(traps.workload_traps(obj, ref, role=role, secret_name=secret_name,
-                                             grace=grace, rolled_by=vso))
+                                             grace=grace, rolled_by=vso, rolled=rolled))
             other = rollout.reloader_watches(obj, secret_name) or vso
             if other and role == "provider":
                 out.reloader[str(ref)] = reloader_presence.wait_phrase(

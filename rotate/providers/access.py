@@ -17,7 +17,8 @@ from rotate.chain.model import Generate, ProviderApply, ProviderConnection, Secr
 from rotate.clients.seams import AuthProbe, Endpoint, Kube, ProviderConnector
 from rotate.core.errors import ForbiddenError, NotFoundError, PermanentError, RejectedError
 from rotate.core.secret import Secret
-from rotate.providers.method import Accounts, Link, ProviderMethod, Target
+from rotate.core.waiting import CancelToken, Deadline
+from rotate.providers.method import Accounts, InCluster, Link, ProviderMethod, Target
 from rotate.providers.registry import method_for
 
 T = TypeVar("T")
@@ -102,7 +103,7 @@ class Reach:
 
     @property
     def protocol(self) -> str:
-        return self.link.connection.protocol
+        return self.link.connection.protocol if self.link.connection else self.applied.method
 
     @contextmanager
     def admin(self, candidates: Sequence[Secret]) -> Iterator[Any]:
@@ -120,12 +121,19 @@ class Reach:
 
 
 def reach(connector: ProviderConnector, kube: Kube, applied: ProviderApply,
-          environ: Mapping[str, str]) -> Reach:
-    """The attempt's :class:`Reach`; PermanentError for a provider without a protocol."""
+          environ: Mapping[str, str], *, run_id: str = "", credential: str = "",
+          deadline: Deadline | None = None, cancel: CancelToken | None = None) -> Reach:
+    """The attempt's :class:`Reach`; PermanentError for a provider without a protocol.  A
+    live method without a wire protocol (``apply: job``) acts from inside the cluster: its
+    link has :class:`InCluster` (the run id names the objects it makes) instead of an
+    endpoint."""
     method = method_for(applied)
-    assert applied.connection is not None  # method_for refused a provider without one
-    link = Link(resolve_endpoint(kube, applied.connection, environ), applied.connection,
-                connector)
+    if applied.connection is None:
+        link = Link(None, None, connector,
+                    InCluster(kube, run_id, credential, deadline, applied, cancel))
+    else:
+        link = Link(resolve_endpoint(kube, applied.connection, environ), applied.connection,
+                    connector)
     return Reach(applied, method, link, method.open_probe(link))
 
 
@@ -139,7 +147,8 @@ def preflight(connector: ProviderConnector, kube: Kube, applied: ProviderApply,
     if problem is not None:
         raise PermanentError(applied.method, f"values of {applied.provider}", problem)
     candidates = admin_candidates(kube, applied, credential_secret, current, current)[:1]
-    found = reach(connector, kube, applied, environ)
+    found = reach(connector, kube, applied, environ, run_id="preflight",
+                  credential=credential_secret.name)
     with found.admin(candidates) as admin:
         return found.method.preflight(admin, found.probe,
                                       Target(applied, accounts, current, current))

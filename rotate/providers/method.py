@@ -30,8 +30,10 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from rotate.chain.model import Generate, ProviderApply, ProviderConnection
-from rotate.clients.seams import AuthProbe, Endpoint, ProviderConnector
+from rotate.clients.seams import AuthProbe, Endpoint, Kube, ProviderConnector
+from rotate.core.errors import PermanentError
 from rotate.core.secret import ALPHABETS, Secret
+from rotate.core.waiting import CancelToken, Deadline
 
 
 @dataclass(frozen=True)
@@ -78,14 +80,45 @@ class Change:
 
 
 @dataclass(frozen=True)
+class InCluster:
+    """What a method that works from inside the cluster (``apply: job``) acts with: the Kube
+    seam, the run (its id names the method's objects, so a resumed run finds them), the
+    credential and the step's deadline."""
+
+    kube: Kube
+    run_id: str
+    credential: str
+    deadline: Deadline | None = None
+    applied: ProviderApply | None = None  # the provider acted on
+    cancel: CancelToken | None = None  # SIGINT/SIGTERM end a wait (exit 130)
+
+
+@dataclass(frozen=True)
 class Link:
     """How one attempt reaches the provider: where it listens (its Service, read once per
     attempt, or ``addressEnv``), the chain's connection settings, and rotate's connector
-    (the built-in drivers, rotate.clients; a method from elsewhere may bring its own)."""
+    (the built-in drivers, rotate.clients; a method from elsewhere may bring its own).  A
+    method without a wire protocol (``apply: job``) has no endpoint or connection, and
+    ``cluster`` instead."""
 
-    endpoint: Endpoint
-    connection: ProviderConnection
+    endpoint: Endpoint | None
+    connection: ProviderConnection | None
     connector: ProviderConnector
+    cluster: InCluster | None = None
+
+    @property
+    def address(self) -> Endpoint:
+        """The endpoint of a method with a wire protocol (PermanentError without one)."""
+        if self.endpoint is None:
+            raise PermanentError("rotate", "reach the provider", "it has no endpoint")
+        return self.endpoint
+
+    @property
+    def settings(self) -> ProviderConnection:
+        """The connection settings of a method with a wire protocol."""
+        if self.connection is None:
+            raise PermanentError("rotate", "reach the provider", "it has no connection")
+        return self.connection
 
 
 @dataclass(frozen=True)

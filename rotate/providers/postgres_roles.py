@@ -45,13 +45,13 @@ class PostgresRolesMethod:
         return applied.users is not None  # one role: restoring its verifier was the cut
 
     def open_probe(self, link: Link) -> AuthProbe:
-        conn = link.connection
-        return link.connector.postgres_probe(link.endpoint, database=conn.database,
+        conn = link.settings
+        return link.connector.postgres_probe(link.address, database=conn.database,
                                              sslmode=conn.sslmode)
 
     def open_admin(self, link: Link, user: str, password: Secret) -> PostgresAdmin:
-        conn = link.connection
-        return link.connector.postgres_admin(link.endpoint, user, password,
+        conn = link.settings
+        return link.connector.postgres_admin(link.address, user, password,
                                              database=conn.database, sslmode=conn.sslmode)
 
     def preflight(self, admin: PostgresAdmin, probe: AuthProbe, target: Target) -> str:

@@ -41,11 +41,11 @@ class RedisAclMethod:
         return True
 
     def open_probe(self, link: Link) -> AuthProbe:
-        return link.connector.redis_probe(link.endpoint, tls=link.connection.tls)
+        return link.connector.redis_probe(link.address, tls=link.settings.tls)
 
     def open_admin(self, link: Link, user: str, password: Secret) -> RedisAclAdmin:
-        return link.connector.redis_admin(link.endpoint, user, password,
-                                          tls=link.connection.tls)
+        return link.connector.redis_admin(link.address, user, password,
+                                          tls=link.settings.tls)
 
     def preflight(self, admin: RedisAclAdmin, probe: AuthProbe, target: Target) -> str:
         """The user exists, is enabled, has passwords, and accepts the current value."""

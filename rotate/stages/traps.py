@@ -46,14 +46,22 @@ def external_secret_traps(es: Mapping[str, Any], ref: ObjectRef) -> list[Trap]:
 
 def workload_traps(
     obj: Mapping[str, Any], ref: ObjectRef, *, role: str, secret_name: str, grace: float,
-    rolled_by: str | None = None,
+    rolled_by: str | None = None, rolled: bool = False,
 ) -> list[Trap]:
     """``role`` is "provider" or "consumer"; ``secret_name`` the credential's target Secret;
-    ``rolled_by`` another reloader found outside the object (Vault Secrets Operator)."""
+    ``rolled_by`` another reloader found outside the object (Vault Secrets Operator);
+    ``rolled``: the provider takes the new value by a rollout (``apply: rollout``)."""
     traps: list[Trap] = []
     spec = obj.get("spec") or {}
     meta = obj.get("metadata") or {}
     target = str(ref)
+    if role == "provider" and rolled and init_only(obj):
+        traps.append(Trap("init-only-rollout", target,
+                          f"annotated {INIT_ONLY}: it reads the credential only when it is "
+                          "initialised, so a rollout would change nothing",
+                          "refuse; change it live instead: apply: job (a rotator Job, "
+                          "docs/providers.md) or the provider's own method (redis-acl, "
+                          "postgres)", True))
     if ref.kind == "Deployment" and spec.get("paused"):
         traps.append(Trap("paused-deployment", target,
                           "the Deployment is paused: a restart patch never rolls it",
@@ -89,6 +97,17 @@ def workload_traps(
                           "no readinessProbe: rollout done would mean nothing",
                           "refuse; add a readinessProbe", True))
     return traps
+
+
+#: the workload annotation that declares a provider init-only (docs/providers.md)
+INIT_ONLY = "rotate.dev/init-only"
+
+
+def init_only(obj: Mapping[str, Any]) -> bool:
+    """Whether the workload declares that it reads the credential only at initialisation
+    (its first start on an empty volume: PostgreSQL's initdb, Bugsink's first superuser)."""
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    return str(annotations.get(INIT_ONLY, "")).strip().lower() == "true"
 
 
 def _has_readiness_probe(obj: Mapping[str, Any]) -> bool:

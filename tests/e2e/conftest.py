@@ -27,3 +27,22 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
             yield Lab(lab_dir, read_env_file(lab_dir / "env"))
         finally:
             control.down(lab_dir)
+
+
+@pytest.fixture(scope="module")
+def bugsink_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    """A lab started with ``--with bugsink`` (the real Bugsink server from its own venv)."""
+    from rotate_lab import control
+    from rotate_lab.systems import bugsink
+
+    try:
+        bugsink.python()
+    except bugsink.NoBugsink as exc:
+        pytest.fail(str(exc))
+    with labdirs.lab_dir(tmp_path_factory, "bugsink-lab") as lab_dir:
+        try:
+            control.up(lab_dir, "fast", False, on_progress=lambda _msg: None,
+                       extras=("bugsink",))
+            yield Lab(lab_dir, read_env_file(lab_dir / "env"))
+        finally:
+            control.down(lab_dir)

@@ -56,6 +56,7 @@ class FakeKube:
         self._closed = False
         self.watches_started = 0
         self.kube_events: list[KubeEvent] = []  # create_event, in order
+        self.pod_logs: dict[tuple[str, str], str] = {}  # pod_log_tail's source
 
     @property
     def server(self) -> str:
@@ -244,6 +245,26 @@ class FakeKube:
             rv = str(obj["metadata"]["resourceVersion"])
         self._run_controllers("Secret", namespace, name)
         return rv
+
+    def create_secret(self, namespace: str, name: str, values: Mapping[str, Secret], *,
+                      labels: Mapping[str, str] | None = None) -> None:
+        self.faults.hit("create_secret")
+        data = {k: base64.b64encode(v.reveal().encode()).decode() for k, v in values.items()}
+        self.create("Secret", namespace, {"kind": "Secret", "type": "Opaque", "data": data,
+                                          "metadata": {"name": name,
+                                                       "labels": dict(labels or {})}})
+
+    def pod_log_tail(self, namespace: str, pod: str, lines: int) -> str:
+        """What ``pod_logs[(namespace, pod)]`` holds (a test or a fake controller writes it)."""
+        self.faults.hit("pod_log_tail")
+        with self._lock:
+            self._get(("Pod", namespace, pod))
+            text = self.pod_logs.get((namespace, pod))
+        if text is None:
+            raise NotFoundError("kubernetes", f"read log of pod/{namespace}/{pod}",
+                                "not found", status=404)
+        kept = text.splitlines(keepends=True)[-lines:] if lines > 0 else []
+        return "".join(kept)
 
     def can_i(self, verb: str, kind: str, namespace: str | None, *,
               subresource: str | None = None, name: str | None = None) -> bool:

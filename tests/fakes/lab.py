@@ -33,12 +33,13 @@ class FakeLab:
 
     def up(self, dir: Path, profile: str, reloader: bool, *,
            on_progress: Callable[[str], None], services: int | None = None,
-           nice: int = 0) -> dict[str, Any]:
+           nice: int = 0, extras: tuple[str, ...] = ()) -> dict[str, Any]:
         if services is not None:
             from rotate_lab.shop.scaled import check_count
 
             check_count(services)
-        self.calls.append(("up", dir, profile, reloader) + ((nice,) if nice else ()))
+        self.calls.append(("up", dir, profile, reloader) + ((nice,) if nice else ())
+                          + ((extras,) if extras else ()))
         on_progress("starting openbao")
         if self.fail_up:
             raise LabFailed("lab up failed (openbao): exited 1", hint="logs: DIR/logs")

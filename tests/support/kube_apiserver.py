@@ -23,6 +23,8 @@ class Lab:
     kubeconfig: Path
     admin_token: str
     restricted_token: str
+    #: (namespace, pod) → the pod's log, what ``pods/log`` serves (a test writes it)
+    logs: dict[tuple[str, str], bytes]
 
     def client(self, context: str | None = None) -> KubeClient:
         return KubeClient(str(self.kubeconfig), context)
@@ -37,11 +39,16 @@ def start_lab(tmp: Path, material: tls.TlsMaterial, port: int) -> Lab:
     def resolve(namespace: str, name: str, ref: str) -> tuple[str, int] | None:
         return ("127.0.0.1", port) if (namespace, name) == ("shop", "cart") else None
 
+    logs: dict[tuple[str, str], bytes] = {}
+
+    def read_log(namespace: str, pod: str, container: str | None) -> bytes:
+        return logs.get((namespace, pod), b"")
+
     api = ApiServer(store, tls=material,
                     identities={admin: Identity.admin(), restricted: Identity.restricted()},
-                    proxy=resolve).start()
+                    proxy=resolve, logs=read_log).start()
     path = kubeconfig.write(tmp / "kubeconfig", api.url, material.ca_pem, admin, restricted)
-    return Lab(store, api, path, admin, restricted)
+    return Lab(store, api, path, admin, restricted, logs)
 
 
 def deployment(name: str) -> dict[str, Any]:

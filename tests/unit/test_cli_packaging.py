@@ -70,7 +70,8 @@ def test_credential_names_are_the_keys_under_credentials(tmp_path: Path) -> None
     chain = tmp_path / "rotate.yaml"
     chain.write_text(SYNTHETIC)
     assert credential_names(chain) == ["dragonfly", "payments-db", "search-acl"]
-    assert credential_names(EXAMPLE) == ["dragonfly", "dragonfly-acl", "postgres"]
+    assert credential_names(EXAMPLE) == ["dragonfly", "dragonfly-acl", "postgres",
+                                         "bugsink-admin"]
     chain.write_text('{"credentials": {"dragonfly": {}}}')  # flow style: nothing, no error
     assert credential_names(chain) == []
     assert credential_names(tmp_path / "absent.yaml") == []

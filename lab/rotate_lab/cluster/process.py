@@ -63,6 +63,18 @@ def manifest_docs(directory: Path) -> list[Obj]:
     return docs
 
 
+#: the optional parts ``rotate lab up --with`` starts (``ecommerce/extras/<name>.yaml``)
+EXTRAS = ("bugsink",)
+
+
+def extra_docs(directory: Path, name: str) -> list[Obj]:
+    """The manifests of an optional part, loaded only when it was asked for."""
+    from ruamel.yaml import YAML
+
+    text = (directory / "extras" / f"{name}.yaml").read_text()
+    return [d for d in YAML(typ="safe").load_all(text) if isinstance(d, dict)]
+
+
 def _secret(ns: str, name: str, data: dict[str, str], labels: dict[str, str]) -> Obj:
     return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
             "metadata": {"namespace": ns, "name": name, "labels": labels},
@@ -143,7 +155,8 @@ def write_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def run(lab_dir: Path, profile: str, octet: int, reloader: bool) -> int:
+def run(lab_dir: Path, profile: str, octet: int, reloader: bool,
+        extras: tuple[str, ...] = ()) -> int:
     from rotate_lab.cluster.api.apiserver import ApiServer
     from rotate_lab.cluster.api.auth import Identity
     from rotate_lab.cluster.api.store import Store
@@ -167,6 +180,8 @@ def run(lab_dir: Path, profile: str, octet: int, reloader: bool) -> int:
     signal.signal(signal.SIGINT, on_signal)
 
     docs = manifest_docs(shopfiles.shop_dir(lab_dir))
+    for extra in extras:  # optional parts: ecommerce/extras/<name>.yaml
+        docs += extra_docs(shopfiles.shop_dir(lab_dir), extra)
     store.load_manifests(docs + lab_objects(cfg, docs))
     log.info("seeded %d manifest objects", len(docs))
 
@@ -218,6 +233,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profile", default="fast", choices=("fast", "realistic"))
     ap.add_argument("--net-octet", required=True, type=int)
     ap.add_argument("--reloader", action="store_true")
+    ap.add_argument("--with", dest="extras", action="append", default=[],
+                    choices=EXTRAS)
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -226,4 +243,5 @@ def main(argv: list[str] | None = None) -> int:
     threading.current_thread().name = "lab-cluster"
     if not 1 <= args.net_octet <= 254:
         ap.error("--net-octet must be 1..254")
-    return run(args.dir.resolve(), args.profile, args.net_octet, args.reloader)
+    return run(args.dir.resolve(), args.profile, args.net_octet, args.reloader,
+               tuple(args.extras))

@@ -21,6 +21,11 @@ TARGETED_FAULTS = ("crashloop", "readyz-fail")
 #: faults that hit everything, or only the targets named (``eso-stall NS/NAME``: that
 #: ExternalSecret alone is never synced)
 OPTIONALLY_TARGETED = ("eso-stall",)
+#: faults whose target, a rotator phase (set, test, finish, undo-set, …), is optional: every
+#: phase without one
+PHASE_FAULTS = ("rotator-fail", "rotator-hang")
+#: faults whose target is optional
+MAY_TARGET = (*OPTIONALLY_TARGETED, *PHASE_FAULTS)
 
 
 def fault(dir: str | Path, kind: str | None, target: str | None = None,
@@ -38,7 +43,7 @@ def fault(dir: str | Path, kind: str | None, target: str | None = None,
         raise UsageError("name a fault (or --clear)")
     if not clear and kind in TARGETED_FAULTS and not target:
         raise UsageError(f"fault {kind} needs a target: the Deployment (e.g. cart)")
-    if kind is not None and kind not in (*TARGETED_FAULTS, *OPTIONALLY_TARGETED) and target:
+    if kind is not None and kind not in (*TARGETED_FAULTS, *MAY_TARGET) and target:
         raise UsageError(f"fault {kind} takes no target")
     if kind in OPTIONALLY_TARGETED and target and target.count("/") != 1:
         raise UsageError(f"fault {kind} takes no target, or one ExternalSecret as NS/NAME "
@@ -52,7 +57,7 @@ def fault(dir: str | Path, kind: str | None, target: str | None = None,
     if clear:
         kinds = [kind] if kind is not None else list(faults)
         for k in kinds:
-            if k in (*TARGETED_FAULTS, *OPTIONALLY_TARGETED) and target:
+            if k in (*TARGETED_FAULTS, *MAY_TARGET) and target:
                 rest = [t for t in faults.get(k) or [] if t != target]
                 faults[k] = rest
             else:
@@ -63,7 +68,7 @@ def fault(dir: str | Path, kind: str | None, target: str | None = None,
             _signal_bao(d, signal.SIGCONT)
     else:
         assert kind is not None
-        if kind in TARGETED_FAULTS or (kind in OPTIONALLY_TARGETED and target):
+        if kind in TARGETED_FAULTS or (kind in MAY_TARGET and target):
             assert target is not None
             faults[kind] = sorted({*(faults.get(kind) or []), target})
         else:

@@ -67,12 +67,14 @@ def record_pid(d: LabDir, part: str, pid: int) -> None:
 
 
 def start_all(d: LabDir, profile: str, reloader: bool, say: Say,
-              services: int | None = None, nice: int = 0) -> None:
+              services: int | None = None, nice: int = 0,
+              extras: tuple[str, ...] = ()) -> None:
     """Start every part; each at niceness ``nice`` (kept in ``lab.json``, read by
     :meth:`LabDir.nice`), and the pods at the cluster's through the kubelet."""
     octet = choose_octet()
     meta: dict[str, Any] = {"profile": profile, "reloader": reloader, "net_octet": octet,
-                            "started_at": time.time(), "services": services, "nice": nice}
+                            "started_at": time.time(), "services": services, "nice": nice,
+                            "extras": list(extras)}
     from rotate_lab.shop import scaled as scaled_shop
 
     generated = scaled_shop.generate(d.root, shopfiles.packaged_dir(d.root), services)
@@ -126,6 +128,8 @@ def start_all(d: LabDir, profile: str, reloader: bool, say: Say,
             "--profile", profile, "--net-octet", str(octet)]
     if reloader:
         argv.append("--reloader")
+    for extra in extras:
+        argv += ["--with", extra]
     pid = processes.spawn(argv, log=d.log("cluster"), cwd=d.root, nice=d.nice())
     record_pid(d, "cluster", pid)
     port = int(wait_file(d, "cluster", pid, port_file, timeout=30.0))
@@ -320,6 +324,9 @@ def start_openbao(d: LabDir, password: str | None, acl_password: str | None = No
 
         pg_password = postgres.seed_bao(bao.addr, bao.root_token,
                                         pg_password or random_alnum(40), random_alnum(40))
+        from rotate_lab.systems import bugsink
+
+        bugsink.seed_bao(bao.addr, bao.root_token, random_alnum(32))  # read with --with
         h = {"X-Vault-Token": bao.root_token}
         r = httpx.put(f"{bao.addr}/v1/sys/policies/acl/{ESO_POLICY}", headers=h,
                       json={"policy": ESO_POLICY_HCL}, timeout=5.0)

@@ -39,6 +39,10 @@ UP_DEADLINE = {"fast": 60.0, "realistic": 180.0}
 Progress = Callable[[str], None]
 
 
+#: what Bugsink's first start (its migrations) may add to ``up``'s deadline
+BUGSINK_START = 120.0
+
+
 class LabFailed(RotateError):
     """``up`` failed; the message names the part and carries its log tail (no secrets:
     no lab part logs one).  ``part`` names ``DIR/logs/<part>.log``."""
@@ -54,7 +58,7 @@ class LabFailed(RotateError):
 
 def up(dir: str | Path, profile: str = "fast", reloader: bool = False, *,
        on_progress: Progress | None = None, services: int | None = None,
-       nice: int = 0) -> dict[str, Any]:
+       nice: int = 0, extras: tuple[str, ...] = ()) -> dict[str, Any]:
     """Start the lab in ``dir``, every process at niceness ``nice`` (:mod:`priority`);
     return :func:`status` plus ``elapsed_seconds``.
 
@@ -80,11 +84,12 @@ def up(dir: str | Path, profile: str = "fast", reloader: bool = False, *,
     with open(d / ".up.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         return _up_locked(d, profile, reloader, on_progress or (lambda _msg: None), services,
-                          nice)
+                          nice, extras)
 
 
 def _up_locked(d: LabDir, profile: str, reloader: bool, say: Progress,
-               services: int | None = None, nice: int = 0) -> dict[str, Any]:
+               services: int | None = None, nice: int = 0,
+               extras: tuple[str, ...] = ()) -> dict[str, Any]:
     from rotate_lab.control import launch  # heavy imports only when starting
 
     live, recs = running(d)
@@ -103,9 +108,10 @@ def _up_locked(d: LabDir, profile: str, reloader: bool, say: Progress,
     os.chmod(d.secrets, 0o700)
     processes.write_json(d / "faults.json", {})
     try:
-        launch.start_all(d, profile, reloader, say, services, nice)
-        # each generated consumer is one more Python process to start on 2 cores
-        extra = 1.5 * max(0, (services or 0) - 3)
+        launch.start_all(d, profile, reloader, say, services, nice, extras)
+        # each generated consumer is one more Python process to start on 2 cores; Bugsink
+        # migrates its database on its first start (tens of seconds on a loaded machine)
+        extra = 1.5 * max(0, (services or 0) - 3) + (BUGSINK_START if extras else 0.0)
         wait_ready(d, deadline=time.monotonic() + UP_DEADLINE[profile] + extra, say=say)
     except BaseException as exc:
         part: str | None = getattr(exc, "part", None) or _guess_failed_part(d)

@@ -69,7 +69,9 @@ def reach(run: Run, applied: ProviderApply) -> Reach:
     if run.adapters.providers is None:
         raise StepFailed("no provider connector was wired for this run (internal)")
     return providers_access.reach(run.adapters.providers, run.adapters.kube, applied,
-                                  run.environ)
+                                  run.environ, run_id=run.run_id,
+                                  credential=run.credential.name, deadline=run.deadline(),
+                                  cancel=run.cancel)
 
 
 def admin(run: Run, found: Reach, first: Secret, then: Secret) -> AbstractContextManager[Any]:

@@ -255,3 +255,12 @@ def volume_mounts(pod: Obj, container: Obj, pod_dir: Path, lab_dir: Path) -> dic
             host = host / str(m["subPath"])
         out[str(m["mountPath"])] = host
     return out
+
+
+def host_path(container_path: str, mounts: dict[str, Path]) -> Path | None:
+    """The host path of ``container_path`` through the container's volume mounts."""
+    for mount_path, host in sorted(mounts.items(), key=lambda kv: -len(kv[0])):
+        mount_path = mount_path.rstrip("/") or "/"
+        if container_path == mount_path or container_path.startswith(mount_path + "/"):
+            return host / container_path[len(mount_path):].lstrip("/")
+    return None

@@ -13,6 +13,9 @@
   translated through the container's volume mounts to host directories
   (:func:`host_path`); with no volume at ``PGDATA`` the data lives in the pod directory, as
   in a container's own filesystem.
+- ``bugsink/bugsink`` runs the real Bugsink server from its own venv, and
+  ``rotate-lab/bugsink-rotator`` the custom rotator of ``apply: job``
+  (:mod:`rotate_lab.systems.bugsink`; ``rotate lab up --with bugsink``).
 - ``stakater/reloader`` runs ``sleep`` (a stand-in: the lab's Reloader runs in the cluster
   process).
 
@@ -25,11 +28,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from rotate_lab.cluster.node import bugsink_images
 from rotate_lab.cluster.node.containers import (
     Launch,
     UnknownImage,
     expand,
     first_port,
+    host_path,
     redis_config,
 )
 from rotate_lab.systems import postgres
@@ -44,15 +49,6 @@ IMAGE_INITDB_DIR = "/docker-entrypoint-initdb.d"
 def is_postgres_image(image: str) -> bool:
     name = image.lower().rsplit("/", 1)[-1]
     return name.split(":", 1)[0].split("@", 1)[0] == "postgres"
-
-
-def host_path(container_path: str, mounts: dict[str, Path]) -> Path | None:
-    """The host path of ``container_path`` through the container's volume mounts."""
-    for mount_path, host in sorted(mounts.items(), key=lambda kv: -len(kv[0])):
-        mount_path = mount_path.rstrip("/") or "/"
-        if container_path == mount_path or container_path.startswith(mount_path + "/"):
-            return host / container_path[len(mount_path):].lstrip("/")
-    return None
 
 
 def postgres_launch(container: Obj, env: dict[str, str], *, pod_ip: str, pod_dir: Path,
@@ -113,9 +109,16 @@ def launch_for(container: Obj, env: dict[str, str], *, pod_ip: str, pod_dir: Pat
                                                       or secret_file)
         return Launch([sys.executable, "-m", "rotate_lab.shop.sample_service"], full_env,
                       None, "sample-service")
+    if "bugsink-rotator" in lowered:
+        return bugsink_images.rotator_launch(env, lab_dir=lab_dir, mounts=mounts or {},
+                                      base_env=base_env)
+    if "bugsink/bugsink" in lowered:
+        return bugsink_images.server_launch(container, env, pod_ip=pod_ip, pod_dir=pod_dir,
+                                     mounts=mounts or {}, base_env=base_env)
     if "stakater/reloader" in lowered:
         # Reloader's reconcile loop runs in the cluster process; its pod is a stand-in.
         return Launch(["sleep", "infinity"], full_env, None, "reloader-standin",
                       ["the lab's Reloader runs in the cluster process; this pod stands in"])
     raise UnknownImage(f'lab: no local program for image "{image}" (known: images '
-                       'containing "dragonfly" or "redis", "postgres" and "shop-service")')
+                       'containing "dragonfly" or "redis", "postgres", "shop-service", '
+                       '"bugsink/bugsink" and "bugsink-rotator")')
