@@ -8,8 +8,8 @@ Invariants:
 - A kind is *state-changing* unless its name says it only reads (``READ_ONLY``): a new kind
   is therefore signalled a few ms into its work too, the safe default.
 - Every disturbance is recovered twice, once by ``resume`` and once by ``rollback``
-  (two cases), except the shared-provider and human-restart cases, which an operator
-  recovers by resuming.
+  (two cases), except the shared-provider, shared-consumer and human-restart cases, which an
+  operator recovers by resuming.
 """
 
 from __future__ import annotations
@@ -46,6 +46,12 @@ HUMAN: tuple[tuple[str, str, str], ...] = (
     ("other", "dragonfly/dragonfly", "provider.wait"),
 )
 
+#: a credential sharing consumers (not a provider) with the main one, and the offsets (ms) at
+#: which it is started after the main one
+SHARING_OFFSETS_MS = (0, 150, 500)
+#: a human edit of an owned pointer of this consumer's document, at the start of this kind
+HUMAN_EDIT = ("order", "config.write")
+
 
 @dataclass(frozen=True)
 class Spec:
@@ -53,9 +59,11 @@ class Spec:
 
     ``disturbance`` is ``signal`` (``sig`` at ``kind`` + ``delay_ms``), ``fault-before``,
     ``fault-during`` (``fault`` on ``target`` switched on at ``kind``), ``human``
-    (``kubectl rollout restart`` of ``target`` at ``kind``) or ``shared`` (both
+    (``kubectl rollout restart`` of ``target`` at ``kind``), ``shared`` (both
     credentials at once; ``kind``: the step of ``credential`` at which the other starts,
-    "" for the same instant)."""
+    "" for the same instant), ``sharing`` (``target``, a credential sharing consumers, started
+    ``delay_ms`` after ``credential``) or ``human-edit`` (an owned pointer of ``target``'s
+    Config Center document changed by hand at ``kind``)."""
 
     disturbance: str
     credential: str
@@ -79,6 +87,10 @@ class Spec:
                             f" at {at}",
             "human": f"human restart {self.target} at {at}",
             "shared": f"both credentials at once{' (at ' + at + ')' if self.kind else ''}",
+            "sharing": f"{self.credential} and {self.target} sharing consumers, "
+                       + (f"{self.target} {self.delay_ms} ms later" if self.delay_ms
+                          else "at once"),
+            "human-edit": f"human edit of {self.target}'s document at {at}",
         }[self.disturbance]
         return f"{cred}{what} → {self.recovery}"
 
@@ -139,10 +151,23 @@ def fault_specs(credential: str, kinds: Sequence[str]) -> list[Spec]:
     return out
 
 
+def sharing_specs(main: str, sharing: str, main_kinds: Sequence[str]) -> list[Spec]:
+    """``sharing`` (consumers in common, no provider) started at each offset after ``main``,
+    recovered by resuming whichever failed; a human edit of an owned pointer of a shared
+    consumer's document at ``config.write``, recovered by resume and by rollback."""
+    out = [Spec("sharing", main, "resume", delay_ms=ms, target=sharing)
+           for ms in SHARING_OFFSETS_MS]
+    svc, kind = HUMAN_EDIT
+    if kind in main_kinds:
+        out += [Spec("human-edit", main, how, kind=kind, target=svc) for how in RECOVERIES]
+    return out
+
+
 def matrix(plans: dict[str, dict[str, Any]], main: str, other: str,
-           signals: Sequence[str] = SIGNALS) -> list[Spec]:
+           signals: Sequence[str] = SIGNALS, sharing: str | None = None) -> list[Spec]:
     """The whole matrix: ``main`` at every kind of its plan with every signal and fault;
-    ``other`` (same provider) at the kinds ``main``'s plan lacks; both at once; humans."""
+    ``other`` (same provider) at the kinds ``main``'s plan lacks; both at once; humans;
+    ``sharing`` (consumers in common) at several offsets, when given."""
     main_kinds, other_kinds = plan_kinds(plans[main]), plan_kinds(plans[other])
     specs = signal_specs(main, main_kinds, signals)
     specs += fault_specs(main, main_kinds)
@@ -159,6 +184,8 @@ def matrix(plans: dict[str, dict[str, Any]], main: str, other: str,
         if kind in plan_kinds(plans[cred]):
             specs.append(Spec("human", cred, "resume", kind=kind, target=target,
                               tagged=cred != main))
+    if sharing is not None and sharing in plans:
+        specs += sharing_specs(main, sharing, main_kinds)
     return specs
 
 

@@ -1,7 +1,8 @@
 """Fault matrix: every lab fault before and during a run, kill -9 / SIGTERM at the start of
 every step kind the plan has (and a few ms into the state-changing ones), two credentials on
-one provider, a human `kubectl rollout restart` mid-run — each recovered by resume and by
-rollback, and checked from outside the tool
+one provider, two sharing consumers at several offsets, a human `kubectl rollout restart` or
+Config Center edit mid-run — each recovered by resume and by rollback, and checked from
+outside the tool
 (docs/reliability.md).
 
 One lab (fast profile) in its own directory, started and stopped here.  The kinds come from
@@ -17,7 +18,8 @@ recovery, without asking rotate (bench/fault_world.py):
 - the ExternalSecret's target Secret holds OpenBao's value; Dragonfly's own AUTH accepts it
   (as that credential's ACL user) and, for the restart strategy, refuses the value it
   replaced; every consumer's Config Center document holds it and every shop /readyz is 200;
-- every consumer of either credential holds exactly one live Config Center token;
+- every consumer of any credential holds exactly one live Config Center token;
+- nothing lost: a human's edit of a document pointer no credential owns is still there;
 - the recovery (resume, rollback) itself exited 0.
 
 It prints the matrix as a Markdown table and writes OUT/faults.json.
@@ -47,6 +49,8 @@ from bench.fault_world import CREDENTIALS, Credential, Journal, World, freeze, t
 from bench.world import BENCH_DIR, BenchError, Lab
 
 MAIN, OTHER = "dragonfly", "dragonfly-acl"  # two credentials on one provider
+SHARING = "postgres"  # shares consumers (order, user) with MAIN, not a provider
+HUMAN_NOTE = "edited by a human (the fault matrix)"
 SIGS = {"kill": signal.SIGKILL, "term": signal.SIGTERM}
 FAULT_TIMEOUT = "8s"
 
@@ -103,6 +107,12 @@ class Case:
             a, _ = self.start(MAIN)
             b, _ = self.start(OTHER)
             return {MAIN: self.finish(a), OTHER: self.finish(b)}
+        if s.disturbance == "sharing":
+            a, _ = self.start(s.credential)
+            if s.delay_ms:
+                time.sleep(s.delay_ms / 1000)  # the offset between the starts is the case
+            b, _ = self.start(s.target)
+            return {s.credential: self.finish(a), s.target: self.finish(b)}
         proc, journal = self.start(s.credential)
         codes: dict[str, int] = {}
         try:
@@ -128,6 +138,9 @@ class Case:
             w.fault(s.fault, s.target)
         elif s.disturbance == "human":
             w.rollout_restart(s.target)
+        elif s.disturbance == "human-edit":
+            cred = self.creds[s.credential]
+            w.edit_document(s.target, cred.doc_pointer, "h" * 40, HUMAN_NOTE)
         elif s.disturbance == "shared":
             other = OTHER if s.credential == MAIN else MAIN
             second, _ = self.start(other)
@@ -135,9 +148,40 @@ class Case:
         return {}
 
     # -- recover
+    def recover_edit(self, run_id: str) -> None:
+        """After a human edit of an owned pointer (the run stopped, exit 13): the recovery
+        without help refuses (resume 13, rollback 3: the edit is not the run's to drop);
+        then the operator's way on — put the pointer back and resume, or roll back with
+        --force (owned pointers only)."""
+        s, w = self.spec, self.world
+        cred = self.creds[s.credential]
+        blocked = self.world.rotate(s.recovery, run_id, "--confirm").returncode
+        self.out.exit_codes.append(blocked)
+        if blocked != (13 if s.recovery == "resume" else 3):
+            self.out.problems.append(f"{s.recovery} with the edit in place exited {blocked}")
+        if s.recovery == "resume":
+            before = w.bao(f"secret/data/{cred.bao_path}?version={self.v0[s.credential]}")
+            w.edit_document(s.target, cred.doc_pointer, str(before["data"][cred.bao_key]),
+                            HUMAN_NOTE)
+            done = w.rotate("resume", run_id, "--confirm").returncode
+        else:
+            done = w.rotate("rollback", run_id, "--confirm", "--force").returncode
+        self.out.exit_codes.append(done)
+        if done != 0:
+            self.out.problems.append(f"{s.recovery} after the edit was dealt with exited {done}")
+
     def recover(self, codes: dict[str, int]) -> dict[str, str]:
         """Resume or roll back each disturbed run; what each credential should now show."""
         expect = {c: "unchanged" for c in self.creds}
+        if self.spec.disturbance == "human-edit":
+            cred = self.spec.credential
+            run_id = Journal(self.world.runs, cred, self.known).run_id_now()
+            if codes.get(cred) != 13 or run_id is None:
+                self.out.problems.append(f"the edited run exited {codes.get(cred)}, not 13")
+                return expect
+            self.recover_edit(run_id)
+            expect[cred] = "rotated" if self.spec.recovery == "resume" else "restored"
+            return expect
         for cred, code in codes.items():
             changed = self.world.bao_version(self.creds[cred]) != self.v0[cred]
             if code in (3, 4) and not changed:
@@ -190,9 +234,9 @@ class Case:
         w, p = self.world, self.out.problems
         if w.secret_value(cred) != value:
             p.append(f"{cred.name}: Secret differs from OpenBao")
-        if not w.dragonfly_auth(cred.auth_user, value):
+        if cred.auth_user and not w.dragonfly_auth(cred.auth_user, value):
             p.append(f"{cred.name}: Dragonfly refuses OpenBao's value for {cred.auth_user}")
-        if cred.per_rotation == 1 and version > 1:  # restart: the replaced value is gone
+        if cred.auth_user and cred.per_rotation == 1 and version > 1:  # restart: old is gone
             old = str(w.bao(f"secret/data/{cred.bao_path}?version={version - 1}")
                       ["data"][cred.bao_key])
             if old != value and w.dragonfly_auth(cred.auth_user, old):
@@ -202,6 +246,10 @@ class Case:
                 p.append(f"{cred.name}: Config Center {svc}/bootstrap differs from OpenBao")
             if (live := w.live_tokens(svc)) != 1:
                 p.append(f"{svc}: {live} live tokens")
+        if self.spec.disturbance == "human-edit" and cred.name == self.spec.credential \
+                and w.document_at(self.spec.target, ("note",)) != HUMAN_NOTE:
+            p.append(f"{self.spec.target}: the human's edit of a pointer no credential owns "
+                     "was lost")
 
     def run(self) -> Outcome:
         began = time.monotonic()
@@ -231,7 +279,7 @@ def heal(world: World, creds: dict[str, Credential]) -> list[str]:
 
 
 def credentials(world: World) -> tuple[dict[str, Credential], dict[str, dict[str, Any]]]:
-    plans = {name: world.plan(name) for name in (MAIN, OTHER)}
+    plans = {name: world.plan(name) for name in (MAIN, OTHER, SHARING)}
     creds = {name: replace(CREDENTIALS[name], consumers=tuple(
         str(c) for c in plans[name].get("consumers", []))) for name in plans}
     return creds, plans
@@ -276,7 +324,7 @@ def main(argv: list[str] | None = None) -> int:
         lab.up("fast", None)
         world = World(lab)
         creds, plans = credentials(world)
-        specs = select(matrix(plans, MAIN, OTHER, args.signals.split(",")),
+        specs = select(matrix(plans, MAIN, OTHER, args.signals.split(","), SHARING),
                        args.only, (int(i), int(n)))
         if args.list:
             print("\n".join(s.name for s in specs))

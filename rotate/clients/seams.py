@@ -173,8 +173,13 @@ class Kube(Protocol):
         """The key names of a Secret's data, sorted — never a value (NotFoundError when the
         Secret does not exist)."""
 
-    def write_secret_key(self, namespace: str, name: str, key: str, value: Secret) -> str:
-        """Set one key of an existing Secret (merge patch); return the new resourceVersion."""
+    def write_secret_key(
+        self, namespace: str, name: str, key: str, value: Secret, *,
+        annotations: Mapping[str, str] | None = None, resource_version: str | None = None,
+    ) -> str:
+        """Set one key of an existing Secret (merge patch), with ``annotations`` in the same
+        patch; return the new resourceVersion.  ``resource_version``: only if the Secret is
+        still at it (ConflictError otherwise)."""
 
     def can_i(
         self, verb: str, kind: str, namespace: str | None, *, subresource: str | None = None,
