@@ -50,7 +50,8 @@ HUMAN: tuple[tuple[str, str, str], ...] = (
 #: which it is started after the main one
 SHARING_OFFSETS_MS = (0, 150, 500)
 #: a human edit of an owned pointer of this consumer's document, at the start of this kind
-HUMAN_EDIT = ("order", "config.write")
+#: (the harvest: right before the parallel document writes, none of which has begun)
+HUMAN_EDIT = ("order", "config.harvest")
 
 
 @dataclass(frozen=True)
@@ -154,7 +155,7 @@ def fault_specs(credential: str, kinds: Sequence[str]) -> list[Spec]:
 def sharing_specs(main: str, sharing: str, main_kinds: Sequence[str]) -> list[Spec]:
     """``sharing`` (consumers in common, no provider) started at each offset after ``main``,
     recovered by resuming whichever failed; a human edit of an owned pointer of a shared
-    consumer's document at ``config.write``, recovered by resume and by rollback."""
+    consumer's document right before the writes, recovered by resume and by rollback."""
     out = [Spec("sharing", main, "resume", delay_ms=ms, target=sharing)
            for ms in SHARING_OFFSETS_MS]
     svc, kind = HUMAN_EDIT

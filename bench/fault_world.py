@@ -201,15 +201,17 @@ class World:
             value = value.get(part) if isinstance(value, dict) else None
         return value
 
-    def edit_document(self, svc: str, path: tuple[str, ...], value: str, note: str) -> None:
-        """A human's edit: ``path`` set to ``value`` and ``/note`` to ``note``, If-Match."""
+    def edit_document(self, svc: str, path: tuple[str, ...], value: str,
+                      keep: tuple[tuple[str, ...], str] | None = None) -> None:
+        """A human's edit: ``path`` set to ``value`` (and ``keep``'s path to its value), in
+        one PUT If-Match the version read."""
         cur = self.cc(f"/v1/services/{svc}/keys/bootstrap")
         doc = json.loads(json.dumps(cur["value"]))
-        node = doc
-        for part in path[:-1]:
-            node = node.setdefault(part, {})
-        node[path[-1]] = value
-        doc["note"] = note
+        for where, what in ((path, value), *([keep] if keep else [])):
+            node = doc
+            for part in where[:-1]:
+                node = node.setdefault(part, {})
+            node[where[-1]] = what
         r = httpx.put(f"{self.env['CONFIG_CENTER_URL']}/v1/services/{svc}/keys/bootstrap",
                       json={"value": doc}, timeout=10,
                       headers={"Authorization": f"Bearer {self.env['CONFIG_CENTER_TOKEN']}",

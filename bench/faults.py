@@ -50,7 +50,9 @@ from bench.world import BENCH_DIR, BenchError, Lab
 
 MAIN, OTHER = "dragonfly", "dragonfly-acl"  # two credentials on one provider
 SHARING = "postgres"  # shares consumers (order, user) with MAIN, not a provider
-HUMAN_NOTE = "edited by a human (the fault matrix)"
+#: the pointer no credential owns that a human edit changes too (the schema allows no new
+#: one): the host spelled capitalised, which resolves the same (DNS is case-insensitive)
+HUMAN_KEEP = ("dragonfly", "host")
 SIGS = {"kill": signal.SIGKILL, "term": signal.SIGTERM}
 FAULT_TIMEOUT = "8s"
 
@@ -61,6 +63,7 @@ class Case:
     def __init__(self, world: World, creds: dict[str, Credential], spec: Spec) -> None:
         self.world, self.creds, self.spec = world, creds, spec
         self.out = Outcome(spec.name)
+        self.kept = ""  # a human edit: the value it gave a pointer no credential owns
         self.v0 = {c: world.bao_version(cred) for c, cred in creds.items()}
         self.value0 = {c: world.bao_value(cred) for c, cred in creds.items()}
         self.known = world.known_runs()
@@ -140,7 +143,8 @@ class Case:
             w.rollout_restart(s.target)
         elif s.disturbance == "human-edit":
             cred = self.creds[s.credential]
-            w.edit_document(s.target, cred.doc_pointer, "h" * 40, HUMAN_NOTE)
+            self.kept = str(w.document_at(s.target, HUMAN_KEEP)).capitalize()
+            w.edit_document(s.target, cred.doc_pointer, "h" * 40, (HUMAN_KEEP, self.kept))
         elif s.disturbance == "shared":
             other = OTHER if s.credential == MAIN else MAIN
             second, _ = self.start(other)
@@ -161,8 +165,7 @@ class Case:
             self.out.problems.append(f"{s.recovery} with the edit in place exited {blocked}")
         if s.recovery == "resume":
             before = w.bao(f"secret/data/{cred.bao_path}?version={self.v0[s.credential]}")
-            w.edit_document(s.target, cred.doc_pointer, str(before["data"][cred.bao_key]),
-                            HUMAN_NOTE)
+            w.edit_document(s.target, cred.doc_pointer, str(before["data"][cred.bao_key]))
             done = w.rotate("resume", run_id, "--confirm").returncode
         else:
             done = w.rotate("rollback", run_id, "--confirm", "--force").returncode
@@ -247,7 +250,7 @@ class Case:
             if (live := w.live_tokens(svc)) != 1:
                 p.append(f"{svc}: {live} live tokens")
         if self.spec.disturbance == "human-edit" and cred.name == self.spec.credential \
-                and w.document_at(self.spec.target, ("note",)) != HUMAN_NOTE:
+                and w.document_at(self.spec.target, HUMAN_KEEP) != self.kept:
             p.append(f"{self.spec.target}: the human's edit of a pointer no credential owns "
                      "was lost")
 

@@ -14,7 +14,11 @@ Ready, ``maxSurge`` pods above ``replicas`` plus as many as ``maxUnavailable`` l
 from the old ones — ``min(replicas, maxSurge + maxUnavailable)`` (surge.fenceposts).  Waiting
 for more would wait forever: the rest are only created once these are Ready, which needs the
 switch.  Our new pods are the ones whose template stamp (``restartedAt``) is the one this
-run's restart wrote; a pod being deleted, or one that already ended, does not count.
+run's restart wrote — or a later one: a restart made after ours (another credential's run
+sharing the consumer, a human) replaces our pods with its own, which read the document and
+token we wrote as well (they start later), so they stage our rollout too; waiting for ours
+would wait for pods that are gone.  A pod being deleted, or one that already ended, does not
+count.
 
 Other kinds are never prepared (surge.verdict), so they are staged at once.
 """
@@ -27,6 +31,7 @@ from typing import Any
 
 from rotate.clients.seams import Kube
 from rotate.core.refs import ObjectRef
+from rotate.core.timestamps import parse_rfc3339
 from rotate.core.waiting import CancelToken, Deadline, wait_for
 from rotate.stages.kubecache import ObjectCache
 from rotate.stages.rollout import RESTARTED_AT, match_labels, metadata
@@ -59,13 +64,23 @@ def pod_started(pod: Mapping[str, Any]) -> bool:
     return all(bool(cs.get("started")) or bool(cs.get("ready")) for cs in statuses)
 
 
+def _at_or_after(seen: object, stamp: str) -> bool:
+    if seen == stamp:
+        return True
+    try:
+        return parse_rfc3339(str(seen)) > parse_rfc3339(stamp)
+    except ValueError:
+        return False
+
+
 def _ours(pod: Mapping[str, Any], stamp: str) -> bool:
     meta = metadata(pod)
     if meta.get("deletionTimestamp"):
         return False
     if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
         return False
-    return bool((meta.get("annotations") or {}).get(RESTARTED_AT) == stamp)
+    seen = (meta.get("annotations") or {}).get(RESTARTED_AT)
+    return seen is not None and _at_or_after(seen, stamp)
 
 
 def _waiting_reasons(pods: Iterable[Mapping[str, Any]]) -> list[str]:

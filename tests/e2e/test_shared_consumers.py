@@ -114,9 +114,12 @@ def _frozen_at(lab: Lab, proc: subprocess.Popen[str], known: set[str], kind: str
 
 
 def _human_edit(lab: Lab, svc: str, password: str) -> dict[str, Any]:
+    """A human's PUT: an owned pointer (the password) and one no credential owns (the host,
+    spelled another way that resolves the same: DNS names are case-insensitive)."""
     cur = lab.bootstrap(svc)
-    doc = {**cur["value"], "dragonfly": {**cur["value"]["dragonfly"], "password": password},
-           "note": "edited by a human"}
+    section = cur["value"]["dragonfly"]
+    doc = {**cur["value"], "dragonfly": {**section, "password": password,
+                                         "host": section["host"].capitalize()}}
     r = httpx.put(f"{lab.env['CONFIG_CENTER_URL']}/v1/services/{svc}/keys/bootstrap",
                   json={"value": doc}, timeout=10,
                   headers={"Authorization": f"Bearer {lab.env['CONFIG_CENTER_TOKEN']}",
@@ -128,7 +131,9 @@ def _human_edit(lab: Lab, svc: str, password: str) -> dict[str, Any]:
 def test_a_human_edit_before_config_write_is_never_lost(lab: Lab) -> None:
     known = set(lab.run_ids())
     proc = lab.spawn_rotate("dragonfly", "--confirm")
-    run_id = _frozen_at(lab, proc, known, "config.write")
+    # config.harvest: right before the documents are written (the writes run in parallel:
+    # a freeze at the first config.write may land after another consumer's write)
+    run_id = _frozen_at(lab, proc, known, "config.harvest")
     try:
         edited = _human_edit(lab, "order", "h" * 40)
     finally:
@@ -145,6 +150,6 @@ def test_a_human_edit_before_config_write_is_never_lost(lab: Lab) -> None:
     forced = lab.rotate("rollback", run_id, "--confirm", "--force")
     assert forced.code == 0, forced.output
     doc = lab.bootstrap("order")["value"]
-    assert doc["note"] == "edited by a human"  # not the credential's: kept
+    assert doc["dragonfly"]["host"] == edited["dragonfly"]["host"]  # not owned: kept
     assert doc["dragonfly"]["password"] == lab.bao_password()
     _settled(lab)

@@ -85,3 +85,12 @@ def test_no_startup_probe_is_told() -> None:
     assert no_startup_probe(obj)
     obj["spec"]["template"]["spec"]["containers"][0]["startupProbe"] = {"httpGet": {}}
     assert not no_startup_probe(obj)
+
+
+def test_pods_of_a_later_restart_stage_ours_too() -> None:
+    """Another run sharing the consumer restarted it after us: its pods replace ours and
+    read what we wrote as well, so they count; pods of an earlier restart never do."""
+    obj = dep(1)
+    later = "2026-12-03T12:00:01.000001Z"
+    assert staged(obj, [pod("theirs", stamp=later)], STAMP).done
+    assert not staged(obj, [pod("older", stamp="2026-12-03T11:59:59.999999Z")], STAMP).done
