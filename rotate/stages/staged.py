@@ -64,23 +64,33 @@ def pod_started(pod: Mapping[str, Any]) -> bool:
     return all(bool(cs.get("started")) or bool(cs.get("ready")) for cs in statuses)
 
 
-def _at_or_after(seen: object, stamp: str) -> bool:
-    if seen == stamp:
-        return True
+def _after(seen: object, stamp: str) -> bool:
     try:
         return parse_rfc3339(str(seen)) > parse_rfc3339(stamp)
     except ValueError:
         return False
 
 
-def _ours(pod: Mapping[str, Any], stamp: str) -> bool:
+def _template_labels(obj: Mapping[str, Any]) -> dict[str, Any]:
+    template = (obj.get("spec") or {}).get("template") or {}
+    return dict((template.get("metadata") or {}).get("labels") or {})
+
+
+def _ours(pod: Mapping[str, Any], stamp: str, labels: Mapping[str, Any]) -> bool:
+    """Stamped by our restart — or by a later one of the same workload (its template's
+    labels on the pod: a workload without labels counts its own stamp only, since the
+    stamp is then all that tells its pods from the namespace's others)."""
     meta = metadata(pod)
     if meta.get("deletionTimestamp"):
         return False
     if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
         return False
     seen = (meta.get("annotations") or {}).get(RESTARTED_AT)
-    return seen is not None and _at_or_after(seen, stamp)
+    if seen == stamp:
+        return True
+    own = meta.get("labels") or {}
+    return (seen is not None and bool(labels) and all(own.get(k) == v for k, v in labels.items())
+            and _after(seen, stamp))
 
 
 def _waiting_reasons(pods: Iterable[Mapping[str, Any]]) -> list[str]:
@@ -98,7 +108,8 @@ def staged(obj: Mapping[str, Any], pods: Iterable[Mapping[str, Any]], stamp: str
     want = expected_new_pods(obj)
     if want == 0:
         return Staged(True, "no new pod to wait for")
-    ours = [p for p in pods if _ours(p, stamp)]
+    labels = _template_labels(obj)
+    ours = [p for p in pods if _ours(p, stamp, labels)]
     started = [p for p in ours if pod_started(p)]
     if len(started) >= want:
         return Staged(True, f"{len(started)} new pod(s) started")
