@@ -48,8 +48,10 @@ class OwnedMoved(StepFailed):
         self.pointers = tuple(pointers)
         shown = ", ".join(self.pointers)
         was = f"v{since}" if since is not None else "the run's read"
+        # the hint goes into the message: a step's failure paragraph quotes only the message
         super().__init__(f"{where}: {shown} changed since {was} (now v{now}) by someone "
-                         "other than this run; left as it is, nothing written", hint=hint)
+                         "other than this run; left as it is, nothing written"
+                         + (f" — {hint}" if hint else ""), hint=hint)
 
 
 def _from_secret(values: Mapping[str, Any], pointer: str, secret: SecretKeyRef) -> bool:

@@ -85,6 +85,7 @@ def test_an_owned_pointer_moved_stops_the_write_and_resume_says_why(
     assert report.exit_code == 13, report.message
     assert "order/bootstrap: /dragonfly/password" in report.message
     assert "nothing written" in report.message and "rotate resume" in report.message
+    assert "put them back" in report.message and "--force" in report.message
     assert world.cc.get_key(*KEY).value["dragonfly"]["password"] == "h" * 40  # kept
     again = resume(world, tmp_path, report.run_id)
     assert again.exit_code == 13 and "/dragonfly/password" in again.message
