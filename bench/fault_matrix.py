@@ -50,8 +50,8 @@ HUMAN: tuple[tuple[str, str, str], ...] = (
 #: which it is started after the main one
 SHARING_OFFSETS_MS = (0, 150, 500)
 #: a human edit of an owned pointer of this consumer's document, at the start of this kind
-#: (the harvest: right before the parallel document writes, none of which has begun)
-HUMAN_EDIT = ("order", "config.harvest")
+#: (after preflight read the versions, well before the parallel document writes)
+HUMAN_EDIT = ("order", "backend.write")
 
 
 @dataclass(frozen=True)

@@ -92,25 +92,25 @@ def _journal(lab: Lab, run_id: str) -> Path:
 
 
 def _frozen_at(lab: Lab, proc: subprocess.Popen[str], known: set[str], kind: str) -> str:
-    """SIGSTOP the run the moment its journal shows step.start of ``kind``; its run id."""
-    def started() -> str | None:
+    """SIGSTOP the run the moment its journal shows step.start of ``kind``; its run id.
+    Polled every millisecond (a step can take less than that), with a deadline."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise AssertionError(f"the run ended before {kind}: {proc.communicate()}")
         run_id = newest_run(lab, known)
-        if run_id is None or not _journal(lab, run_id).exists():
-            return None
-        for line in _journal(lab, run_id).read_text().splitlines():
-            try:
-                rec = json.loads(line)
-            except ValueError:
-                continue  # a line being written
-            if rec.get("event") == "step.start" and rec.get("kind") == kind:
-                return run_id
-        return None
-
-    run_id = eventually(started, 120, f"the run to start {kind}", ignoring=(OSError,))
-    os.kill(proc.pid, signal.SIGSTOP)
-    return run_id
+        path = _journal(lab, run_id) if run_id else None
+        if run_id and path and path.exists():
+            for line in path.read_text().splitlines():
+                try:
+                    rec = json.loads(line)
+                except ValueError:
+                    continue  # a line being written
+                if rec.get("event") == "step.start" and rec.get("kind") == kind:
+                    os.kill(proc.pid, signal.SIGSTOP)
+                    return run_id
+        time.sleep(0.001)  # polling the journal file, bounded by the deadline above
+    raise AssertionError(f"the run never started {kind} within 120 s")
 
 
 def _human_edit(lab: Lab, svc: str, password: str) -> dict[str, Any]:
@@ -131,9 +131,9 @@ def _human_edit(lab: Lab, svc: str, password: str) -> dict[str, Any]:
 def test_a_human_edit_before_config_write_is_never_lost(lab: Lab) -> None:
     known = set(lab.run_ids())
     proc = lab.spawn_rotate("dragonfly", "--confirm")
-    # config.harvest: right before the documents are written (the writes run in parallel:
-    # a freeze at the first config.write may land after another consumer's write)
-    run_id = _frozen_at(lab, proc, known, "config.harvest")
+    # backend.write: after preflight read the documents' versions, well before the writes
+    # (they run in parallel, a few ms later: a freeze at config.write may land too late)
+    run_id = _frozen_at(lab, proc, known, "backend.write")
     try:
         edited = _human_edit(lab, "order", "h" * 40)
     finally:

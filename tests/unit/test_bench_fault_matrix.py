@@ -110,11 +110,10 @@ def test_merged_shards_put_resume_and_rollback_of_a_disturbance_together() -> No
 
 def test_credentials_sharing_consumers_and_a_human_edit_are_in_the_matrix() -> None:
     plans = {"a": LIVE, "b": ROLLED, "pg": _plan("backend.write", "config.write")}
-    assert "config.harvest" in plan_kinds(LIVE)
     names = [s.name for s in matrix(plans, "a", "b", sharing="pg")]
     assert "a and pg sharing consumers, at once → resume" in names
     assert "a and pg sharing consumers, pg 150 ms later → resume" in names
     assert "a and pg sharing consumers, pg 500 ms later → resume" in names
-    assert "human edit of order's document at config.harvest → resume" in names
-    assert "human edit of order's document at config.harvest → rollback" in names
+    assert "human edit of order's document at backend.write → resume" in names
+    assert "human edit of order's document at backend.write → rollback" in names
     assert not [n for n in matrix({"a": LIVE, "b": ROLLED}, "a", "b") if "sharing" in n.name]

@@ -174,3 +174,30 @@ def test_an_owned_edit_before_the_write_is_not_taken_for_the_runs(
         raise AssertionError("the rollback should have refused")
     except PreflightFailed as exc:
         assert "not by the run" in exc.message
+
+
+def test_preflight_waits_for_a_shared_consumer_another_run_is_rolling(world: World) -> None:
+    """A consumer mid-rollout under another run that holds its Lease (a credential sharing
+    it) is waited for, not refused; without that run's Lease it is not healthy."""
+    from datetime import UTC, datetime
+
+    from rotate.core.refs import ObjectRef
+    from rotate.engine.preflight_workloads import _after_shared_rollout
+    from rotate.stages.rollout import RUN_ID_ANNOTATION
+
+    other = "20261205T000000Z-postgres-abcd"
+    ref = ObjectRef("Deployment", "shop", "order")
+    rolling = world.kube.get("Deployment", "shop", "order")
+    rolling["metadata"].setdefault("annotations", {})[RUN_ID_ANNOTATION] = other
+    rolling["metadata"]["generation"] = rolling["metadata"].get("generation", 1) + 1
+    assert _after_shared_rollout(world.chain, world.kube, ref, rolling, "rolling")[0] is False
+    world.kube.put({"kind": "Lease", "metadata": {"name": "rotate-postgres",
+                                                  "namespace": "rotate-system"},
+                    "spec": {"holderIdentity": f"someone@host/{other}",
+                             "renewTime": datetime.now(UTC).isoformat()}})
+    # the stored object finished its rollout meanwhile: the wait sees it complete
+    done, message = _after_shared_rollout(world.chain, world.kube, ref,
+                                          {**rolling, "metadata": {**rolling["metadata"],
+                                                                   "generation": 1}},
+                                          "rolling")
+    assert done and other in message
