@@ -8,8 +8,8 @@ Invariants:
 - A kind is *state-changing* unless its name says it only reads (``READ_ONLY``): a new kind
   is therefore signalled a few ms into its work too, the safe default.
 - Every disturbance is recovered twice, once by ``resume`` and once by ``rollback``
-  (two cases), except the shared-provider and human-restart cases, which an operator
-  recovers by resuming.
+  (two cases), except the shared-provider, shared-consumer and human-restart cases, which an
+  operator recovers by resuming.
 - A torn journal (a kill mid-write) is a kill at a state-changing kind with a partial
   record appended to the killed run's journal; a lock take-over freezes the run at a kind
   that only reads (``TAKE_OVER_AT``: the step in flight changes nothing once thawed).
@@ -59,6 +59,13 @@ HUMAN: tuple[tuple[str, str, str], ...] = (
     ("other", "dragonfly/dragonfly", "provider.wait"),
 )
 
+#: a credential sharing consumers (not a provider) with the main one, and the offsets (ms) at
+#: which it is started after the main one
+SHARING_OFFSETS_MS = (0, 150, 500)
+#: a human edit of an owned pointer of this consumer's document, at the start of this kind
+#: (after preflight read the versions, well before the parallel document writes)
+HUMAN_EDIT = ("order", "backend.write")
+
 
 @dataclass(frozen=True)
 class Spec:
@@ -72,8 +79,11 @@ class Spec:
     its journal), ``takeover`` (frozen at ``kind`` until its Leases are stale, taken over
     by ``rotate resume RUN --confirm --take-over-lock``, then thawed),
     ``bao-write`` (a ``bao kv put`` of the path at ``kind``, after
-    sync.wait proved the Secret: the run exits 17) or ``oversized`` (``--value-stdin`` with a
-    value the provider cannot take: exit 2, nothing changed)."""
+    sync.wait proved the Secret: the run exits 17), ``oversized`` (``--value-stdin`` with a
+    value the provider cannot take: exit 2, nothing changed), ``sharing`` (``target``, a
+    credential sharing consumers, started
+    ``delay_ms`` after ``credential``) or ``human-edit`` (an owned pointer of ``target``'s
+    Config Center document changed by hand at ``kind``)."""
 
     disturbance: str
     credential: str
@@ -102,6 +112,10 @@ class Spec:
             "takeover": f"lock taken over at {at}",
             "bao-write": f"backend write after sync.wait (at {at})",
             "oversized": "oversized value (--value-stdin, 64 KiB)",
+            "sharing": f"{self.credential} and {self.target} sharing consumers, "
+                       + (f"{self.target} {self.delay_ms} ms later" if self.delay_ms
+                          else "at once"),
+            "human-edit": f"human edit of {self.target}'s document at {at}",
         }[self.disturbance]
         return f"{cred}{what} → {self.recovery}"
 
@@ -172,10 +186,23 @@ def journal_specs(credential: str, kinds: Sequence[str]) -> list[Spec]:
     return out
 
 
+def sharing_specs(main: str, sharing: str, main_kinds: Sequence[str]) -> list[Spec]:
+    """``sharing`` (consumers in common, no provider) started at each offset after ``main``,
+    recovered by resuming whichever failed; a human edit of an owned pointer of a shared
+    consumer's document right before the writes, recovered by resume and by rollback."""
+    out = [Spec("sharing", main, "resume", delay_ms=ms, target=sharing)
+           for ms in SHARING_OFFSETS_MS]
+    svc, kind = HUMAN_EDIT
+    if kind in main_kinds:
+        out += [Spec("human-edit", main, how, kind=kind, target=svc) for how in RECOVERIES]
+    return out
+
+
 def matrix(plans: dict[str, dict[str, Any]], main: str, other: str,
-           signals: Sequence[str] = SIGNALS) -> list[Spec]:
+           signals: Sequence[str] = SIGNALS, sharing: str | None = None) -> list[Spec]:
     """The whole matrix: ``main`` at every kind of its plan with every signal and fault;
-    ``other`` (same provider) at the kinds ``main``'s plan lacks; both at once; humans."""
+    ``other`` (same provider) at the kinds ``main``'s plan lacks; both at once; humans;
+    ``sharing`` (consumers in common) at several offsets, when given."""
     main_kinds, other_kinds = plan_kinds(plans[main]), plan_kinds(plans[other])
     specs = signal_specs(main, main_kinds, signals)
     specs += fault_specs(main, main_kinds)
@@ -196,6 +223,8 @@ def matrix(plans: dict[str, dict[str, Any]], main: str, other: str,
         if kind in plan_kinds(plans[cred]):
             specs.append(Spec("human", cred, "resume", kind=kind, target=target,
                               tagged=cred != main))
+    if sharing is not None and sharing in plans:
+        specs += sharing_specs(main, sharing, main_kinds)
     return specs + journal_specs(main, main_kinds)
 
 

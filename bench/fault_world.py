@@ -39,7 +39,7 @@ class Credential:
     bao_path: str            # under secret/
     bao_key: str
     secret: tuple[str, str, str]  # namespace, name, key
-    auth_user: str           # Dragonfly ACL user that authenticates with the value
+    auth_user: str           # Dragonfly ACL user that authenticates with the value ("": none)
     doc_pointer: tuple[str, ...]  # where each consumer's document holds the value
     per_rotation: int        # OpenBao versions a completed rotation adds
     consumers: tuple[str, ...] = ()
@@ -58,6 +58,11 @@ CREDENTIALS = {
     "dragonfly-acl": Credential("dragonfly-acl", "infra/dragonfly-acl", "password",
                                 ("dragonfly", "dragonfly-acl-secret", "password"),
                                 "search", ("cache", "password"), 2),
+    # shares consumers (order, user) with dragonfly, not a provider; its server is proven by
+    # the consumers' readyz (they connect with the document's login)
+    "postgres": Credential("postgres", "infra/postgres", "password",
+                           ("db", "postgres-password-secret", "password"),
+                           "", ("postgres", "password"), 1),
 }
 
 
@@ -224,6 +229,29 @@ class World:
     def document_value(self, svc: str, cred: Credential) -> object:
         value: object = self.cc(f"/v1/services/{svc}/keys/bootstrap")["value"]
         for part in cred.doc_pointer:
+            value = value.get(part) if isinstance(value, dict) else None
+        return value
+
+    def edit_document(self, svc: str, path: tuple[str, ...], value: str,
+                      keep: tuple[tuple[str, ...], str] | None = None) -> None:
+        """A human's edit: ``path`` set to ``value`` (and ``keep``'s path to its value), in
+        one PUT If-Match the version read."""
+        cur = self.cc(f"/v1/services/{svc}/keys/bootstrap")
+        doc = json.loads(json.dumps(cur["value"]))
+        for where, what in ((path, value), *([keep] if keep else [])):
+            node = doc
+            for part in where[:-1]:
+                node = node.setdefault(part, {})
+            node[where[-1]] = what
+        r = httpx.put(f"{self.env['CONFIG_CENTER_URL']}/v1/services/{svc}/keys/bootstrap",
+                      json={"value": doc}, timeout=10,
+                      headers={"Authorization": f"Bearer {self.env['CONFIG_CENTER_TOKEN']}",
+                               "If-Match": f'"{cur["version"]}"'})
+        r.raise_for_status()
+
+    def document_at(self, svc: str, path: tuple[str, ...]) -> object:
+        value: object = self.cc(f"/v1/services/{svc}/keys/bootstrap")["value"]
+        for part in path:
             value = value.get(part) if isinstance(value, dict) else None
         return value
 

@@ -1,9 +1,10 @@
 """Fault matrix: every lab fault before and during a run, kill -9 / SIGTERM at the start of
 every step kind the plan has (and a few ms into the state-changing ones), two credentials on
-one provider, a human `kubectl rollout restart` mid-run, a torn journal record after a kill,
-a run's lock taken over while it is frozen, a `bao kv put` of the path after sync.wait
-(exit 17) and an oversized supplied value (exit 2) — each recovered by resume and by
-rollback, and checked from outside the tool (docs/reliability.md).
+one provider, two sharing consumers at several offsets, a human `kubectl rollout restart`
+or Config Center edit mid-run, a torn journal record after a kill, a run's lock taken over
+while it is frozen, a `bao kv put` of the path after sync.wait (exit 17) and an oversized
+supplied value (exit 2) — each recovered by resume and by rollback, and checked from
+outside the tool (docs/reliability.md).
 
 One lab (fast profile) in its own directory, started and stopped here.  The kinds come from
 ``rotate CRED -o json`` (bench/fault_matrix.py).  A run is disturbed at a step by freezing
@@ -18,7 +19,8 @@ recovery, without asking rotate (bench/fault_world.py):
 - the ExternalSecret's target Secret holds OpenBao's value; Dragonfly's own AUTH accepts it
   (as that credential's ACL user) and, for the restart strategy, refuses the value it
   replaced; every consumer's Config Center document holds it and every shop /readyz is 200;
-- every consumer of either credential holds exactly one live Config Center token;
+- every consumer of any credential holds exactly one live Config Center token;
+- nothing lost: a human's edit of a document pointer no credential owns is still there;
 - the recovery (resume, rollback) itself exited 0; after a torn record the run reads as
   settled (``succeeded`` resumed, ``rolled-back``): a hidden record would leave it failed,
   and the next rotation refused; a run whose lock was taken over exited 5 (lock lost), the
@@ -71,6 +73,10 @@ from bench.fault_world import (
 from bench.world import BENCH_DIR, BenchError, Lab
 
 MAIN, OTHER = "dragonfly", "dragonfly-acl"  # two credentials on one provider
+SHARING = "postgres"  # shares consumers (order, user) with MAIN, not a provider
+#: the pointer no credential owns that a human edit changes too (the schema allows no new
+#: one): the host spelled capitalised, which resolves the same (DNS is case-insensitive)
+HUMAN_KEEP = ("dragonfly", "host")
 SIGS = {"kill": signal.SIGKILL, "term": signal.SIGTERM}
 FAULT_TIMEOUT = "8s"
 #: what a human's `bao kv put` writes in the middle of a run (bao-write)
@@ -85,6 +91,7 @@ class Case:
         self.out = Outcome(spec.name)
         self.journal: Journal | None = None  # the disturbed run's, once started
         self.taker: subprocess.CompletedProcess[str] | None = None  # a take-over's resume
+        self.kept = ""  # a human edit: the value it gave a pointer no credential owns
         self.v0 = {c: world.bao_version(cred) for c, cred in creds.items()}
         self.value0 = {c: world.bao_value(cred) for c, cred in creds.items()}
         self.known = world.known_runs()
@@ -138,6 +145,12 @@ class Case:
             a, _ = self.start(MAIN)
             b, _ = self.start(OTHER)
             return {MAIN: self.finish(a), OTHER: self.finish(b)}
+        if s.disturbance == "sharing":
+            a, _ = self.start(s.credential)
+            if s.delay_ms:
+                time.sleep(s.delay_ms / 1000)  # the offset between the starts is the case
+            b, _ = self.start(s.target)
+            return {s.credential: self.finish(a), s.target: self.finish(b)}
         proc, journal = self.start(s.credential)
         self.journal = journal
         codes: dict[str, int] = {}
@@ -168,6 +181,10 @@ class Case:
             cred = self.creds[s.credential]
             data = w.bao_data(cred, w.bao_version(cred))
             w.bao_put(cred, {**data, cred.bao_key: BY_HAND})
+        elif s.disturbance == "human-edit":
+            cred = self.creds[s.credential]
+            self.kept = str(w.document_at(s.target, HUMAN_KEEP)).capitalize()
+            w.edit_document(s.target, cred.doc_pointer, "h" * 40, (HUMAN_KEEP, self.kept))
         elif s.disturbance == "shared":
             other = OTHER if s.credential == MAIN else MAIN
             second, _ = self.start(other)
@@ -199,9 +216,39 @@ class Case:
         self.taker = self.world.rotate("resume", run_id, "--confirm", "--take-over-lock")
 
     # -- recover
+    def recover_edit(self, run_id: str) -> None:
+        """After a human edit of an owned pointer (the run stopped, exit 13): the recovery
+        without help refuses (resume 13, rollback 3: the edit is not the run's to drop);
+        then the operator's way on — put the pointer back and resume, or roll back with
+        --force (owned pointers only)."""
+        s, w = self.spec, self.world
+        cred = self.creds[s.credential]
+        blocked = self.world.rotate(s.recovery, run_id, "--confirm").returncode
+        self.out.exit_codes.append(blocked)
+        if blocked != (13 if s.recovery == "resume" else 3):
+            self.out.problems.append(f"{s.recovery} with the edit in place exited {blocked}")
+        if s.recovery == "resume":
+            before = w.bao(f"secret/data/{cred.bao_path}?version={self.v0[s.credential]}")
+            w.edit_document(s.target, cred.doc_pointer, str(before["data"][cred.bao_key]))
+            done = w.rotate("resume", run_id, "--confirm").returncode
+        else:
+            done = w.rotate("rollback", run_id, "--confirm", "--force").returncode
+        self.out.exit_codes.append(done)
+        if done != 0:
+            self.out.problems.append(f"{s.recovery} after the edit was dealt with exited {done}")
+
     def recover(self, codes: dict[str, int]) -> dict[str, str]:
         """Resume or roll back each disturbed run; what each credential should now show."""
         expect = {c: "unchanged" for c in self.creds}
+        if self.spec.disturbance == "human-edit":
+            cred = self.spec.credential
+            run_id = Journal(self.world.runs, cred, self.known).run_id_now()
+            if codes.get(cred) != 13 or run_id is None:
+                self.out.problems.append(f"the edited run exited {codes.get(cred)}, not 13")
+                return expect
+            self.recover_edit(run_id)
+            expect[cred] = "rotated" if self.spec.recovery == "resume" else "restored"
+            return expect
         for cred, code in codes.items():
             changed = self.world.bao_version(self.creds[cred]) != self.v0[cred]
             if code in (2, 3, 4) and not changed:
@@ -275,9 +322,9 @@ class Case:
         for copy in cred.copies:
             if w.secret_value(cred, copy) != value:
                 p.append(f"{cred.name}: Secret {copy[0]}/{copy[1]} differs from OpenBao")
-        if not w.dragonfly_auth(cred.auth_user, value):
+        if cred.auth_user and not w.dragonfly_auth(cred.auth_user, value):
             p.append(f"{cred.name}: Dragonfly refuses OpenBao's value for {cred.auth_user}")
-        if cred.per_rotation == 1 and version > 1:  # restart: the replaced value is gone
+        if cred.auth_user and cred.per_rotation == 1 and version > 1:  # restart: old is gone
             old = str(w.bao(f"secret/data/{cred.bao_path}?version={version - 1}")
                       ["data"][cred.bao_key])
             if old != value and w.dragonfly_auth(cred.auth_user, old):
@@ -287,6 +334,10 @@ class Case:
                 p.append(f"{cred.name}: Config Center {svc}/bootstrap differs from OpenBao")
             if (live := w.live_tokens(svc)) != 1:
                 p.append(f"{svc}: {live} live tokens")
+        if self.spec.disturbance == "human-edit" and cred.name == self.spec.credential \
+                and w.document_at(self.spec.target, HUMAN_KEEP) != self.kept:
+            p.append(f"{self.spec.target}: the human's edit of a pointer no credential owns "
+                     "was lost")
 
     def run(self) -> Outcome:
         began = time.monotonic()
@@ -370,7 +421,7 @@ def heal(world: World, creds: dict[str, Credential]) -> list[str]:
 
 
 def credentials(world: World) -> tuple[dict[str, Credential], dict[str, dict[str, Any]]]:
-    plans = {name: world.plan(name) for name in (MAIN, OTHER)}
+    plans = {name: world.plan(name) for name in (MAIN, OTHER, SHARING)}
     creds = {name: replace(CREDENTIALS[name], consumers=tuple(
         str(c) for c in plans[name].get("consumers", []))) for name in plans}
     return creds, plans
@@ -422,7 +473,7 @@ def main(argv: list[str] | None = None) -> int:
                            (int(i), int(n)))
         else:
             creds, plans = credentials(world)
-            specs = select(matrix(plans, MAIN, OTHER, args.signals.split(",")),
+            specs = select(matrix(plans, MAIN, OTHER, args.signals.split(","), SHARING),
                            args.only, (int(i), int(n)))
         if args.list:
             print("\n".join(s.name for s in specs))

@@ -404,11 +404,22 @@ class KubeClient:
         obj = self._request("GET", self._path("Secret", namespace, name), op) or {}
         return sorted(obj.get("data") or {})
 
-    def write_secret_key(self, namespace: str, name: str, key: str, value: Secret) -> str:
+    def write_secret_key(
+        self, namespace: str, name: str, key: str, value: Secret, *,
+        annotations: Mapping[str, str] | None = None, resource_version: str | None = None,
+    ) -> str:
         op = self._op("write", "Secret", namespace, name) + f" key {key}"
         encoded = base64.b64encode(value.reveal().encode("utf-8")).decode("ascii")
+        body: dict[str, Any] = {"data": {key: encoded}}
+        meta: dict[str, Any] = {}
+        if annotations:
+            meta["annotations"] = dict(annotations)
+        if resource_version:
+            meta["resourceVersion"] = resource_version  # the API server answers 409 if moved
+        if meta:
+            body["metadata"] = meta
         obj = self._request("PATCH", self._path("Secret", namespace, name), op,
-                            body={"data": {key: encoded}}, content_type=_PATCH_CONTENT["merge"])
+                            body=body, content_type=_PATCH_CONTENT["merge"])
         return str((obj.get("metadata") or {}).get("resourceVersion", ""))
 
     def create_secret(self, namespace: str, name: str, values: Mapping[str, Secret], *,

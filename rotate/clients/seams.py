@@ -188,8 +188,13 @@ class Kube(Protocol):
         """The key names of a Secret's data, sorted — never a value (NotFoundError when the
         Secret does not exist)."""
 
-    def write_secret_key(self, namespace: str, name: str, key: str, value: Secret) -> str:
-        """Set one key of an existing Secret (merge patch); return the new resourceVersion."""
+    def write_secret_key(
+        self, namespace: str, name: str, key: str, value: Secret, *,
+        annotations: Mapping[str, str] | None = None, resource_version: str | None = None,
+    ) -> str:
+        """Set one key of an existing Secret (merge patch), with ``annotations`` in the same
+        patch; return the new resourceVersion.  ``resource_version``: only if the Secret is
+        still at it (ConflictError otherwise)."""
 
     def create_secret(self, namespace: str, name: str, values: Mapping[str, Secret], *,
                       labels: Mapping[str, str] | None = None) -> None:

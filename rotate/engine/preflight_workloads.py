@@ -9,6 +9,7 @@ first.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,8 +19,10 @@ from rotate.clients.seams import Kube
 from rotate.core.durations import format_duration
 from rotate.core.errors import ClientError, NotFoundError
 from rotate.core.refs import ObjectRef
+from rotate.core.waiting import Deadline, WaitTimeout
 from rotate.engine.collector import Collector, Fanned, note_uid
 from rotate.engine.fanout import fan_out
+from rotate.engine.lock import lease_name
 from rotate.engine.model import Trap
 from rotate.engine.preflight_readers import (
     budgets,
@@ -106,6 +109,8 @@ def workload_findings(chain: Chain, credential: Credential, kube: Kube,
                 if why is not None:
                     out.outage[str(ref)] = why
             done, message = rollout.rollout_status(obj)
+            if not done and role == "consumer":
+                done, message = _after_shared_rollout(chain, kube, ref, obj, message)
             if not done:
                 raise NotFoundError("kubernetes", str(ref), f"not healthy now: {message}")
             return message
@@ -139,3 +144,33 @@ def workload_findings(chain: Chain, credential: Credential, kube: Kube,
     out.ondelete.sort(key=lambda r: order.index(r) if r in order else len(order))
     out.unprobed.sort(key=lambda r: order.index(r) if r in order else len(order))
     return out
+
+
+#: how long preflight waits for another run's rollout of a shared consumer to finish
+SHARED_ROLLOUT_WAIT = 120.0
+_RUN_ID = re.compile(r"^\d{8}T\d{6}Z-(?P<credential>.+)-[0-9a-f]+$")
+
+
+def _after_shared_rollout(chain: Chain, kube: Kube, ref: ObjectRef, obj: dict[str, Any],
+                          message: str) -> tuple[bool, str]:
+    """A consumer another rotate run is rolling right now — a credential sharing it (its
+    ``rotate.dev/run-id``, and that run holds its Lease) — is waited for rather than refused:
+    the two runs commute (docs/reliability.md "Two credentials sharing consumers").  Any
+    other unfinished rollout, or one that does not finish in time, is not healthy."""
+    run_id = str(rollout.meta_annotations(obj).get(rollout.RUN_ID_ANNOTATION) or "")
+    found = _RUN_ID.match(run_id)
+    if found is None:
+        return False, message
+    try:
+        lease = kube.get("Lease", chain.cluster.lock_namespace, lease_name(found["credential"]))
+    except ClientError:
+        return False, message
+    holder = str((lease.get("spec") or {}).get("holderIdentity") or "")
+    if not holder.endswith("/" + run_id):
+        return False, message
+    try:
+        done = rollout.wait_rollout(kube, ref, rollout.generation(obj),
+                                    deadline=Deadline.after(SHARED_ROLLOUT_WAIT))
+    except (WaitTimeout, ClientError):
+        return False, f"{message} (run {run_id} is rolling it)"
+    return True, f"{done} (after run {run_id}'s rollout)"

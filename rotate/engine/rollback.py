@@ -24,6 +24,7 @@ they move back), then the same phase 2 as a rotation retires it (backend.retire 
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 from pathlib import Path
 
 from rotate.chain.model import Chain, Credential
@@ -36,7 +37,7 @@ from rotate.engine.kinds.base import PlanInput, Restore
 from rotate.engine.model import Adapters, Options, Phase, PlannedStep, PreflightResult
 from rotate.engine.plan import number_steps
 from rotate.engine.unfinished import later_runs
-from rotate.stages import backend
+from rotate.stages import backend, documents
 
 
 def _writes_value(st: StepState) -> bool:
@@ -76,12 +77,7 @@ def build_rollback(
         raise UsageError(f"run {orig.run_id} created {credential.backend.path}; there is no "
                          "previous value to restore")
     consumers = tuple(c for c in orig.start.consumers if c in chain.services)
-    config: dict[str, int] = {}
-    for st in orig.steps:  # a document the run wrote (not its own undo of one)
-        if _writes_document(st) and st.step.index not in orig.undo_of \
-                and st.status != "pending" and st.data.get("previous_version") is not None \
-                and st.step.subject in chain.services:
-            config[st.step.subject] = int(st.data["previous_version"])
+    config = _config_before(chain, orig)
     overlap = orig.strategy == Strategy.overlap and credential.overlap is not None
     restore = Restore(written_from, config, overlap)
     readers = tuple(dict.fromkeys(  # the Secret's readers the run restarted, again
@@ -103,6 +99,18 @@ def _synced_others(orig: RunState) -> tuple[str, ...]:
         and (kind := find(st.step)) is not None and kind.syncs_external_secret))
 
 
+def _config_before(chain: Chain, orig: RunState) -> dict[str, int]:
+    """service → the version its document had before the run, for each document the run
+    wrote or tried to (not its own undo of one)."""
+    config: dict[str, int] = {}
+    for st in orig.steps:
+        if _writes_document(st) and st.step.index not in orig.undo_of \
+                and st.status != "pending" and st.data.get("previous_version") is not None \
+                and st.step.subject in chain.services:
+            config[st.step.subject] = int(st.data["previous_version"])
+    return config
+
+
 def _backend_wrote(orig: RunState, written_from: int) -> int:
     """The last backend version the run wrote (its value, or an overlap's retire)."""
     versions = [int(st.data["version"]) for st in orig.steps
@@ -111,28 +119,41 @@ def _backend_wrote(orig: RunState, written_from: int) -> int:
     return max(versions, default=written_from + 1)
 
 
-def _config_wrote(orig: RunState) -> dict[str, int | None]:
-    """service → the version the run last wrote its document as (None: it may have,
-    unjournaled).  The run's own undo of a document (its restore after a failed stage ③)
-    counts, once done: the run wrote that version too.
+@dataclass(frozen=True)
+class _DocWrite:
+    """What the run's journal says about one document: the version it last wrote (None:
+    unjournaled — it may have, see ``attempts``) and the If-Match of every PUT it tried."""
+
+    version: int | None
+    attempts: tuple[int, ...] = ()
+
+
+def _config_wrote(orig: RunState) -> dict[str, _DocWrite]:
+    """service → what the run last wrote to its document.  The run's own undo of a
+    document (its restore after a failed stage ③) counts, once done: the run wrote that
+    version too.
 
     "Last" is in the order the steps ran (``started_seq``), not the plan's: a run resumed
     after its undo wrote the new value, then the restore, then the new value again — and
     its journal lists every ``config.write`` before any ``config.undo``."""
-    out: dict[str, int | None] = {}
+    out: dict[str, _DocWrite] = {}
     for st in sorted(orig.steps, key=lambda s: s.started_seq):
         if not _writes_document(st):
             continue
         if st.step.index in orig.undo_of:
             if st.status == "done" and st.data.get("version") is not None:
-                out[st.step.subject] = int(st.data["version"])
+                out[st.step.subject] = _DocWrite(int(st.data["version"]))
             continue
         if st.step.phase != "main" or st.status == "pending":
             continue
         if st.status == "done" and st.data.get("version") is not None:
-            out[st.step.subject] = int(st.data["version"])
-        elif st.data.get("previous_version") is not None:
-            out[st.step.subject] = None
+            out[st.step.subject] = _DocWrite(int(st.data["version"]))
+        elif "previous_version" in st.data:
+            lost = {int(a) for a in st.data.get("lost") or []}  # refused with 412
+            attempts = [int(a) for a in st.data.get("attempts") or [] if int(a) not in lost]
+            if "pointers" not in st.data and st.data.get("previous_version") is not None:
+                attempts = [int(st.data["previous_version"])]  # older journals: one PUT
+            out[st.step.subject] = _DocWrite(None, tuple(attempts))
     return out
 
 
@@ -148,12 +169,15 @@ def moved_since(
     chain: Chain, vault: Vault, cc: ConfigCenter, credential: Credential, orig: RunState,
     written_from: int, state_dir: Path,
 ) -> tuple[list[str], dict[str, int]]:
-    """What changed after run ``orig`` among what its rollback would restore, and the
-    If-Match each document's restore uses (the version the run wrote).
+    """What changed after run ``orig`` among what its rollback would restore, and for each
+    document the version whose owned values it must still hold when its restore runs.
 
     The backend moved when its current version is not the last one the run wrote (and was
-    not written by the run itself, unjournaled); a document moved when its current version
-    is not the one the run wrote.  Empty list: the rollback overwrites nothing but the run's.
+    not written by the run itself, unjournaled).  A document moved when a pointer the
+    credential owns no longer holds what the run wrote there (or, where the run wrote
+    nothing, what it held before the run); another credential's pointers never count — the
+    restore writes only the owned ones.  Empty list: the rollback overwrites nothing but the
+    run's.
     """
     moved: list[str] = []
     path = credential.backend.path
@@ -165,23 +189,56 @@ def moved_since(
                      + (f" (later runs: {', '.join(later)})" if later else
                         " (written by someone else)"))
     match: dict[str, int] = {}
-    for name, version in _config_wrote(orig).items():
+    before = _config_before(chain, orig)
+    for name, wrote_doc in _config_wrote(orig).items():
         if name not in chain.services:
             continue
-        key = chain.services[name].config_key
-        try:
-            now = cc.get_version_number(name, key)
-        except NotFoundError:
-            now = None
-        doc = f"{name}/{key}"
-        if now is None:
-            moved.append(f"Config Center document {doc}: no longer exists")
-        elif version is None or now == version:
-            match[name] = now
-        else:
-            moved.append(f"Config Center document {doc}: the run wrote v{version}, "
-                         f"it is now v{now} (edited after the run)")
+        found = _document_moved(cc, chain, credential, name, wrote_doc,
+                                restore_from=before.get(name))
+        if isinstance(found, str):
+            moved.append(found)
+        elif found is not None:
+            match[name] = found
     return moved, match
+
+
+def _document_moved(
+    cc: ConfigCenter, chain: Chain, credential: Credential, name: str, wrote: _DocWrite,
+    restore_from: int | None,
+) -> str | int | None:
+    """Whether the pointers the credential owns in ``name``'s document still hold what the
+    run left there: the version to compare them with at restore time (they do; the version
+    from before the run when they hold its values, so the restore writes nothing), None
+    (the run recorded no version before it), or why not (they moved).  Other pointers never
+    count: they are not the rollback's to restore."""
+    svc = chain.services[name]
+    doc = f"Config Center document {name}/{svc.config_key}"
+    pointers = documents.owned_pointers(svc, credential.secret)
+    try:
+        current = cc.get_key(name, svc.config_key)
+    except NotFoundError:
+        return f"{doc}: no longer exists"
+    now = documents.owned_values(current.value, pointers)
+    if restore_from is not None:
+        old = documents.owned_values(cc.get_version(name, svc.config_key, restore_from).value,
+                                     pointers)
+        if not documents.moved(pointers, now, old):
+            return restore_from  # holds the values from before the run: nothing to restore
+    version = wrote.version
+    if version is None:  # a PUT may have been applied unjournaled: version If-Match + 1
+        version = documents.may_have_written(cc, name, svc.config_key, pointers,
+                                             wrote.attempts)
+    if version is None:
+        shown = ", ".join(documents.moved(pointers, now, old)) if restore_from is not None \
+            else ", ".join(pointers)
+        return (f"{doc}: {shown} changed after the run read v{restore_from} (now "
+                f"v{current.version}), not by the run (it wrote nothing there)")
+    ref = documents.owned_values(cc.get_version(name, svc.config_key, version).value, pointers)
+    changed = documents.moved(pointers, now, ref)
+    if changed:
+        return (f"{doc}: {', '.join(changed)} edited after the run wrote v{version} (now "
+                f"v{current.version})")
+    return version
 
 
 def guard(

@@ -14,7 +14,11 @@ Ready, ``maxSurge`` pods above ``replicas`` plus as many as ``maxUnavailable`` l
 from the old ones — ``min(replicas, maxSurge + maxUnavailable)`` (surge.fenceposts).  Waiting
 for more would wait forever: the rest are only created once these are Ready, which needs the
 switch.  Our new pods are the ones whose template stamp (``restartedAt``) is the one this
-run's restart wrote; a pod being deleted, or one that already ended, does not count.
+run's restart wrote — or a later one: a restart made after ours (another credential's run
+sharing the consumer, a human) replaces our pods with its own, which read the document and
+token we wrote as well (they start later), so they stage our rollout too; waiting for ours
+would wait for pods that are gone.  A pod being deleted, or one that already ended, does not
+count.
 
 Other kinds are never prepared (surge.verdict), so they are staged at once.
 """
@@ -27,6 +31,7 @@ from typing import Any
 
 from rotate.clients.seams import Kube
 from rotate.core.refs import ObjectRef
+from rotate.core.timestamps import parse_rfc3339
 from rotate.core.waiting import CancelToken, Deadline, wait_for
 from rotate.stages.kubecache import ObjectCache
 from rotate.stages.rollout import RESTARTED_AT, match_labels, metadata
@@ -59,13 +64,33 @@ def pod_started(pod: Mapping[str, Any]) -> bool:
     return all(bool(cs.get("started")) or bool(cs.get("ready")) for cs in statuses)
 
 
-def _ours(pod: Mapping[str, Any], stamp: str) -> bool:
+def _after(seen: object, stamp: str) -> bool:
+    try:
+        return parse_rfc3339(str(seen)) > parse_rfc3339(stamp)
+    except ValueError:
+        return False
+
+
+def _template_labels(obj: Mapping[str, Any]) -> dict[str, Any]:
+    template = (obj.get("spec") or {}).get("template") or {}
+    return dict((template.get("metadata") or {}).get("labels") or {})
+
+
+def _ours(pod: Mapping[str, Any], stamp: str, labels: Mapping[str, Any]) -> bool:
+    """Stamped by our restart — or by a later one of the same workload (its template's
+    labels on the pod: a workload without labels counts its own stamp only, since the
+    stamp is then all that tells its pods from the namespace's others)."""
     meta = metadata(pod)
     if meta.get("deletionTimestamp"):
         return False
     if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
         return False
-    return bool((meta.get("annotations") or {}).get(RESTARTED_AT) == stamp)
+    seen = (meta.get("annotations") or {}).get(RESTARTED_AT)
+    if seen == stamp:
+        return True
+    own = meta.get("labels") or {}
+    return (seen is not None and bool(labels) and all(own.get(k) == v for k, v in labels.items())
+            and _after(seen, stamp))
 
 
 def _waiting_reasons(pods: Iterable[Mapping[str, Any]]) -> list[str]:
@@ -83,7 +108,8 @@ def staged(obj: Mapping[str, Any], pods: Iterable[Mapping[str, Any]], stamp: str
     want = expected_new_pods(obj)
     if want == 0:
         return Staged(True, "no new pod to wait for")
-    ours = [p for p in pods if _ours(p, stamp)]
+    labels = _template_labels(obj)
+    ours = [p for p in pods if _ours(p, stamp, labels)]
     started = [p for p in ours if pod_started(p)]
     if len(started) >= want:
         return Staged(True, f"{len(started)} new pod(s) started")

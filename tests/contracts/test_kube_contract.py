@@ -111,6 +111,24 @@ def test_secret_data_is_never_returned_and_read_one_key_at_a_time(kube: Kube) ->
                                 "password") == Secret("new-" + PASSWORD)
 
 
+def test_a_secret_key_written_with_annotations_only_if_unchanged(kube: Kube) -> None:
+    """A token delivery: the key and an annotation in one patch, conditional on the
+    resourceVersion read (409 → ConflictError when the Secret changed since)."""
+    got = _secret(kube)
+    rv = kube.write_secret_key("dragonfly", "dragonfly-password-secret", "password",
+                               Secret("a-" + PASSWORD), annotations={"rotate.dev/token-id": "t1"},
+                               resource_version=got["metadata"]["resourceVersion"])
+    now = kube.get("Secret", "dragonfly", "dragonfly-password-secret")
+    assert now["metadata"]["annotations"]["rotate.dev/token-id"] == "t1"
+    assert now["metadata"]["resourceVersion"] == rv
+    with pytest.raises(ConflictError):
+        kube.write_secret_key("dragonfly", "dragonfly-password-secret", "password",
+                              Secret("b-" + PASSWORD), annotations={"rotate.dev/token-id": "t2"},
+                              resource_version=got["metadata"]["resourceVersion"])
+    assert kube.read_secret_key("dragonfly", "dragonfly-password-secret",
+                                "password") == Secret("a-" + PASSWORD)
+
+
 def test_secret_keys_name_the_keys_never_the_values(kube: Kube) -> None:
     kube.create("Secret", "dragonfly", {
         "metadata": {"name": "two-keys"}, "type": "Opaque",

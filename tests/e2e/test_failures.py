@@ -462,8 +462,9 @@ def test_config_center_refusing_writes_stops_the_run_in_preflight(lab: Lab) -> N
 
 
 def test_rollback_refuses_to_overwrite_a_later_edit_then_force(lab: Lab) -> None:
-    """Issue 10 items 2 and 3: a Config Center edit made after the run stops its rollback
-    (exit 3, nothing changed); every consumer holds exactly one live token, tagged with the
+    """Issue 10 items 2 and 3: a Config Center edit of a pointer the credential owns made after
+    the run stops its rollback (exit 3, nothing changed), and --force restores only the owned
+    pointers; every consumer holds exactly one live token, tagged with the
     run that minted it, after the run and after the rollback."""
     import httpx
 
@@ -474,9 +475,12 @@ def test_rollback_refuses_to_overwrite_a_later_edit_then_force(lab: Lab) -> None
     for svc in CONSUMERS:
         live = live_tokens(lab, svc)
         assert [t.get("label") for t in live] == [run_id], (svc, live)
-    doc = lab.bootstrap("order")  # a human re-saves order's document: a new version
+    doc = lab.bootstrap("order")  # a human edits a pointer dragonfly owns, and the host
+    section = doc["value"]["dragonfly"]
+    edited = {**doc["value"], "dragonfly": {**section, "password": "h" * 40,
+                                            "host": section["host"].capitalize()}}
     put = httpx.put(f"{lab.env['CONFIG_CENTER_URL']}/v1/services/order/keys/bootstrap",
-                    json={"value": doc["value"]}, timeout=10,
+                    json={"value": edited}, timeout=10,
                     headers={"Authorization": f"Bearer {lab.env['CONFIG_CENTER_TOKEN']}",
                              "If-Match": f'"{doc["version"]}"'})
     assert put.status_code == 200, put.text
@@ -491,6 +495,9 @@ def test_rollback_refuses_to_overwrite_a_later_edit_then_force(lab: Lab) -> None
     forced = lab.rotate("rollback", run_id, "--confirm", "--force")
     assert forced.code == 0, forced.output
     assert lab.bao_password() == old and lab.dragonfly_auth(old)
+    after = lab.bootstrap("order")["value"]["dragonfly"]
+    assert after["password"] == old  # the owned pointer restored over the edit
+    assert after["host"] == section["host"].capitalize()  # not owned: the edit is kept
     for svc in CONSUMERS:
         assert len(live_tokens(lab, svc)) == 1, svc
 

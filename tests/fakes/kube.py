@@ -235,11 +235,19 @@ class FakeKube:
         with self._lock:
             return sorted(self._get(("Secret", namespace, name)).get("data") or {})
 
-    def write_secret_key(self, namespace: str, name: str, key: str, value: Secret) -> str:
+    def write_secret_key(
+        self, namespace: str, name: str, key: str, value: Secret, *,
+        annotations: Mapping[str, str] | None = None, resource_version: str | None = None,
+    ) -> str:
         self.faults.hit("write_secret_key")
         with self._lock:
             k = ("Secret", namespace, name)
             obj = self._get(k)
+            if resource_version and resource_version != obj["metadata"].get("resourceVersion"):
+                raise ConflictError("kubernetes", f"write secret/{namespace}/{name}",
+                                    "the object has been modified", status=409)
+            if annotations:
+                obj["metadata"].setdefault("annotations", {}).update(annotations)
             obj.setdefault("data", {})[key] = base64.b64encode(value.reveal().encode()).decode()
             self._bump(k, obj, "MODIFIED")
             rv = str(obj["metadata"]["resourceVersion"])

@@ -130,3 +130,14 @@ def test_torn_journals_and_lock_take_overs_come_from_the_plan() -> None:
     assert "kill at backend.write + torn journal record → rollback" in names
     assert "lock taken over at readyz.check → resume" in names
     assert len(names) == len(set(names))
+
+
+def test_credentials_sharing_consumers_and_a_human_edit_are_in_the_matrix() -> None:
+    plans = {"a": LIVE, "b": ROLLED, "pg": _plan("backend.write", "config.write")}
+    names = [s.name for s in matrix(plans, "a", "b", sharing="pg")]
+    assert "a and pg sharing consumers, at once → resume" in names
+    assert "a and pg sharing consumers, pg 150 ms later → resume" in names
+    assert "a and pg sharing consumers, pg 500 ms later → resume" in names
+    assert "human edit of order's document at backend.write → resume" in names
+    assert "human edit of order's document at backend.write → rollback" in names
+    assert not [n for n in matrix({"a": LIVE, "b": ROLLED}, "a", "b") if "sharing" in n.name]

@@ -1,9 +1,11 @@
 """A fresh run acts on what its preflight read (rotate.engine.kinds.base.Run.observed).
 
-The document write sends the If-Match its plan line shows, so a document someone else wrote
-after preflight is refused, not overwritten; the old tokens revoked at the end are those
-preflight saw, so a token someone else minted meanwhile stays live.  On the fakes: the other
-writer acts at the run's backend write, after preflight and before the consumers' steps.
+The document write compares the credential's pointers with the version its plan line shows,
+so a document whose owned pointers someone else changed after preflight is refused, not
+overwritten.  Tokens: the newest mint wins — a token minted before the run's own is revoked
+with the ones preflight saw, a token minted after it is not the run's to revoke.  On the
+fakes: the other writer acts at the run's backend write, after preflight and before the
+consumers' steps.
 """
 
 from __future__ import annotations
@@ -51,12 +53,12 @@ def test_a_document_written_after_preflight_is_not_overwritten(world: World,
     assert report.exit_code == 13, report.message  # config.write failed
     failed = next(s for s in report.steps if s.status == "failed")
     assert (failed.kind, failed.target.split(" ")[0]) == ("config.write", "shop/cart")
-    assert "version moved" in report.message
+    assert "/dragonfly/password" in report.message and "nothing written" in report.message
     doc = world.cc.get_key(*KEY)
     assert (doc.version, doc.value) == (before + 1, theirs)
 
 
-def test_a_token_minted_after_preflight_is_not_revoked(world: World, tmp_path: Path) -> None:
+def test_a_token_minted_before_the_runs_own_is_revoked(world: World, tmp_path: Path) -> None:
     seen = {t.id for t in world.cc.list_tokens("cart") if not t.revoked}
     assert seen
     theirs: list[str] = []
@@ -66,5 +68,24 @@ def test_a_token_minted_after_preflight_is_not_revoked(world: World, tmp_path: P
 
     assert report.exit_code == 0, report.message
     live = {t.id for t in world.cc.list_tokens("cart") if not t.revoked}
-    assert theirs and theirs[0] in live  # not the run's to revoke
-    assert not seen & live  # every token preflight saw is revoked
+    assert theirs and theirs[0] not in live  # older than the run's: one live token
+    assert not seen & live and len(live) == 1
+
+
+def test_a_token_minted_after_the_runs_own_is_not_revoked(world: World,
+                                                          tmp_path: Path) -> None:
+    """A newer token is another minter's, on its way into the Secret: it revokes ours."""
+    theirs: list[str] = []
+    put = world.cc.put_key
+
+    def mint_then_put(*a: Any, **kw: Any) -> int:
+        if not theirs:  # config.write runs after the run's token.mint
+            theirs.append(world.cc.mint_token("cart", "someone").id)
+        return put(*a, **kw)
+
+    world.cc.put_key = mint_then_put  # type: ignore[method-assign]
+    report = run(world, tmp_path)
+
+    assert report.exit_code == 0, report.message
+    live = {t.id for t in world.cc.list_tokens("cart") if not t.revoked}
+    assert theirs[0] in live and len(live) == 2

@@ -325,7 +325,8 @@ def test_a_run_resumed_after_its_undo_rolls_back_without_force(world: World,
     report = run(world, tmp_path, timeout=0.5)
     assert report.exit_code == 15, report.message
     world.unstarted.discard("order")
-    assert resume(world, tmp_path, report.run_id).status == "succeeded"
+    resumed = resume(world, tmp_path, report.run_id)
+    assert resumed.status == "succeeded", resumed.message
     assert [len(world.cc.docs[(n, "bootstrap")]) for n in CONSUMERS] == [4, 4, 4]
 
     rb = rollback(world, tmp_path, report.run_id)

@@ -87,40 +87,73 @@ def test_rolling_back_an_older_run_after_a_newer_one_refuses(
     assert rollback(world, tmp_path, newer.run_id).status == "succeeded"
 
 
+def _owned_edit(world: World, name: str = "order") -> dict[str, object]:
+    """A human's edit of a pointer the dragonfly credential owns (its password)."""
+    last = world.cc.docs[(name, "bootstrap")][-1]
+    edited = {**last, "dragonfly": {**last["dragonfly"], "password": "set-by-a-human-" + "x" * 32}}
+    world.cc.docs[(name, "bootstrap")].append(edited)
+    return edited
+
+
 def test_a_config_center_edit_after_the_run_is_not_overwritten(
     world: World, tmp_path: Path
 ) -> None:
+    """An edit of an owned pointer refuses the rollback; --force restores only the owned
+    pointers, keeping every other one as the edit left it."""
     report = run(world, tmp_path)
-    edited = dict(world.cc.docs[("order", "bootstrap")][-1], note="edited by a human")
-    world.cc.docs[("order", "bootstrap")].append(edited)
+    edited = _owned_edit(world)
+    edited["note"] = "kept"  # a pointer dragonfly does not own, in the same edit
     before = _snapshot(world)
     with pytest.raises(PreflightFailed) as exc:
         rollback(world, tmp_path, report.run_id)
     assert "order/bootstrap" in exc.value.message and "edited after the run" in exc.value.message
+    assert "/dragonfly/password" in exc.value.message
     assert _snapshot(world) == before and world.cc.docs[("order", "bootstrap")][-1] == edited
     forced = world.engine().rollback(options(tmp_path, force=True), report.run_id,
                                      RecordingObserver(), CancelToken())
     assert forced.status == "succeeded", forced.message
+    doc = world.cc.docs[("order", "bootstrap")][-1]
+    assert doc["note"] == "kept"
+    assert doc["dragonfly"]["password"] == world.vault.current("infra/dragonfly", "password")
+
+
+def test_an_edit_of_another_pointer_is_kept_by_the_rollback(
+    world: World, tmp_path: Path
+) -> None:
+    """Another writer (a human, another credential's run) changed a pointer dragonfly does
+    not own: the rollback restores dragonfly's pointers onto that document, no --force."""
+    world.cc.docs[("order", "bootstrap")][-1]["postgres"] = {"password": "p" * 40}
+    report = run(world, tmp_path)
+    last = world.cc.docs[("order", "bootstrap")][-1]
+    world.cc.docs[("order", "bootstrap")].append(
+        {**last, "postgres": {"password": "q" * 40}, "note": "another writer"})
+    rb = rollback(world, tmp_path, report.run_id)
+    assert rb.status == "succeeded", rb.message
+    doc = world.cc.docs[("order", "bootstrap")][-1]
+    assert doc["postgres"] == {"password": "q" * 40} and doc["note"] == "another writer"
+    old = world.vault.current("infra/dragonfly", "password")
+    assert doc["dragonfly"]["password"] == old and old in doc["dragonfly"]["url"]
 
 
 def test_an_edit_made_while_the_rollback_runs_is_not_overwritten(
     world: World, tmp_path: Path
 ) -> None:
-    """The restore's If-Match is the version the run wrote, not the one current when the
-    restore runs: an edit slipping in after the guard fails the step (412), kept."""
+    """The restore compares the owned pointers with what the run wrote when it writes, not
+    only in the guard: an edit of one slipping in after the guard fails the step, kept."""
     report = run(world, tmp_path)
     original = world.vault.write
-    edited = {**world.cc.docs[("order", "bootstrap")][-1], "note": "edited meanwhile"}
+    edited: list[dict[str, object]] = []
 
     def write(*a: object, **kw: object) -> int:
-        world.cc.docs[("order", "bootstrap")].append(edited)  # during the backend restore
+        edited.append(_owned_edit(world))  # during the backend restore
         world.vault.write = original  # type: ignore[method-assign]
         return original(*a, **kw)  # type: ignore[arg-type]
 
     world.vault.write = write  # type: ignore[method-assign]
     rb = rollback(world, tmp_path, report.run_id)
     assert rb.exit_code == 13, rb.message
-    assert world.cc.docs[("order", "bootstrap")][-1] == edited
+    assert "/dragonfly/password" in rb.message
+    assert world.cc.docs[("order", "bootstrap")][-1] == edited[0]
 
 
 # ---------------------------------------------------------------- resume keeps a supplied value

@@ -136,10 +136,10 @@ def _break_config_write(w: World) -> None:
 def _break_token_delivery(w: World) -> None:
     write = w.kube.write_secret_key
 
-    def leaky_write(namespace: str, name: str, key: str, value: Secret) -> str:
+    def leaky_write(namespace: str, name: str, key: str, value: Secret, **kw: Any) -> str:
         if name.endswith("-config-token"):
             raise _leaky(value.reveal())
-        return write(namespace, name, key, value)
+        return write(namespace, name, key, value, **kw)
 
     w.kube.write_secret_key = leaky_write  # type: ignore[method-assign]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -82,7 +83,8 @@ def test_tokens_mint_creates_missing_secret_and_revokes() -> None:
     kube, cc = FakeKube(), FakeConfigCenter()
     old = cc.mint_token("cart")
     ids = tokens.current_ids(cc, "cart")
-    tid = tokens.mint_and_deliver(cc, kube, "cart", "shop", "cart-config-token", "token")
+    tid, newer = tokens.mint_and_deliver(cc, kube, "cart", "shop", "cart-config-token", "token")
+    assert newer is None
     assert kube.secret_value("shop", "cart-config-token", "token") == cc.tokens["cart"][-1][
         "token"]
     assert tokens.revoke(cc, "cart", ids) == [old.id]
@@ -105,3 +107,70 @@ def test_journal_fsyncs_records_and_refuses_secrets(tmp_path: Path) -> None:
         fh.write('{"torn": ')  # a crash mid-line: everything before it stands
     state = load(tmp_path, "r1")
     assert state.steps[0].status == "done" and state.steps[0].data["version"] == 8
+
+
+def _token_world() -> tuple[FakeKube, FakeConfigCenter]:
+    kube, cc = FakeKube(), FakeConfigCenter()
+    tokens.ensure_secret(kube, "shop", "order-config-token")
+    return kube, cc
+
+
+def _held(kube: FakeKube) -> str | None:
+    obj = kube.get("Secret", "shop", "order-config-token")
+    return ((obj.get("metadata") or {}).get("annotations") or {}).get(tokens.TOKEN_ID_ANNOTATION)
+
+
+def test_a_delivery_never_replaces_a_newer_token() -> None:
+    """Two runs mint at once; the older mint delivers last: it is superseded, revoked at once,
+    and the Secret keeps the newer token."""
+    kube, cc = _token_world()
+    older, newer = cc.mint_token("order", "run-a"), cc.mint_token("order", "run-b")
+    assert tokens.deliver(cc, kube, "order", "shop", "order-config-token", "token",
+                          newer) is None
+    assert tokens.deliver(cc, kube, "order", "shop", "order-config-token", "token",
+                          older) == newer.id
+    assert _held(kube) == newer.id
+    assert kube.secret_value("shop", "order-config-token", "token") == newer.token.reveal()
+
+
+def test_a_delivery_that_lost_the_race_looks_again() -> None:
+    """The Secret changed between the read and the conditional write (409): read again."""
+    kube, cc = _token_world()
+    older, newer = cc.mint_token("order", "run-a"), cc.mint_token("order", "run-b")
+    write = kube.write_secret_key
+    raced: list[bool] = []
+
+    def racing(*a: Any, **kw: Any) -> str:
+        if not raced:  # the newer run delivers between our read and our write
+            raced.append(True)
+            write("shop", "order-config-token", "token", newer.token,
+                  annotations={tokens.TOKEN_ID_ANNOTATION: newer.id})
+        return write(*a, **kw)
+
+    kube.write_secret_key = racing  # type: ignore[method-assign]
+    assert tokens.deliver(cc, kube, "order", "shop", "order-config-token", "token",
+                          older) == newer.id
+    assert _held(kube) == newer.id
+
+
+def test_one_live_token_per_consumer_after_two_runs_in_either_order() -> None:
+    """Run a and run b mint for the same consumer; whichever order they deliver and revoke
+    in, exactly one live token is left, and it is the one in the Secret."""
+    for deliver_first in ("a", "b"):
+        for revoke_first in ("a", "b"):
+            kube, cc = _token_world()
+            before = cc.mint_token("order", "earlier")
+            tokens.deliver(cc, kube, "order", "shop", "order-config-token", "token", before)
+            minted = {"a": cc.mint_token("order", "a"), "b": cc.mint_token("order", "b")}
+            kept: dict[str, str] = {}
+            for run in (deliver_first, "b" if deliver_first == "a" else "a"):
+                newer = tokens.deliver(cc, kube, "order", "shop", "order-config-token",
+                                       "token", minted[run], older=[before.id])
+                if newer is not None:
+                    tokens.revoke(cc, "order", [minted[run].id])
+                kept[run] = newer or minted[run].id
+            for run in (revoke_first, "b" if revoke_first == "a" else "a"):
+                older = tokens.older_than(cc, "order", kept[run]) or []
+                tokens.revoke(cc, "order", [i for i in older if i != kept[run]])
+            live = [t.id for t in cc.list_tokens("order") if not t.revoked]
+            assert live == [minted["b"].id] == [_held(kube)], (deliver_first, revoke_first)

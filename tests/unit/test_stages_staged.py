@@ -85,3 +85,23 @@ def test_no_startup_probe_is_told() -> None:
     assert no_startup_probe(obj)
     obj["spec"]["template"]["spec"]["containers"][0]["startupProbe"] = {"httpGet": {}}
     assert not no_startup_probe(obj)
+
+
+def test_pods_of_a_later_restart_stage_ours_too() -> None:
+    """Another run sharing the consumer restarted it after us: its pods replace ours and
+    read what we wrote as well, so they count; pods of an earlier restart never do, nor a
+    later pod of another workload (its labels differ)."""
+    obj = dep(1)
+    obj["spec"]["template"].setdefault("metadata", {})["labels"] = {"app": "order"}
+    later = "2026-12-03T12:00:01.000001Z"
+
+    def labelled(name: str, app: str, stamp: str) -> dict[str, Any]:
+        p = pod(name, stamp=stamp)
+        p["metadata"]["labels"] = {"app": app}
+        return p
+
+    assert staged(obj, [labelled("theirs", "order", later)], STAMP).done
+    assert not staged(obj, [labelled("older", "order", "2026-12-03T11:59:59.999999Z")],
+                      STAMP).done
+    assert not staged(obj, [labelled("cart", "cart", later)], STAMP).done
+    assert not staged(dep(1), [pod("unlabelled", stamp=later)], STAMP).done

@@ -1,13 +1,21 @@
-"""④ ``config.write``: each consumer's harvested document written, If-Match the version read
-before (create: If-None-Match *); a rollback's form restores the version it had before.
+"""④ ``config.write``: the pointers the credential owns of each consumer's harvested document
+written onto the document as it is now, If-Match the version just read (create: If-None-Match
+*); a rollback's form restores the owned values the document had before the run.
+
+Only owned pointers are ever written (rotate.stages.documents): a consumer's document also
+holds other credentials' values, which a concurrent run of such a credential may be changing.
+A 412 re-reads and merges when none of the owned pointers moved since the version the run read
+before it changed anything; one that moved stops the step (exit 13), nothing written.  The
+journal holds the pointers and versions, never a value.
 
 ``config.undo`` takes a prepared ``config.write`` back within the run.  Never planned: the
 executor adds it when the stage a document was written ahead of fails (rotate.engine.undo).
-It restores the version the document had before the run as a new version, If-Match the
-version *this run wrote* — a document someone changed since is left alone and the step
-fails, naming it.  ``io.prior["undoes"]`` holds the journaled data of the ``config.write``
-step it undoes (``previous_version``, ``version``).  It lives here, before the kind it
-undoes, so that ``ConfigWrite`` names its ``compensate`` in its own class body.
+It puts back the owned values the document had before the run onto the current document,
+as a new version, when the owned pointers still hold what *this run wrote* — one someone
+changed since is left alone and the step fails, naming it; other pointers are never touched.
+``io.prior["undoes"]`` holds the journaled data of the ``config.write`` step it undoes
+(``previous_version``, ``version``).  It lives here, before the kind it undoes, so that
+``ConfigWrite`` names its ``compensate`` in its own class body.
 """
 
 from __future__ import annotations
@@ -16,9 +24,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from rotate.core.errors import ConflictError, PermanentError, StepFailed
+from rotate.core.errors import StepFailed
 from rotate.core.refs import ObjectRef
-from rotate.core.secret import reveal_tree
 from rotate.engine.kinds import objects
 from rotate.engine.kinds.base import (
     Draft,
@@ -32,12 +39,27 @@ from rotate.engine.kinds.base import (
 )
 from rotate.engine.kinds.config_harvest import document
 from rotate.engine.model import Phase
+from rotate.stages import documents
 
 
 @dataclass(frozen=True)
 class ConfigWritten(StepData):
     previous_version: int | None  # None: the key did not exist
     version: int
+    #: the JSON pointers written (the credential's own); () in older journals
+    pointers: tuple[str, ...] = ()
+
+
+def owned(run: Run, name: str) -> tuple[str, ...]:
+    """The pointers of ``name``'s document the run's credential owns."""
+    return documents.owned_pointers(run.service(name), run.credential.secret)
+
+
+def _moved_hint(run: Run, base: int | None) -> str:
+    at = f"v{base}" if base is not None else "before the run"
+    return (f"this run writes only when they hold what they held at {at}: put them back as "
+            f"they were, then resume; or undo the run with `rotate rollback {run.run_id} "
+            "--confirm --force` (it restores only the pointers this credential owns)")
 
 
 def _target(inp: PlanInput, name: str) -> str:
@@ -73,18 +95,7 @@ class ConfigUndo(StepKind[ConfigWritten]):
         return ()  # added by the executor, never planned
 
     def observe(self, run: Run, io: StepIO) -> Outcome[ConfigWritten] | None:
-        if "cas" not in io.prior:
-            return None
-        cc, svc = run.adapters.config_center, run.service(io.step.subject)
-        prev, written = _written(io)
-        current = cc.get_version_number(svc.name, svc.config_key)
-        if prev is None or current is None or current <= written:
-            return None
-        old = cc.get_version(svc.name, svc.config_key, prev)
-        now = cc.get_key(svc.name, svc.config_key)
-        if dict(old.value) != dict(now.value):
-            return None
-        return Outcome(ConfigWritten(written, now.version), f"restored earlier (v{now.version})")
+        return None  # act compares the owned values: restoring twice writes nothing
 
     def act(self, run: Run, io: StepIO) -> Outcome[ConfigWritten]:
         cc, svc = run.adapters.config_center, run.service(io.step.subject)
@@ -93,14 +104,15 @@ class ConfigUndo(StepKind[ConfigWritten]):
         if prev is None:
             raise StepFailed(f"{where} was created by this run (v{written}); there is no "
                              "earlier version to restore")
-        current = cc.get_version_number(svc.name, svc.config_key)
-        if current != written:
-            raise StepFailed(f"{where} moved from v{written} (written by this run) to "
-                             f"v{current}; left as it is")
-        io.record(cas=written)
-        version = cc.restore_version(svc.name, svc.config_key, prev, if_match=written)
-        return Outcome(ConfigWritten(written, version),
-                       f"v{prev} restored as v{version} (If-Match {written})")
+        pointers = owned(run, svc.name)
+        io.record(cas=written, pointers=list(pointers))
+        done = documents.restore_owned(cc, svc.name, svc.config_key, pointers,
+                                       restore_from=prev, reference=written)
+        if not done.changed:
+            return Outcome(ConfigWritten(written, done.version, pointers),
+                           f"already holds v{prev}'s values (v{done.version})")
+        return Outcome(ConfigWritten(written, done.version, pointers),
+                       f"v{prev}'s {len(pointers)} owned value(s) restored as v{done.version}")
 
     def prove(self, run: Run, io: StepIO,
               acted: Outcome[ConfigWritten]) -> Outcome[ConfigWritten]:
@@ -143,32 +155,27 @@ class ConfigRestore(StepKind[ConfigWritten]):
         return version
 
     def observe(self, run: Run, io: StepIO) -> Outcome[ConfigWritten] | None:
-        if "cas" not in io.prior:
-            return None
-        cc, svc = run.adapters.config_center, run.service(io.step.subject)
-        cas = int(io.prior["cas"])
-        current = cc.get_version_number(svc.name, svc.config_key)
-        if current is None or current <= cas:
-            return None
-        old = cc.get_version(svc.name, svc.config_key, self._restore_to(run, svc.name))
-        now = cc.get_key(svc.name, svc.config_key)
-        if dict(old.value) != dict(now.value):
-            return None
-        return Outcome(ConfigWritten(cas, now.version), f"restored earlier (v{now.version})")
+        return None  # act compares the owned values: restoring twice writes nothing
 
     def act(self, run: Run, io: StepIO) -> Outcome[ConfigWritten]:
         cc, svc = run.adapters.config_center, run.service(io.step.subject)
         restore_to = self._restore_to(run, svc.name)
-        current = cc.get_version_number(svc.name, svc.config_key)
-        if current is None:
-            raise PermanentError("config center", f"{svc.name}/{svc.config_key}",
-                                 "key no longer exists")
-        # If-Match the version the run wrote: an edit made since then answers 412 instead of
-        # being overwritten; the current one only when --force overrode it
-        cas = run.start.restore_config_match.get(svc.name, current)
-        io.record(cas=cas)
-        version = cc.restore_version(svc.name, svc.config_key, restore_to, if_match=cas)
-        return Outcome(ConfigWritten(current, version), f"v{restore_to} restored as v{version}")
+        pointers = owned(run, svc.name)
+        # the owned values must still be what the run wrote (an edit made since fails the
+        # step instead of being overwritten); no reference only when --force overrode it
+        reference = run.start.restore_config_match.get(svc.name)
+        io.record(cas=reference, pointers=list(pointers))
+        done = documents.restore_owned(
+            cc, svc.name, svc.config_key, pointers, restore_from=restore_to, reference=reference,
+            hint=f"someone changed them while the rollback ran; `rotate rollback "
+                 f"{run.start.of_run} --confirm --force` restores them anyway (only the owned "
+                 "pointers)")
+        if not done.changed:
+            return Outcome(ConfigWritten(done.version, done.version, pointers),
+                           f"already holds v{restore_to}'s values (v{done.version})")
+        return Outcome(ConfigWritten(done.base, done.version, pointers),
+                       f"v{restore_to}'s {len(pointers)} owned value(s) restored as "
+                       f"v{done.version}")
 
     def prove(self, run: Run, io: StepIO,
               acted: Outcome[ConfigWritten]) -> Outcome[ConfigWritten]:
@@ -202,34 +209,42 @@ class ConfigWrite(StepKind[ConfigWritten]):
                         else "create (If-None-Match *)", name)
 
     def observe(self, run: Run, io: StepIO) -> Outcome[ConfigWritten] | None:
-        if "previous_version" not in io.prior:
-            return None
-        cc, svc = run.adapters.config_center, run.service(io.step.subject)
-        doc = document(run, svc.name)
-        prev = io.prior["previous_version"]
-        current = cc.get_version_number(svc.name, svc.config_key)
-        if current == prev:
-            return None  # not written yet: act writes If-Match prev
-        now = cc.get_key(svc.name, svc.config_key)
-        if dict(now.value) == reveal_tree(doc):
-            return Outcome(ConfigWritten(prev, now.version), f"already written (v{now.version})")
-        raise ConflictError("config center", f"write {svc.name}/{svc.config_key}",
-                            f"version moved from v{prev} to v{current} since this run read it")
+        return None  # act reads the document first: already written is its first answer
 
     def act(self, run: Run, io: StepIO) -> Outcome[ConfigWritten]:
         cc, svc = run.adapters.config_center, run.service(io.step.subject)
         doc = document(run, svc.name)
+        pointers = owned(run, svc.name)
         if "previous_version" in io.prior:
             prev = io.prior["previous_version"]
         else:  # the version preflight read (the plan's If-Match), else read it now
             seen = run.observed.config_versions
             prev = (seen[svc.name] if svc.name in seen
                     else cc.get_version_number(svc.name, svc.config_key))
-            io.record(previous_version=prev)
-        version = cc.put_key(svc.name, svc.config_key, doc,
-                             if_match=int(prev) if prev is not None else None)
-        shown = f"v{prev} → v{version}" if prev is not None else f"created v{version}"
-        return Outcome(ConfigWritten(prev, version), shown)
+            io.record(previous_version=prev, pointers=list(pointers))
+        base = int(prev) if prev is not None else None
+
+        def attempt(version: int | None) -> None:
+            if version is not None:  # If-Match version: applied, it is version + 1
+                io.record(attempts=[*io.prior.get("attempts", []), version])
+
+        def lost(version: int | None) -> None:
+            if version is not None:  # answered 412: certainly not applied
+                io.record(lost=[*io.prior.get("lost", []), version])
+
+        done = documents.write_owned(
+            cc, svc.name, svc.config_key, pointers, documents.owned_values(doc, pointers),
+            base=base, full=doc, on_attempt=attempt, on_lost=lost, hint=_moved_hint(run, base))
+        if not done.changed:
+            shown = f"already written (v{done.version})"
+        elif base is None:
+            shown = f"created v{done.version}"
+        elif done.merged:
+            shown = (f"v{prev} → v{done.version}, merged onto v{done.base} (another writer's "
+                     f"change kept; {len(pointers)} owned pointer(s) written)")
+        else:
+            shown = f"v{prev} → v{done.version}"
+        return Outcome(ConfigWritten(base, done.version, pointers), shown)
 
     def prove(self, run: Run, io: StepIO,
               acted: Outcome[ConfigWritten]) -> Outcome[ConfigWritten]:

@@ -1,4 +1,7 @@
-"""④ ``token.mint``: a fresh machine token for each consumer, delivered into its Secret."""
+"""④ ``token.mint``: a fresh machine token for each consumer, delivered into its Secret —
+unless a newer token (another run's, minted after ours) is there already: the newest mint
+wins (rotate.stages.tokens), ours is then revoked at once and ``superseded_by`` names the
+newer one, which the consumer's pods read instead."""
 
 from __future__ import annotations
 
@@ -31,6 +34,8 @@ class TokenMinted(StepData):
     minted_ids: tuple[str, ...]  # every token minted by an attempt of this step
     #: when the first attempt was about to mint (RFC 3339 UTC); None in older journals
     mint_intent: str | None = omit_none()
+    #: the newer token found in the Secret, which ours did not replace (None: delivered)
+    superseded_by: str | None = omit_none()
 
 
 class TokenMint(StepKind[TokenMinted]):
@@ -76,13 +81,17 @@ class TokenMint(StepKind[TokenMinted]):
         def minted(token_id: str) -> None:
             io.record(minted_ids=[*io.prior.get("minted_ids", []), token_id])
 
-        tid = tokens.mint_and_deliver(cc, run.adapters.kube, svc.name, svc.token.namespace,
-                                      svc.token.name, svc.token.key, on_minted=minted,
-                                      label=run.run_id)
+        tid, newer = tokens.mint_and_deliver(
+            cc, run.adapters.kube, svc.name, svc.token.namespace, svc.token.name,
+            svc.token.key, on_minted=minted, label=run.run_id,
+            older=io.prior["previous_ids"])
+        where = f"{svc.token.namespace}/{svc.token.name}"
+        shown = (f"token {tid} delivered to {where}" if newer is None else
+                 f"token {tid} revoked unused: {where} holds {newer}, minted after it by "
+                 "another run (the newest mint wins)")
         return Outcome(TokenMinted(tid, tuple(io.prior["previous_ids"]),
                                    tuple(io.prior.get("minted_ids", [])),
-                                   str(io.prior["mint_intent"])),
-                       f"token {tid} delivered to {svc.token.namespace}/{svc.token.name}")
+                                   str(io.prior["mint_intent"]), newer), shown)
 
     def prove(self, run: Run, io: StepIO, acted: Outcome[TokenMinted]) -> Outcome[TokenMinted]:
         return acted  # delivered: the consumer's rollout and readyz prove it is used

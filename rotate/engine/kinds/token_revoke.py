@@ -1,5 +1,8 @@
-"""④ ``token.revoke``: the tokens a consumer held before the run, once its new pods use the
-new one (and tokens an earlier attempt minted but never delivered)."""
+"""④ ``token.revoke``: once a consumer's new pods are proven, every live token of it minted
+before the one the run delivered (or before the newer one that superseded it) — the tokens it
+held before the run, another run's older token — and every token this run minted but did
+not deliver.  Never the delivered token, never a newer one: a newer token is another run's,
+still being delivered, and that run revokes ours (rotate.stages.tokens)."""
 
 from __future__ import annotations
 
@@ -61,16 +64,21 @@ class TokenRevoke(StepKind[TokensRevoked]):
 
     def act(self, run: Run, io: StepIO) -> Outcome[TokensRevoked]:
         name = io.step.subject
+        cc = run.adapters.config_center
         minted = run.result(TokenMint, name)
-        keep = {minted.token_id} if minted else set()
-        # tokens held before the run, and tokens minted by an earlier attempt that never got
-        # delivered (the attempt failed after minting): neither is used by the new pods
-        candidates = [*minted.previous_ids, *minted.minted_ids] if minted else []
-        if minted is not None:  # minted by an attempt killed before it journaled the id
-            candidates += tokens.minted_by(run.adapters.config_center, name, run.run_id,
-                                           minted.mint_intent or "", minted.previous_ids)
-        ids = list(dict.fromkeys(i for i in candidates if i not in keep))
-        revoked = tokens.revoke(run.adapters.config_center, name, ids)
+        if minted is None:
+            return Outcome(TokensRevoked(()), "revoked 0 token(s)")
+        # the token the consumer's proven pods read: ours, or the newer one that superseded it
+        keep = minted.superseded_by or minted.token_id
+        # tokens minted by an earlier attempt that never got delivered (the attempt failed
+        # after minting), or by an attempt killed before it journaled the id
+        candidates = [*minted.minted_ids,
+                      *tokens.minted_by(cc, name, run.run_id, minted.mint_intent or "",
+                                        minted.previous_ids)]
+        older = tokens.older_than(cc, name, keep)
+        candidates += minted.previous_ids if older is None else older
+        ids = list(dict.fromkeys(i for i in candidates if i != keep))
+        revoked = tokens.revoke(cc, name, ids)
         return Outcome(TokensRevoked(tuple(revoked)), f"revoked {len(revoked)} token(s)")
 
     def prove(self, run: Run, io: StepIO,
