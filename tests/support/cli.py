@@ -37,3 +37,18 @@ def check_golden(name: str, text: str) -> None:
         path.write_text(text)
     assert path.exists(), f"missing golden file {path} (ROTATE_UPDATE_GOLDEN=1 writes it)"
     assert text == path.read_text(), f"output differs from {path}"
+
+
+def confirm_with_stdin(stdin: bytes) -> tuple[Any, list[object]]:
+    """``rotate dragonfly --confirm --value-stdin`` over the fake engine: the CLI's result and
+    what the engine received."""
+    from typer.testing import CliRunner
+
+    from rotate.cli.app import app
+    from rotate.cli.state import CliState
+
+    engine = FakeEngine(outcome="succeeded")
+    result = CliRunner().invoke(app, ["dragonfly", "--confirm", "--value-stdin"], input=stdin,
+                                env=BASE_ENV, obj=CliState(engine=lambda: engine),
+                                catch_exceptions=False)
+    return result, [*engine.calls, *engine.received]

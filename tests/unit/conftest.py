@@ -17,3 +17,12 @@ def world(tmp_path: Path) -> Iterator[World]:
     w.setup()
     yield w
     w.kube.close()
+
+
+@pytest.fixture
+def in_chain_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The working directory holds a ./rotate.yaml (the fake engine only checks it exists)
+    and the state directory is the test's own."""
+    (tmp_path / "rotate.yaml").write_text("ok\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))

@@ -10,6 +10,7 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from rotate.cli.app import app
+from tests.support.cli import confirm_with_stdin
 from tests.support.paths import EXAMPLE_CHAIN, SHOP_DATA
 
 EXAMPLE = EXAMPLE_CHAIN
@@ -58,25 +59,6 @@ def test_list_refuses_what_rotate_refuses(
 # --------------------------------------------------------------------------- --value-stdin
 
 
-@pytest.fixture
-def in_chain_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    (tmp_path / "rotate.yaml").write_text("ok\n")  # the fake engine only checks it exists
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-
-
-def _confirm_with_stdin(stdin: bytes) -> tuple[Result, list[object]]:
-    """``rotate dragonfly --confirm --value-stdin`` over the fake engine; what it received."""
-    from rotate.cli.state import CliState
-    from tests.fakes.engine import FakeEngine
-    from tests.support.cli import BASE_ENV
-    engine = FakeEngine(outcome="succeeded")
-    result = CliRunner().invoke(app, ["dragonfly", "--confirm", "--value-stdin"], input=stdin,
-                                env=BASE_ENV, obj=CliState(engine=lambda: engine),
-                                catch_exceptions=False)
-    return result, [*engine.calls, *engine.received]
-
-
 @pytest.mark.usefixtures("in_chain_dir")
 @pytest.mark.parametrize(("stdin", "reason"), [
     (b"caf\xe9-latin1-password\n", "not valid UTF-8 (at byte 3)"),
@@ -92,7 +74,7 @@ def _confirm_with_stdin(stdin: bytes) -> tuple[Result, list[object]]:
 def test_hostile_value_stdin_is_refused_before_the_engine_is_called(
     stdin: bytes, reason: str
 ) -> None:
-    result, engine_saw = _confirm_with_stdin(stdin)
+    result, engine_saw = confirm_with_stdin(stdin)
     assert result.exit_code == 2, result.output
     assert reason in result.stderr
     assert engine_saw == []
@@ -104,7 +86,7 @@ def test_hostile_value_stdin_is_refused_before_the_engine_is_called(
 def test_unusual_but_valid_values_reach_the_engine_intact(value: str) -> None:
     from rotate.core.secret import Secret
 
-    result, engine_saw = _confirm_with_stdin(value.encode() + b"\r\n")
+    result, engine_saw = confirm_with_stdin(value.encode() + b"\r\n")
     assert result.exit_code == 0, result.output
     assert Secret(value) in engine_saw
 

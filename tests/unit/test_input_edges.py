@@ -12,8 +12,8 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from rotate.cli.app import app
-from rotate.cli.state import CliState
 from rotate.core.secret import Secret
+from tests.support.cli import confirm_with_stdin
 
 ENV = {"NO_COLOR": "1", "COLUMNS": "200", "ROTATE_CHAIN": None, "KUBECONFIG": None,
        "BAO_ADDR": None, "VAULT_ADDR": None}
@@ -64,24 +64,6 @@ def test_completion_reads_no_named_pipe(tmp_path: Path) -> None:
     assert credential_names(fifo) == []
 
 
-@pytest.fixture
-def in_chain_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    (tmp_path / "rotate.yaml").write_text("ok\n")  # the fake engine only checks it exists
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-
-
-def _confirm_with_stdin(stdin: bytes) -> tuple[Result, list[object]]:
-    from tests.fakes.engine import FakeEngine
-    from tests.support.cli import BASE_ENV
-
-    engine = FakeEngine(outcome="succeeded")
-    result = CliRunner().invoke(app, ["dragonfly", "--confirm", "--value-stdin"], input=stdin,
-                                env=BASE_ENV, obj=CliState(engine=lambda: engine),
-                                catch_exceptions=False)
-    return result, [*engine.calls, *engine.received]
-
-
 @pytest.mark.usefixtures("in_chain_dir")
 @pytest.mark.parametrize("stdin", [
     b"first-line-of-the-value\nsecond-line\n",
@@ -91,7 +73,7 @@ def _confirm_with_stdin(stdin: bytes) -> tuple[Result, list[object]]:
     b"first-line-of-the-value\n \n",
 ])
 def test_more_than_one_line_on_value_stdin_is_refused(stdin: bytes) -> None:
-    result, engine_saw = _confirm_with_stdin(stdin)
+    result, engine_saw = confirm_with_stdin(stdin)
     assert result.exit_code == 2, result.output
     assert "--value-stdin takes exactly one line" in result.stderr
     assert engine_saw == []
@@ -103,6 +85,6 @@ def test_more_than_one_line_on_value_stdin_is_refused(stdin: bytes) -> None:
                                    b"one-line-value-0123456789\r\n",
                                    b"one-line-value-0123456789"])
 def test_one_line_with_at_most_one_line_end_is_accepted(stdin: bytes) -> None:
-    result, engine_saw = _confirm_with_stdin(stdin)
+    result, engine_saw = confirm_with_stdin(stdin)
     assert result.exit_code == 0, result.output
     assert Secret("one-line-value-0123456789") in engine_saw
