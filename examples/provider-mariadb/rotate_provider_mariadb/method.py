@@ -23,7 +23,7 @@ DEFAULT_HOST = "%"
 
 def _host(link: Link) -> str:
     """The accounts' host part: the chain's ``host`` field (MethodSpec.fields), or ``%``."""
-    return str(link.connection.options.get("host") or DEFAULT_HOST)
+    return str(link.settings.options.get("host") or DEFAULT_HOST)
 
 
 class _Session:
@@ -54,10 +54,10 @@ class MariaDbMethod:
         return applied.users is not None  # one account: restoring its hash was the cut
 
     def open_probe(self, link: Link) -> AuthProbe:
-        return MariaDbProbe(link.endpoint)
+        return MariaDbProbe(link.address)
 
     def open_admin(self, link: Link, user: str, password: Secret) -> _Session:
-        return _Session(MariaDbAdmin.connect(link.endpoint, user, password), _host(link))
+        return _Session(MariaDbAdmin.connect(link.address, user, password), _host(link))
 
     def preflight(self, session: _Session, probe: AuthProbe, target: Target) -> str:
         """The accounts exist, the admin may alter them, alternating accounts have the same
