@@ -1,0 +1,485 @@
+"""The links of ``rotate status`` (rotate.engine.status) and their checks, one method per kind
+of link.
+
+Observe only: GETs, lists, logins from outside and readyz GETs.  Each check catches the
+:class:`ClientError` of its own reads and reports the link broken with the error's safe
+message ("cannot read …"), so one unreachable object never hides the others.
+
+Speed (docs/performance.md, ``bench/status.py``): the backend is read first (everything is
+compared with its value), then every ExternalSecret, provider, consumer and reader is checked
+as one task on a pool of :data:`WORKERS` threads; the pods of a namespace are listed once and
+shared (:class:`PodLists`), the sources of the expected documents read once
+(:class:`~rotate.stages.harvest.SharedReads`).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from rotate.chain.model import Chain, Credential, ProviderApply, SecretKeyRef, SecretKeySource
+from rotate.core.durations import format_duration
+from rotate.core.errors import ClientError
+from rotate.core.fingerprint import Comparer, shown
+from rotate.core.refs import ObjectRef
+from rotate.core.secret import Secret
+from rotate.core.timestamps import parse_rfc3339, rfc3339
+from rotate.engine.collector import Collector
+from rotate.engine.fanout import fan_out
+from rotate.engine.targets import backend_target, parse_workload, workload_ref
+
+#: threads the checks run on: enough to hide ~100 consumers' round trips in well under 2 s
+WORKERS = 16
+#: how many versions back the value the current one replaced is looked for
+RETIRED_LOOKBACK = 5
+
+
+#: the link names, in the order they are checked and named (docs/cli.md)
+LINKS = ("backend", "secret", "externalsecret", "provider", "provider.retired",
+         "consumer.document", "consumer.pods", "consumer.readyz", "consumer.token",
+         "reader.pods", "value.age")
+
+
+@dataclass(frozen=True)
+class Link:
+    """One proven (or broken) link.  ``detail`` names versions, times, fingerprints and
+    objects — never a value."""
+
+    link: str  # one of LINKS
+    target: str  # the object: a path, NS/NAME#key, a workload, a service
+    ok: bool
+    detail: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"link": self.link, "target": self.target, "ok": self.ok, "detail": self.detail}
+
+
+
+@dataclass
+class Found:
+    backend: str
+    version: int | None = None
+    fingerprint: str = ""
+    written_at: datetime | None = None
+    age_seconds: float | None = None
+    max_age_seconds: float | None = None
+    links: list[Link] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Current:
+    """What the backend holds now, and the value it replaced (None: none found)."""
+
+    version: int
+    written_at: datetime
+    value: Secret
+    retired: Secret | None
+    retired_version: int | None
+    overlap_open: bool  # overlap.previousKey still holds another value than the key
+
+
+class PodLists:
+    """The live pods of each namespace, listed once for every workload checked there."""
+
+    def __init__(self, kube: Any) -> None:
+        self._kube = kube
+        self._lock = threading.Lock()
+        self._pods: dict[str, list[dict[str, Any]]] = {}
+
+    def of(self, workload: Mapping[str, Any]) -> list[dict[str, Any]]:
+        from rotate.stages.rollout import match_labels, metadata
+
+        ns = str(metadata(workload).get("namespace") or "")
+        with self._lock:
+            listed = self._pods.get(ns)
+        if listed is None:
+            listed = self._kube.list("Pod", ns)
+            with self._lock:
+                listed = self._pods.setdefault(ns, listed)
+        wanted = match_labels(workload)
+        if not wanted:
+            return []
+        return [p for p in listed
+                if not metadata(p).get("deletionTimestamp")
+                and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+                and all((metadata(p).get("labels") or {}).get(k) == v
+                        for k, v in wanted.items())]
+
+
+def pods_since(pods: list[dict[str, Any]], since: datetime, what: str) -> tuple[bool, str]:
+    """Whether every pod started at or after ``since`` (second precision, as Kubernetes
+    keeps it), and the words saying so."""
+    from rotate.stages.rollout import metadata
+
+    if not pods:
+        return True, "no running pods"
+    floor = since.replace(microsecond=0)
+    for pod in pods:
+        started = (pod.get("status") or {}).get("startTime") or metadata(pod).get(
+            "creationTimestamp")
+        try:
+            late = bool(started) and parse_rfc3339(str(started)) >= floor
+        except ValueError:
+            late = False
+        if not late:
+            return False, (f"pod {metadata(pod).get('name')} started "
+                           f"{started or 'at an unknown time'}, before {what} "
+                           f"({rfc3339(since, micro=False)})")
+    return True, (f"{len(pods)} pod(s) started after {what} ({rfc3339(since, micro=False)})")
+
+
+def _age(seconds: float) -> str:
+    if seconds < 3600:
+        return format_duration(seconds)
+    days, rest = divmod(int(seconds), 86400)
+    return f"{days}d{rest // 3600}h" if days else f"{rest // 3600}h{rest % 3600 // 60:02d}m"
+
+
+class Checker:
+    """The checks of one credential, sharing its reads (the backend's value, pod lists)."""
+
+    def __init__(self, chain: Chain, cred: Credential, adapters: Any,
+                 environ: Mapping[str, str], writes: Mapping[tuple[str, int], datetime],
+                 clock: Callable[[], datetime]) -> None:
+        from rotate.stages.harvest import SharedReads
+
+        self.chain, self.cred, self.a, self.environ = chain, cred, adapters, environ
+        self.writes, self.clock = writes, clock
+        self.path = backend_target(chain, cred)
+        self.compare = Comparer()
+        self.pods = PodLists(adapters.kube)
+        self.sources = SharedReads(adapters.kube)
+        self.cur: Current | None = None
+        self._value_key = b""
+        self._lock = threading.Lock()
+        self._shown: dict[bytes, str] = {}
+
+    # ---------------------------------------------------------------- ① backend
+
+    def backend(self) -> Link:
+        """Read the current version and value (and the one it replaced)."""
+        vault, path, key = self.a.vault, self.cred.backend.path, self.cred.backend.key
+        try:
+            meta = vault.read_metadata(path)
+            version = meta.current_version
+            data = vault.read(path, version)
+        except ClientError as exc:
+            return Link("backend", self.path, False, f"cannot read it: {exc.message}")
+        value = data.get(key)
+        if value is None or version < 1:
+            return Link("backend", self.path, False, f"v{version} has no key {key}")
+        info = meta.versions.get(version)
+        try:
+            written = parse_rfc3339(info.created_time) if info is not None else self.clock()
+        except ValueError:
+            written = self.clock()
+        self._value_key = self.compare.of(value)
+        retired, retired_version = self._retired(meta, version)
+        previous = self.cred.overlap.previous_key if self.cred.overlap else None
+        held = data.get(previous) if previous else None
+        open_ = held is not None and self.compare.of(held) != self._value_key
+        self.cur = Current(version, written, value, retired, retired_version, open_)
+        return Link("backend", self.path, True,
+                    f"v{version}, written {rfc3339(written, micro=False)}, fingerprint "
+                    f"{self.shown(value)}")
+
+    def _retired(self, meta: Any, version: int) -> tuple[Secret | None, int | None]:
+        """The latest earlier version whose key holds another value (an overlap's retire
+        writes the same value again), at most RETIRED_LOOKBACK versions back."""
+        for v in range(version - 1, max(0, version - 1 - RETIRED_LOOKBACK), -1):
+            info = meta.versions.get(v)
+            if info is not None and (info.deletion_time or info.destroyed):
+                continue
+            try:
+                old = self.a.vault.read(self.cred.backend.path, v).get(self.cred.backend.key)
+            except ClientError:
+                continue
+            if old is not None and self.compare.of(old) != self._value_key:
+                return old, v
+        return None, None
+
+    def shown(self, value: Secret) -> str:
+        """The printed fingerprint, computed once per value (scrypt: ~50 ms each)."""
+        key = self.compare.of(value)
+        with self._lock:
+            known = self._shown.get(key)
+        if known is None:
+            known = shown(value, self.path)
+            with self._lock:
+                self._shown[key] = known
+        return known
+
+    def same(self, value: Secret | None) -> bool:
+        return value is not None and self.compare.of(value) == self._value_key
+
+    @property
+    def current(self) -> Current:
+        assert self.cur is not None, "backend() first"
+        return self.cur
+
+    # ---------------------------------------------------------------- ② sync
+
+    def external_secret(self, es: ObjectRef, secret: SecretKeyRef) -> list[Link]:
+        from rotate.stages.sync import ready_condition
+
+        cur, kube = self.current, self.a.kube
+        where = f"{secret.namespace}/{secret.name}#{secret.key}"
+        synced = "never synced"
+        try:
+            obj = kube.get("ExternalSecret", es.namespace, es.name)
+            cond = ready_condition(obj) or {}
+            refresh = str((obj.get("status") or {}).get("refreshTime") or "")
+            ready = cond.get("status") == "True" and cond.get("reason") == "SecretSynced"
+            fresh = bool(refresh) and parse_rfc3339(refresh) >= cur.written_at.replace(
+                microsecond=0)
+            synced = f"last synced {refresh}" if refresh else synced
+            es_link = Link("externalsecret", es.short, ready and fresh,
+                           f"Ready={cond.get('status', 'absent')} "
+                           f"reason={cond.get('reason', '-')}, {synced}"
+                           + ("" if fresh else f", before v{cur.version} was written"))
+        except (ClientError, ValueError) as exc:
+            why = exc.message if isinstance(exc, ClientError) else "refreshTime unreadable"
+            es_link = Link("externalsecret", es.short, False, f"cannot read it: {why}")
+        try:
+            held = kube.read_secret_key(secret.namespace, secret.name, secret.key)
+        except ClientError as exc:
+            return [Link("secret", where, False, f"cannot read it: {exc.message}"), es_link]
+        if held is None:
+            sec_link = Link("secret", where, False, "the key is absent")
+        elif self.same(held):
+            sec_link = Link("secret", where, True, f"fingerprint {self.shown(held)} = backend "
+                                                   f"v{cur.version}")
+        else:
+            sec_link = Link("secret", where, False,
+                            f"fingerprint {self.shown(held)} ≠ backend v{cur.version}'s "
+                            f"{self.shown(cur.value)} (ExternalSecret {es.short} {synced})")
+        return [sec_link, es_link]
+
+    # ---------------------------------------------------------------- ③ provider
+
+    def provider(self, ref: ObjectRef) -> list[Link]:
+        applied = self.cred.apply_of(ref)
+        if applied.connection is None:
+            if applied.live:
+                return [Link("provider", str(ref), True,
+                             f"apply: {applied.method} has no login from outside; its own "
+                             "test phase proves it during a run")]
+            return [self._workload_pods("provider", ref, self.current.written_at,
+                                        f"backend v{self.current.version} was written")]
+        try:
+            return self._probe(applied)
+        except ClientError as exc:
+            return [Link("provider", str(ref), False, f"cannot log in: {exc.message}")]
+
+    def _probe(self, applied: ProviderApply) -> list[Link]:
+        from rotate.providers import access
+        from rotate.providers.accounts import accounts_for, active_username
+
+        cur, ref = self.current, str(applied.provider)
+        found = access.reach(self.a.providers, self.a.kube, applied, self.environ)
+
+        def role(version: int | None) -> str:
+            active = (active_username(self.a.vault, self.cred.backend.path,
+                                      applied.username_key, version)
+                      if applied.username_key and version else None)
+            return accounts_for(applied, "restart", active).new
+
+        user = role(cur.version)
+        if found.method.values.refuses(cur.value) is not None:
+            links = [Link("provider", ref, False, "the current value is one it cannot take "
+                          "(its method's value rule)")]
+        else:
+            ok = found.probe.accepts(user, cur.value)
+            links = [Link("provider", ref, ok, f"{found.protocol} login as {user} from outside: "
+                          f"the current value {'accepted' if ok else 'refused'}")]
+        if cur.retired is None:
+            return links
+        old_user = role(cur.retired_version)
+        accepted = (found.method.values.refuses(cur.retired) is None
+                    and found.probe.accepts(old_user, cur.retired))
+        what = f"{old_user} with v{cur.retired_version}'s value"
+        if cur.overlap_open:
+            links.append(Link("provider.retired", ref, True,
+                              f"{what} {'still accepted' if accepted else 'refused'}: the "
+                              "overlap is open (the previous key still holds it)"))
+        else:
+            links.append(Link("provider.retired", ref, not accepted,
+                              f"{what} {'still accepted' if accepted else 'refused'}"))
+        return links
+
+    def _workload_pods(self, link: str, ref: ObjectRef, since: datetime, what: str) -> Link:
+        try:
+            obj = self.a.kube.get(ref.kind, ref.namespace, ref.name)
+            ok, words = pods_since(self.pods.of(obj), since, what)
+        except ClientError as exc:
+            return Link(link, str(ref), False, f"cannot read it: {exc.message}")
+        return Link(link, str(ref), ok, words)
+
+    # ---------------------------------------------------------------- ④ consumers
+
+    def consumer(self, name: str) -> list[Link]:
+        from rotate.stages.readyz import target_for
+
+        svc = self.chain.services[name]
+        doc_link, written = self._document(name)
+        since, what = written
+        token_link, minted = self._token(name)
+        if minted is not None and minted > since:
+            since, what = minted, "its live token was minted"
+        pods = self._workload_pods("consumer.pods", workload_ref(svc), since, what)
+        target = target_for(svc)
+        try:
+            status = self.a.readyz.status(target)
+            ready = Link("consumer.readyz", str(target), status == 200, f"HTTP {status}")
+        except ClientError as exc:
+            ready = Link("consumer.readyz", str(target), False, exc.message)
+        return [doc_link, pods, ready, token_link]
+
+    def _document(self, name: str) -> tuple[Link, tuple[datetime, str]]:
+        from rotate.stages import documents, harvest
+
+        svc, cur = self.chain.services[name], self.current
+        where = f"{svc.namespace}/{name} {svc.config_key}"
+        lower = (cur.written_at, f"backend v{cur.version} was written")
+        try:
+            doc = self.a.config_center.get_key(name, svc.config_key)
+        except ClientError as exc:
+            return Link("consumer.document", where, False, f"cannot read it: {exc.message}"), lower
+        values, problems = harvest.resolve(self.sources, svc, {self.cred.secret: cur.value})
+        if problems:
+            return Link("consumer.document", where, False,
+                        f"cannot build the expected document: {problems[0]}"), lower
+        expected, _ = harvest.build(name, values)
+        pointers = documents.owned_pointers(svc, self.cred.secret)
+        differ = documents.moved(pointers, documents.owned_values(expected, pointers),
+                                 documents.owned_values(doc.value, pointers))
+        at = self.writes.get((name, doc.version))
+        written = (at, f"v{doc.version} was written") if at is not None else lower
+        if not differ:
+            return Link("consumer.document", where, True,
+                        f"v{doc.version} holds fingerprint {self.shown(cur.value)} at "
+                        f"{', '.join(pointers)}"), written
+        held = self._held(svc.values, doc.value, differ)
+        return Link("consumer.document", where, False,
+                    f"v{doc.version}: {', '.join(differ)} not the backend's v{cur.version}"
+                    + (f" (fingerprint {held} ≠ {self.shown(cur.value)})" if held else "")
+                    ), written
+
+    def _held(self, sources: Mapping[str, Any], doc: Mapping[str, Any],
+              differ: list[str]) -> str:
+        """The fingerprint of what the document holds at the first differing pointer that is
+        the credential's key itself ("" when none is)."""
+        from rotate.stages.documents import owned_values
+
+        key = self.cred.secret
+        for pointer in differ:
+            src = sources.get(pointer)
+            if isinstance(src, SecretKeySource) and src.secret == key:
+                value = owned_values(doc, [pointer]).get(pointer)
+                if isinstance(value, str):
+                    return self.shown(Secret(value))
+        return ""
+
+    def _token(self, name: str) -> tuple[Link, datetime | None]:
+        from rotate.stages.rollout import meta_annotations
+        from rotate.stages.tokens import TOKEN_ID_ANNOTATION
+
+        svc = self.chain.services[name]
+        secret = f"{svc.token.namespace}/{svc.token.name}"
+        try:
+            live = [t for t in self.a.config_center.list_tokens(name) if not t.revoked]
+            obj = self.a.kube.get("Secret", svc.token.namespace, svc.token.name)
+        except ClientError as exc:
+            return Link("consumer.token", name, False, f"cannot read it: {exc.message}"), None
+        held = meta_annotations(obj).get(TOKEN_ID_ANNOTATION)
+        minted = None
+        if len(live) == 1:
+            try:
+                minted = parse_rfc3339(live[0].created_at)
+            except ValueError:
+                minted = None
+        if len(live) != 1:
+            ids = ", ".join(t.id for t in live) or "none"
+            return Link("consumer.token", name, False,
+                        f"{len(live)} live tokens ({ids}), one expected"), minted
+        if held and held != live[0].id:
+            return Link("consumer.token", name, False,
+                        f"the live token is {live[0].id}, Secret {secret} holds {held}"), minted
+        return Link("consumer.token", name, True,
+                    f"1 live token {live[0].id}" + (f", the one Secret {secret} holds"
+                                                    if held else "")), minted
+
+    # ---------------------------------------------------------------- readers, age
+
+    def reader(self, ref: str, action: str, words: str) -> list[Link]:
+        from rotate.stages.secret_readers import RESTART
+
+        if action != RESTART:
+            return [Link("reader.pods", ref, True, words)]
+        cur = self.current
+        return [self._workload_pods("reader.pods", parse_workload(ref), cur.written_at,
+                                    f"backend v{cur.version} was written")]
+
+    def age(self) -> tuple[Link, float, float | None]:
+        cur = self.current
+        seconds = max(0.0, (self.clock() - cur.written_at).total_seconds())
+        limit = self.cred.max_age or self.chain.notify.max_age
+        if limit is None:
+            return (Link("value.age", self.path, True, f"{_age(seconds)} old; no maxAge set"),
+                    seconds, None)
+        return (Link("value.age", self.path, seconds <= limit,
+                     f"{_age(seconds)} old, maxAge {_age(limit)}"), seconds, limit)
+
+
+def check_credential(chain: Chain, cred: Credential, adapters: Any, environ: Mapping[str, str],
+                     writes: Mapping[tuple[str, int], datetime],
+                     clock: Callable[[], datetime]) -> Found:
+    """Every link of ``cred``, in the order of rotate.engine.status's docstring."""
+    from rotate.chain.model import consumers_of
+    from rotate.engine.preflight_readers import discover
+
+    c = Checker(chain, cred, adapters, environ, writes, clock)
+    out = Found(c.path)
+    first = c.backend()
+    out.links.append(first)
+    if not first.ok:
+        return out
+    cur = c.current
+    out.version, out.written_at = cur.version, cur.written_at
+    out.fingerprint = c.shown(cur.value)
+
+    col = Collector()
+    readers = discover(chain, cred, adapters.kube, col)
+    tasks: list[Callable[[], list[Link]]] = [
+        lambda: c.external_secret(cred.external_secret, cred.secret)]
+    for es, target in readers.external_secrets.items():
+        ns, name = es.split("/", 1)
+        secret, _, key = target.partition("#")
+        ref = SecretKeyRef(ns, secret.split("/", 1)[1], key)
+        tasks.append(lambda ns=ns, name=name, ref=ref: c.external_secret(  # type: ignore[misc]
+            ObjectRef("ExternalSecret", ns, name), ref))
+    tasks += [lambda ref=ref: c.provider(ref)  # type: ignore[misc]
+              for ref in cred.providers]
+    tasks += [lambda name=name: c.consumer(name)  # type: ignore[misc]
+              for name in consumers_of(chain, cred.name)]
+    failed = [Link("reader.pods", check.check.split(" ", 1)[-1], False, check.detail)
+              for check in col.checks if not check.ok]
+    tasks += [lambda ref=ref, r=r: c.reader(ref, r.action, r.words)  # type: ignore[misc]
+              for ref, r in readers.found.items()]
+    for links in fan_out(tasks, lambda task: task(), workers=WORKERS, name="rotate-status"):
+        out.links.extend(links)
+    out.links.extend(failed)
+    age, out.age_seconds, out.max_age_seconds = c.age()
+    out.links.append(age)
+    out.links.sort(key=lambda link: _ORDER[link.link])  # stable: chain order within a link
+    return out
+
+
+_ORDER = {name: i for i, name in enumerate(
+    ("backend", "secret", "externalsecret", "provider", "provider.retired", "consumer",
+     "reader.pods", "value.age"))}
+_ORDER.update({name: _ORDER["consumer"] for name in
+               ("consumer.document", "consumer.pods", "consumer.readyz", "consumer.token")})
