@@ -57,7 +57,7 @@ def status(
     kubeconfig: Kubeconfig = None,
     state_dir: StateDir = None,
 ) -> None:
-    """Prove each link of the chain now (read-only); exit 20 when one is broken."""
+    """Prove every link of the chain now, read-only (exit 20: not closed)."""
     console = console_for(ctx, "json" if output is StatusFormat.json else "text")
     engine = state_of(ctx).engine()
     options = Options(chain_file=chain, state_dir=state_dir_or_default(state_dir),
@@ -127,6 +127,7 @@ def to_yaml(document: dict[str, Any]) -> str:
 
     yaml = YAML(typ="rt")
     yaml.default_flow_style = False
+    yaml.width = 4096  # a detail stays on its line
     buffer = io.StringIO()
     yaml.dump(document, buffer)
     return buffer.getvalue()
