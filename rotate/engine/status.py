@@ -43,7 +43,8 @@ from typing import Any
 
 from rotate.chain.model import Chain, Credential
 from rotate.core.timestamps import rfc3339
-from rotate.engine.status_links import Link, check_credential
+from rotate.engine.status_links import check_credential
+from rotate.engine.status_model import Link
 
 
 @dataclass(frozen=True)

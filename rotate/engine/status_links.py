@@ -16,12 +16,10 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from rotate.chain.model import Chain, Credential, ProviderApply, SecretKeyRef, SecretKeySource
-from rotate.core.durations import format_duration
 from rotate.core.errors import ClientError
 from rotate.core.fingerprint import Comparer, shown
 from rotate.core.refs import ObjectRef
@@ -29,113 +27,13 @@ from rotate.core.secret import Secret
 from rotate.core.timestamps import parse_rfc3339, rfc3339
 from rotate.engine.collector import Collector
 from rotate.engine.fanout import fan_out
+from rotate.engine.status_model import Current, Found, Link, PodLists, age_words, pods_since
 from rotate.engine.targets import backend_target, parse_workload, workload_ref
 
 #: threads the checks run on: enough to hide ~100 consumers' round trips in well under 2 s
 WORKERS = 16
 #: how many versions back the value the current one replaced is looked for
 RETIRED_LOOKBACK = 5
-
-
-#: the link names, in the order they are checked and named (docs/cli.md)
-LINKS = ("backend", "secret", "externalsecret", "provider", "provider.retired",
-         "consumer.document", "consumer.pods", "consumer.readyz", "consumer.token",
-         "reader.pods", "value.age")
-
-
-@dataclass(frozen=True)
-class Link:
-    """One proven (or broken) link.  ``detail`` names versions, times, fingerprints and
-    objects — never a value."""
-
-    link: str  # one of LINKS
-    target: str  # the object: a path, NS/NAME#key, a workload, a service
-    ok: bool
-    detail: str
-
-    def to_json(self) -> dict[str, Any]:
-        return {"link": self.link, "target": self.target, "ok": self.ok, "detail": self.detail}
-
-
-
-@dataclass
-class Found:
-    backend: str
-    version: int | None = None
-    fingerprint: str = ""
-    written_at: datetime | None = None
-    age_seconds: float | None = None
-    max_age_seconds: float | None = None
-    links: list[Link] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class Current:
-    """What the backend holds now, and the value it replaced (None: none found)."""
-
-    version: int
-    written_at: datetime
-    value: Secret
-    retired: Secret | None
-    retired_version: int | None
-    overlap_open: bool  # overlap.previousKey still holds another value than the key
-
-
-class PodLists:
-    """The live pods of each namespace, listed once for every workload checked there."""
-
-    def __init__(self, kube: Any) -> None:
-        self._kube = kube
-        self._lock = threading.Lock()
-        self._pods: dict[str, list[dict[str, Any]]] = {}
-
-    def of(self, workload: Mapping[str, Any]) -> list[dict[str, Any]]:
-        from rotate.stages.rollout import match_labels, metadata
-
-        ns = str(metadata(workload).get("namespace") or "")
-        with self._lock:
-            listed = self._pods.get(ns)
-        if listed is None:
-            listed = self._kube.list("Pod", ns)
-            with self._lock:
-                listed = self._pods.setdefault(ns, listed)
-        wanted = match_labels(workload)
-        if not wanted:
-            return []
-        return [p for p in listed
-                if not metadata(p).get("deletionTimestamp")
-                and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
-                and all((metadata(p).get("labels") or {}).get(k) == v
-                        for k, v in wanted.items())]
-
-
-def pods_since(pods: list[dict[str, Any]], since: datetime, what: str) -> tuple[bool, str]:
-    """Whether every pod started at or after ``since`` (second precision, as Kubernetes
-    keeps it), and the words saying so."""
-    from rotate.stages.rollout import metadata
-
-    if not pods:
-        return True, "no running pods"
-    floor = since.replace(microsecond=0)
-    for pod in pods:
-        started = (pod.get("status") or {}).get("startTime") or metadata(pod).get(
-            "creationTimestamp")
-        try:
-            late = bool(started) and parse_rfc3339(str(started)) >= floor
-        except ValueError:
-            late = False
-        if not late:
-            return False, (f"pod {metadata(pod).get('name')} started "
-                           f"{started or 'at an unknown time'}, before {what} "
-                           f"({rfc3339(since, micro=False)})")
-    return True, (f"{len(pods)} pod(s) started after {what} ({rfc3339(since, micro=False)})")
-
-
-def _age(seconds: float) -> str:
-    if seconds < 3600:
-        return format_duration(seconds)
-    days, rest = divmod(int(seconds), 86400)
-    return f"{days}d{rest // 3600}h" if days else f"{rest // 3600}h{rest % 3600 // 60:02d}m"
 
 
 class Checker:
@@ -223,40 +121,57 @@ class Checker:
     # ---------------------------------------------------------------- ② sync
 
     def external_secret(self, es: ObjectRef, secret: SecretKeyRef) -> list[Link]:
-        from rotate.stages.sync import ready_condition
-
+        """The Secret's link, then the ExternalSecret's: Ready, and synced since the current
+        version was written — or, synced before, its Secret already holds that version's
+        value (the same data written again, a version put back by hand)."""
         cur, kube = self.current, self.a.kube
         where = f"{secret.namespace}/{secret.name}#{secret.key}"
-        synced = "never synced"
-        try:
-            obj = kube.get("ExternalSecret", es.namespace, es.name)
-            cond = ready_condition(obj) or {}
-            refresh = str((obj.get("status") or {}).get("refreshTime") or "")
-            ready = cond.get("status") == "True" and cond.get("reason") == "SecretSynced"
-            fresh = bool(refresh) and parse_rfc3339(refresh) >= cur.written_at.replace(
-                microsecond=0)
-            synced = f"last synced {refresh}" if refresh else synced
-            es_link = Link("externalsecret", es.short, ready and fresh,
-                           f"Ready={cond.get('status', 'absent')} "
-                           f"reason={cond.get('reason', '-')}, {synced}"
-                           + ("" if fresh else f", before v{cur.version} was written"))
-        except (ClientError, ValueError) as exc:
-            why = exc.message if isinstance(exc, ClientError) else "refreshTime unreadable"
-            es_link = Link("externalsecret", es.short, False, f"cannot read it: {why}")
+        sec_link: Link | None = None
+        held: Secret | None = None
         try:
             held = kube.read_secret_key(secret.namespace, secret.name, secret.key)
         except ClientError as exc:
-            return [Link("secret", where, False, f"cannot read it: {exc.message}"), es_link]
-        if held is None:
-            sec_link = Link("secret", where, False, "the key is absent")
-        elif self.same(held):
-            sec_link = Link("secret", where, True, f"fingerprint {self.shown(held)} = backend "
-                                                   f"v{cur.version}")
+            sec_link = Link("secret", where, False, f"cannot read it: {exc.message}")
+        try:
+            obj = kube.get("ExternalSecret", es.namespace, es.name)
+        except ClientError as exc:
+            es_link, synced = Link("externalsecret", es.short, False,
+                                   f"cannot read it: {exc.message}"), "unread"
         else:
-            sec_link = Link("secret", where, False,
-                            f"fingerprint {self.shown(held)} ≠ backend v{cur.version}'s "
-                            f"{self.shown(cur.value)} (ExternalSecret {es.short} {synced})")
+            es_link, synced = self._synced(es, obj, self.same(held))
+        if sec_link is None:
+            if held is None:
+                sec_link = Link("secret", where, False, "the key is absent")
+            elif self.same(held):
+                sec_link = Link("secret", where, True,
+                                f"fingerprint {self.shown(held)} = backend v{cur.version}")
+            else:
+                sec_link = Link("secret", where, False,
+                                f"fingerprint {self.shown(held)} ≠ backend v{cur.version}'s "
+                                f"{self.shown(cur.value)} (ExternalSecret {es.short} {synced})")
         return [sec_link, es_link]
+
+    def _synced(self, es: ObjectRef, obj: Mapping[str, Any], holds: bool) -> tuple[Link, str]:
+        from rotate.stages.sync import ready_condition
+
+        cur = self.current
+        cond = ready_condition(obj) or {}
+        refresh = str((obj.get("status") or {}).get("refreshTime") or "")
+        ready = cond.get("status") == "True" and cond.get("reason") == "SecretSynced"
+        try:
+            fresh = bool(refresh) and parse_rfc3339(refresh) >= cur.written_at.replace(
+                microsecond=0)
+        except ValueError:
+            fresh = False
+        synced = f"last synced {refresh}" if refresh else "never synced"
+        words = (f"Ready={cond.get('status', 'absent')} reason={cond.get('reason', '-')}, "
+                 f"{synced}")
+        if not fresh:
+            words += (f", before v{cur.version} was written"
+                      + (", whose value its Secret holds" if holds else ""))
+        if cond.get("status") == "False":
+            words += f": {cond.get('message', 'no message')}"
+        return Link("externalsecret", es.short, ready and (fresh or holds), words), synced
 
     # ---------------------------------------------------------------- ③ provider
 
@@ -428,10 +343,10 @@ class Checker:
         seconds = max(0.0, (self.clock() - cur.written_at).total_seconds())
         limit = self.cred.max_age or self.chain.notify.max_age
         if limit is None:
-            return (Link("value.age", self.path, True, f"{_age(seconds)} old; no maxAge set"),
+            return (Link("value.age", self.path, True, f"{age_words(seconds)} old; no maxAge set"),
                     seconds, None)
         return (Link("value.age", self.path, seconds <= limit,
-                     f"{_age(seconds)} old, maxAge {_age(limit)}"), seconds, limit)
+                     f"{age_words(seconds)} old, maxAge {age_words(limit)}"), seconds, limit)
 
 
 def check_credential(chain: Chain, cred: Credential, adapters: Any, environ: Mapping[str, str],

@@ -256,7 +256,7 @@ def make_status(chain: str) -> Any:
     """A ``rotate status`` finding shaped like the engine's: closed, or the Secret holding
     another value than the backend (a hand ``bao kv put``)."""
     from rotate.engine.status import CredentialStatus
-    from rotate.engine.status_links import Link
+    from rotate.engine.status_model import Link
 
     fp, other = "3f1c9a0be27d4c55", "9b0e17c2d4a8f631"
     broken = chain == "secret"

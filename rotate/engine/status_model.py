@@ -1,0 +1,115 @@
+"""The values of ``rotate status`` (rotate.engine.status): its links, what one credential's
+checks found, and the pod facts they share.  Never a value: fingerprints, versions, times and
+names only."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from rotate.core.durations import format_duration
+from rotate.core.secret import Secret
+from rotate.core.timestamps import parse_rfc3339, rfc3339
+
+#: the link names, in the order they are checked and named (docs/cli.md)
+LINKS = ("backend", "secret", "externalsecret", "provider", "provider.retired",
+         "consumer.document", "consumer.pods", "consumer.readyz", "consumer.token",
+         "reader.pods", "value.age")
+
+
+@dataclass(frozen=True)
+class Link:
+    """One proven (or broken) link.  ``detail`` names versions, times, fingerprints and
+    objects — never a value."""
+
+    link: str  # one of LINKS
+    target: str  # the object: a path, NS/NAME#key, a workload, a service
+    ok: bool
+    detail: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"link": self.link, "target": self.target, "ok": self.ok, "detail": self.detail}
+
+
+
+@dataclass
+class Found:
+    backend: str
+    version: int | None = None
+    fingerprint: str = ""
+    written_at: datetime | None = None
+    age_seconds: float | None = None
+    max_age_seconds: float | None = None
+    links: list[Link] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Current:
+    """What the backend holds now, and the value it replaced (None: none found)."""
+
+    version: int
+    written_at: datetime
+    value: Secret
+    retired: Secret | None
+    retired_version: int | None
+    overlap_open: bool  # overlap.previousKey still holds another value than the key
+
+
+class PodLists:
+    """The live pods of each namespace, listed once for every workload checked there."""
+
+    def __init__(self, kube: Any) -> None:
+        self._kube = kube
+        self._lock = threading.Lock()
+        self._pods: dict[str, list[dict[str, Any]]] = {}
+
+    def of(self, workload: Mapping[str, Any]) -> list[dict[str, Any]]:
+        from rotate.stages.rollout import match_labels, metadata
+
+        ns = str(metadata(workload).get("namespace") or "")
+        with self._lock:
+            listed = self._pods.get(ns)
+        if listed is None:
+            listed = self._kube.list("Pod", ns)
+            with self._lock:
+                listed = self._pods.setdefault(ns, listed)
+        wanted = match_labels(workload)
+        if not wanted:
+            return []
+        return [p for p in listed
+                if not metadata(p).get("deletionTimestamp")
+                and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+                and all((metadata(p).get("labels") or {}).get(k) == v
+                        for k, v in wanted.items())]
+
+
+def pods_since(pods: list[dict[str, Any]], since: datetime, what: str) -> tuple[bool, str]:
+    """Whether every pod started at or after ``since`` (second precision, as Kubernetes
+    keeps it), and the words saying so."""
+    from rotate.stages.rollout import metadata
+
+    if not pods:
+        return True, "no running pods"
+    floor = since.replace(microsecond=0)
+    for pod in pods:
+        started = (pod.get("status") or {}).get("startTime") or metadata(pod).get(
+            "creationTimestamp")
+        try:
+            late = bool(started) and parse_rfc3339(str(started)) >= floor
+        except ValueError:
+            late = False
+        if not late:
+            return False, (f"pod {metadata(pod).get('name')} started "
+                           f"{started or 'at an unknown time'}, before {what} "
+                           f"({rfc3339(since, micro=False)})")
+    return True, (f"{len(pods)} pod(s) started after {what} ({rfc3339(since, micro=False)})")
+
+
+def age_words(seconds: float) -> str:
+    if seconds < 3600:
+        return format_duration(seconds)
+    days, rest = divmod(int(seconds), 86400)
+    return f"{days}d{rest // 3600}h" if days else f"{rest // 3600}h{rest % 3600 // 60:02d}m"
