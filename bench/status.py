@@ -1,0 +1,96 @@
+"""``rotate status`` at N consumers on the lab: the whole command's wall time, against 2 s.
+
+``python -m bench.status --services 100`` starts a lab with 100 consumers of ``dragonfly``
+(``rotate lab up --services 100``), rotates it once (so that every link has a run behind it:
+documents written, pods restarted, old tokens revoked), then runs ``rotate status dragonfly
+-o json`` ``--runs`` times and prints each wall time (process start to exit, start-up
+included), the checks' own time (the document's ``seconds``) and the median.  Every run must
+exit 0 (the chain closed): a broken link would be measured on a shorter path.  The lab it
+started is stopped at the end; ``--no-lab-up --dir D`` uses a running one instead (no
+rotation then: its chain must already be closed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from bench.world import BENCH_DIR, BenchError, Lab, tool
+
+#: the target (docs/performance.md)
+BAR_SECONDS = 2.0
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m bench.status", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--services", type=int, default=100, help="consumers (default 100)")
+    ap.add_argument("--runs", type=int, default=5, help="status commands timed (default 5)")
+    ap.add_argument("--profile", default="fast", choices=("fast", "realistic"))
+    ap.add_argument("--lab-nice", type=int, default=19, help="the lab's niceness (default 19)")
+    ap.add_argument("--dir", type=Path, help="the lab directory")
+    ap.add_argument("--no-lab-up", action="store_true", help="use the lab running in --dir")
+    return ap
+
+
+def _rotate(lab: Lab, *args: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([tool("rotate"), *args], env=lab.env, capture_output=True, text=True,
+                          timeout=timeout, check=False, cwd=lab.dir)
+
+
+def timed_status(lab: Lab) -> tuple[float, float]:
+    """One ``rotate status dragonfly -o json``: (wall seconds, the checks' seconds)."""
+    began = time.perf_counter()
+    done = _rotate(lab, "status", "dragonfly", "-o", "json", timeout=120)
+    wall = time.perf_counter() - began
+    if done.returncode != 0:
+        raise BenchError(f"rotate status exited {done.returncode} (the chain is not closed?):\n"
+                         + done.stderr.strip()[-2000:])
+    doc = json.loads(done.stdout)
+    return wall, float(doc["credentials"][0]["seconds"])
+
+
+def run(args: argparse.Namespace) -> int:
+    lab = Lab((args.dir or BENCH_DIR / "results" / "status-lab").resolve())
+    try:
+        if args.no_lab_up:
+            lab.borrow()
+        else:
+            print(f"lab up ({args.profile}, {args.services} consumers) in {lab.dir} …",
+                  file=sys.stderr)
+            lab.up(args.profile, args.services, args.lab_nice)
+            print("rotate dragonfly --confirm …", file=sys.stderr)
+            done = _rotate(lab, "dragonfly", "--confirm", "--timeout", "10m", timeout=1800)
+            if done.returncode != 0:
+                raise BenchError(f"the rotation exited {done.returncode}:\n"
+                                 + done.stderr.strip()[-2000:])
+        timed_status(lab)  # warm: the validated-chain cache, the page cache
+        runs = [timed_status(lab) for _ in range(args.runs)]
+        for i, (wall, checks) in enumerate(runs, 1):
+            print(f"run {i}: wall {wall:.2f} s (checks {checks:.2f} s)")
+        median = statistics.median(w for w, _ in runs)
+        verdict = "met" if median <= BAR_SECONDS else "NOT met"
+        print(f"rotate status dragonfly at {args.services} consumers: median wall "
+              f"{median:.2f} s, checks {statistics.median(c for _, c in runs):.2f} s "
+              f"(bar {BAR_SECONDS:g} s: {verdict})")
+        return 0 if median <= BAR_SECONDS else 1
+    finally:
+        if lab.down():
+            print(f"lab down: {lab.dir}", file=sys.stderr)
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        return run(parser().parse_args(argv))
+    except BenchError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
