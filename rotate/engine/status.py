@@ -112,13 +112,15 @@ def doc_writes(state_dir: Path) -> dict[tuple[str, int], datetime]:
     readable journal of the state directory (a version not found was written elsewhere)."""
     from rotate.core.timestamps import parse_rfc3339
     from rotate.engine import journal as journal_mod
+    from rotate.engine.kinds import find
 
     out: dict[tuple[str, int], datetime] = {}
     for state in journal_mod.load_runs(state_dir):
         for step in state.steps:
             version = step.data.get("version")
-            if (step.status != "done" or step.step.kind not in ("config.write", "config.undo")
-                    or not isinstance(version, int) or not step.finished_at):
+            kind = find(step.step) if step.status == "done" else None
+            if (kind is None or not kind.writes_document or not isinstance(version, int)
+                    or not step.finished_at):
                 continue
             try:
                 out.setdefault((step.step.subject, version), parse_rfc3339(step.finished_at))

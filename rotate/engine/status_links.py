@@ -75,29 +75,57 @@ class Checker:
         except ValueError:
             written = self.clock()
         self._value_key = self.compare.of(value)
-        retired, retired_version = self._retired(meta, version)
+        retired, retired_version, since = self._history(meta, version, written)
         previous = self.cred.overlap.previous_key if self.cred.overlap else None
         held = data.get(previous) if previous else None
         open_ = held is not None and self.compare.of(held) != self._value_key
-        self.cur = Current(version, written, value, retired, retired_version, open_)
+        self.cur = Current(version, written, value, retired, retired_version, open_, since)
+        held_since = (f" (the value held since {rfc3339(since, micro=False)})"
+                      if since < written else "")
         return Link("backend", self.path, True,
-                    f"v{version}, written {rfc3339(written, micro=False)}, fingerprint "
-                    f"{self.shown(value)}")
+                    f"v{version}, written {rfc3339(written, micro=False)}{held_since}, "
+                    f"fingerprint {self.shown(value)}")
 
-    def _retired(self, meta: Any, version: int) -> tuple[Secret | None, int | None]:
-        """The latest earlier version whose key holds another value (an overlap's retire
-        writes the same value again), at most RETIRED_LOOKBACK versions back."""
+    def _history(self, meta: Any, version: int, written: datetime
+                 ) -> tuple[Secret | None, int | None, datetime]:
+        """Looking at most RETIRED_LOOKBACK versions back: the latest one holding another
+        value (the retired one; an overlap's retire writes the same value again) and since
+        when the backend holds the current value.  A version with another value created
+        after the ExternalSecret's last sync never reached the Secret, so the value held
+        before it still counts (a ``bao kv put`` put back with ``bao kv rollback``)."""
+        refresh = self._last_sync()
+        retired: Secret | None = None
+        retired_version: int | None = None
+        since = written
         for v in range(version - 1, max(0, version - 1 - RETIRED_LOOKBACK), -1):
             info = meta.versions.get(v)
-            if info is not None and (info.deletion_time or info.destroyed):
+            if info is None or info.deletion_time or info.destroyed:
                 continue
             try:
                 old = self.a.vault.read(self.cred.backend.path, v).get(self.cred.backend.key)
-            except ClientError:
+                created = parse_rfc3339(info.created_time)
+            except (ClientError, ValueError):
+                break
+            if old is None:
+                break
+            if self.compare.of(old) == self._value_key:
+                since = created
                 continue
-            if old is not None and self.compare.of(old) != self._value_key:
-                return old, v
-        return None, None
+            if retired is None:
+                retired, retired_version = old, v
+            if refresh is None or refresh >= created.replace(microsecond=0):
+                break  # the ExternalSecret may have copied it: the value is held since then
+        return retired, retired_version, since
+
+    def _last_sync(self) -> datetime | None:
+        """The credential's ExternalSecret's last sync (None: unknown)."""
+        es = self.cred.external_secret
+        try:
+            obj = self.a.kube.get("ExternalSecret", es.namespace, es.name)
+            text = str((obj.get("status") or {}).get("refreshTime") or "")
+            return parse_rfc3339(text) if text else None
+        except (ClientError, ValueError):
+            return None
 
     def shown(self, value: Secret) -> str:
         """The printed fingerprint, computed once per value (scrypt: ~50 ms each)."""
@@ -182,8 +210,8 @@ class Checker:
                 return [Link("provider", str(ref), True,
                              f"apply: {applied.method} has no login from outside; its own "
                              "test phase proves it during a run")]
-            return [self._workload_pods("provider", ref, self.current.written_at,
-                                        f"backend v{self.current.version} was written")]
+            return [self._workload_pods("provider", ref, self.current.value_since,
+                                        "the backend held the value")]
         try:
             return self._probe(applied)
         except ClientError as exc:
@@ -258,7 +286,7 @@ class Checker:
 
         svc, cur = self.chain.services[name], self.current
         where = f"{svc.namespace}/{name} {svc.config_key}"
-        lower = (cur.written_at, f"backend v{cur.version} was written")
+        lower = (cur.value_since, "the backend held the value")
         try:
             doc = self.a.config_center.get_key(name, svc.config_key)
         except ClientError as exc:
@@ -335,12 +363,12 @@ class Checker:
         if action != RESTART:
             return [Link("reader.pods", ref, True, words)]
         cur = self.current
-        return [self._workload_pods("reader.pods", parse_workload(ref), cur.written_at,
-                                    f"backend v{cur.version} was written")]
+        return [self._workload_pods("reader.pods", parse_workload(ref), cur.value_since,
+                                    "the backend held the value")]
 
     def age(self) -> tuple[Link, float, float | None]:
         cur = self.current
-        seconds = max(0.0, (self.clock() - cur.written_at).total_seconds())
+        seconds = max(0.0, (self.clock() - cur.value_since).total_seconds())
         limit = self.cred.max_age or self.chain.notify.max_age
         if limit is None:
             return (Link("value.age", self.path, True, f"{age_words(seconds)} old; no maxAge set"),

@@ -56,6 +56,10 @@ class Current:
     retired: Secret | None
     retired_version: int | None
     overlap_open: bool  # overlap.previousKey still holds another value than the key
+    #: since when the backend holds this value: the oldest version of the latest run of
+    #: versions holding it, not counting a version with another value that the
+    #: ExternalSecret never synced (a hand write put back before ESO saw it)
+    value_since: datetime
 
 
 class PodLists:
