@@ -26,12 +26,13 @@ from rotate.core.refs import ObjectRef
 from rotate.core.secret import Secret
 from rotate.core.timestamps import parse_rfc3339, rfc3339
 from rotate.engine.collector import Collector
-from rotate.engine.fanout import fan_out
+from rotate.engine.fanout import FAN_OUT, fan_out
 from rotate.engine.status_model import Current, Found, Link, PodLists, age_words, pods_since
 from rotate.engine.targets import backend_target, parse_workload, workload_ref
 
-#: threads the checks run on: enough to hide ~100 consumers' round trips in well under 2 s
-WORKERS = 16
+#: threads the checks run on: preflight's fan-out, whose 8 measured best at 100 consumers
+#: (the client side is CPU under one GIL: 16 was slower, docs/performance.md)
+WORKERS = FAN_OUT
 #: how many versions back the value the current one replaced is looked for
 RETIRED_LOOKBACK = 5
 
