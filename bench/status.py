@@ -18,6 +18,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from bench.world import BENCH_DIR, BenchError, Lab, tool
@@ -26,13 +27,28 @@ from bench.world import BENCH_DIR, BenchError, Lab, tool
 BAR_SECONDS = 2.0
 
 
+def _within(lo: int, hi: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+        if not lo <= value <= hi:
+            raise argparse.ArgumentTypeError(f"{value} is out of range [{lo}, {hi}]")
+        return value
+    return parse
+
+
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m bench.status", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--services", type=int, default=100, help="consumers (default 100)")
-    ap.add_argument("--runs", type=int, default=5, help="status commands timed (default 5)")
+    ap.add_argument("--services", type=_within(3, 100), default=100,
+                    help="consumers, 3-100 (default 100)")
+    ap.add_argument("--runs", type=_within(1, 100), default=5,
+                    help="status commands timed (default 5)")
     ap.add_argument("--profile", default="fast", choices=("fast", "realistic"))
-    ap.add_argument("--lab-nice", type=int, default=19, help="the lab's niceness (default 19)")
+    ap.add_argument("--lab-nice", type=_within(0, 19), default=19,
+                    help="the lab's niceness (default 19)")
     ap.add_argument("--dir", type=Path, help="the lab directory")
     ap.add_argument("--no-lab-up", action="store_true", help="use the lab running in --dir")
     return ap
