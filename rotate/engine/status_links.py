@@ -7,9 +7,9 @@ message ("cannot read …"), so one unreachable object never hides the others.
 
 Speed (docs/performance.md, ``bench/status.py``): the backend is read first (everything is
 compared with its value), then every ExternalSecret, provider, consumer and reader is checked
-as one task on a pool of :data:`WORKERS` threads; the pods of a namespace are listed once and
-shared (:class:`PodLists`), the sources of the expected documents read once
-(:class:`~rotate.stages.harvest.SharedReads`).
+as one task on a pool of :data:`WORKERS` threads; the pods and the workloads of a namespace
+are listed once and shared (:class:`~rotate.engine.status_model.Listed`), the sources of the
+expected documents read once (:class:`~rotate.stages.harvest.SharedReads`).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from rotate.core.secret import Secret
 from rotate.core.timestamps import parse_rfc3339, rfc3339
 from rotate.engine.collector import Collector
 from rotate.engine.fanout import FAN_OUT, fan_out
-from rotate.engine.status_model import Current, Found, Link, PodLists, age_words, pods_since
+from rotate.engine.status_model import Current, Found, Link, Listed, age_words, pods_since
 from rotate.engine.targets import backend_target, parse_workload, workload_ref
 
 #: threads the checks run on: preflight's fan-out, whose 8 measured best at 100 consumers
@@ -49,7 +49,7 @@ class Checker:
         self.writes, self.clock = writes, clock
         self.path = backend_target(chain, cred)
         self.compare = Comparer()
-        self.pods = PodLists(adapters.kube)
+        self.listed = Listed(adapters.kube)
         self.sources = SharedReads(adapters.kube)
         self.cur: Current | None = None
         self._value_key = b""
@@ -256,8 +256,8 @@ class Checker:
 
     def _workload_pods(self, link: str, ref: ObjectRef, since: datetime, what: str) -> Link:
         try:
-            obj = self.a.kube.get(ref.kind, ref.namespace, ref.name)
-            ok, words = pods_since(self.pods.of(obj), since, what)
+            obj = self.listed.workload(ref.kind, ref.namespace, ref.name)
+            ok, words = pods_since(self.listed.pods_of(obj), since, what)
         except ClientError as exc:
             return Link(link, str(ref), False, f"cannot read it: {exc.message}")
         return Link(link, str(ref), ok, words)

@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from rotate.core.durations import format_duration
+from rotate.core.errors import ForbiddenError
 from rotate.core.secret import Secret
 from rotate.core.timestamps import parse_rfc3339, rfc3339
 
@@ -62,27 +63,57 @@ class Current:
     value_since: datetime
 
 
-class PodLists:
-    """The live pods of each namespace, listed once for every workload checked there."""
+class Listed:
+    """The objects of one kind in one namespace, listed once for every check that needs one
+    of them: the pods of a consumer namespace, its Deployments.  One list per (kind,
+    namespace) even when the pool's threads ask at once (a lock per key), so 100 consumers
+    cost one request where 100 GETs were."""
 
     def __init__(self, kube: Any) -> None:
         self._kube = kube
         self._lock = threading.Lock()
-        self._pods: dict[str, list[dict[str, Any]]] = {}
+        self._keys: dict[tuple[str, str], threading.Lock] = {}
+        self._lists: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        self._refused: dict[tuple[str, str], ForbiddenError] = {}
 
-    def of(self, workload: Mapping[str, Any]) -> list[dict[str, Any]]:
+    def objects(self, kind: str, namespace: str) -> list[dict[str, Any]]:
+        key = (kind, namespace)
+        with self._lock:
+            one = self._keys.setdefault(key, threading.Lock())
+        with one:
+            if key in self._refused:  # refused once: refused for the whole command
+                raise self._refused[key]
+            if key not in self._lists:
+                try:
+                    self._lists[key] = self._kube.list(kind, namespace)
+                except ForbiddenError as exc:
+                    self._refused[key] = exc
+                    raise
+            return self._lists[key]
+
+    def workload(self, kind: str, namespace: str, name: str) -> dict[str, Any]:
+        """The workload as listed; a GET when the list does not hold it or may not be made
+        (``rotate rbac`` grants get by name on the workloads rolled, list only in the
+        namespaces of ``consumers.namespaces``)."""
+        from rotate.stages.rollout import metadata
+
+        try:
+            listed = self.objects(kind, namespace)
+        except ForbiddenError:
+            listed = []
+        for obj in listed:
+            if metadata(obj).get("name") == name:
+                return obj
+        return dict(self._kube.get(kind, namespace, name))
+
+    def pods_of(self, workload: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """The live pods the workload's ``matchLabels`` select."""
         from rotate.stages.rollout import match_labels, metadata
 
-        ns = str(metadata(workload).get("namespace") or "")
-        with self._lock:
-            listed = self._pods.get(ns)
-        if listed is None:
-            listed = self._kube.list("Pod", ns)
-            with self._lock:
-                listed = self._pods.setdefault(ns, listed)
         wanted = match_labels(workload)
         if not wanted:
             return []
+        listed = self.objects("Pod", str(metadata(workload).get("namespace") or ""))
         return [p for p in listed
                 if not metadata(p).get("deletionTimestamp")
                 and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
