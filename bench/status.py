@@ -7,9 +7,9 @@ documents written, pods restarted, old tokens revoked), then runs ``rotate statu
 included), the checks' own time (the document's ``seconds``) and the median.  Every run must
 exit 0 (the chain closed): a broken link would be measured on a shorter path.  Each status
 is followed by a plan (``rotate dragonfly -o json``, whose preflight reads about as much), the
-yardstick of how busy the machine was: the figure to compare across machines is the ratio.  The lab it
-started is stopped at the end; ``--no-lab-up --dir D`` uses a running one instead (no
-rotation then: its chain must already be closed).
+yardstick of how busy the machine was: the figure to compare across machines is the ratio.
+The lab it started is stopped at the end; ``--no-lab-up --dir D`` uses a running one instead
+(no rotation then: its chain must already be closed).
 """
 
 from __future__ import annotations
