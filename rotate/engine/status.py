@@ -43,8 +43,7 @@ from typing import Any
 
 from rotate.chain.model import Chain, Credential
 from rotate.core.timestamps import rfc3339
-from rotate.engine.status_links import check_credential
-from rotate.engine.status_model import Link
+from rotate.engine.status_model import Found, Link
 
 
 @dataclass(frozen=True)
@@ -127,6 +126,65 @@ def doc_writes(state_dir: Path) -> dict[tuple[str, int], datetime]:
             except ValueError:
                 continue
     return out
+
+
+def check_credential(chain: Chain, cred: Credential, adapters: Any, environ: Mapping[str, str],
+                     writes: Mapping[tuple[str, int], datetime],
+                     clock: Callable[[], datetime]) -> Found:
+    """Every link of ``cred``, in the order of rotate.engine.status's docstring."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from rotate.chain.model import SecretKeyRef, consumers_of
+    from rotate.core.refs import ObjectRef
+    from rotate.engine.collector import Collector
+    from rotate.engine.fanout import fan_out
+    from rotate.engine.preflight_readers import discover
+    from rotate.engine.status_links import WORKERS, Checker
+
+    c = Checker(chain, cred, adapters, environ, writes, clock)
+    out = Found(c.path)
+    col = Collector()
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="rotate-status") as pool:
+        found = pool.submit(discover, chain, cred, adapters.kube, col)  # beside the backend
+        first = c.backend()
+        readers = found.result()
+    out.links.append(first)
+    if not first.ok:
+        return out
+    cur = c.current
+    out.version, out.written_at = cur.version, cur.written_at
+    out.fingerprint = c.shown(cur.value)
+
+    tasks: list[Callable[[], list[Link]]] = [
+        lambda: c.external_secret(cred.external_secret, cred.secret)]
+    for es, target in readers.external_secrets.items():
+        ns, name = es.split("/", 1)
+        secret, _, key = target.partition("#")
+        ref = SecretKeyRef(ns, secret.split("/", 1)[1], key)
+        tasks.append(lambda ns=ns, name=name, ref=ref: c.external_secret(  # type: ignore[misc]
+            ObjectRef("ExternalSecret", ns, name), ref))
+    tasks += [lambda ref=ref: c.provider(ref)  # type: ignore[misc]
+              for ref in cred.providers]
+    tasks += [lambda name=name: c.consumer(name)  # type: ignore[misc]
+              for name in consumers_of(chain, cred.name)]
+    failed = [Link("reader.pods", check.check.split(" ", 1)[-1], False, check.detail)
+              for check in col.checks if not check.ok]
+    tasks += [lambda ref=ref, r=r: c.reader(ref, r.action, r.words)  # type: ignore[misc]
+              for ref, r in readers.found.items()]
+    for links in fan_out(tasks, lambda task: task(), workers=WORKERS, name="rotate-status"):
+        out.links.extend(links)
+    out.links.extend(failed)
+    age, out.age_seconds, out.max_age_seconds = c.age()
+    out.links.append(age)
+    out.links.sort(key=lambda link: _ORDER[link.link])  # stable: chain order within a link
+    return out
+
+
+_ORDER = {name: i for i, name in enumerate(
+    ("backend", "secret", "externalsecret", "provider", "provider.retired", "consumer",
+     "reader.pods", "value.age"))}
+_ORDER.update({name: _ORDER["consumer"] for name in
+               ("consumer.document", "consumer.pods", "consumer.readyz", "consumer.token")})
 
 
 def observe(chain: Chain, credentials: Sequence[Credential], adapters: Any,
