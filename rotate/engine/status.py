@@ -16,15 +16,16 @@ each):
    readers read, and a hand ``bao kv put`` the ExternalSecret has not synced yet shows as
    the Secret holding another value, the ExternalSecret's last sync time saying why;
 3. per provider: ``provider`` — a login from outside with the current value is accepted (a
-   rollout provider without a probe: its pods started after the value was written) — and
+   rollout provider without a probe: its pods started since the backend held the value) — and
    ``provider.retired`` — the value the current one replaced is refused, unless an overlap
    is still open;
 4. per consumer: ``consumer.document`` (its owned pointers hold what a harvest with the
    current value builds), ``consumer.pods`` (its live pods started after that document and
    its live token were written), ``consumer.readyz`` (200), ``consumer.token`` (one live token,
    the one its token Secret holds);
-5. per workload that reads the Secret itself: ``reader.pods`` (started after the value was
-   written, unless it reloads the file or is ignored);
+5. per workload that reads the Secret itself: ``reader.pods`` (started since the backend held
+   the value — a version with another value the ExternalSecret never synced does not count —
+   unless it reloads the file or is ignored);
 6. ``value.age``: the value's age against the credential's ``maxAge`` (else ``notify.maxAge``).
 
 Values: read once each and compared in process through a keyed HMAC
