@@ -361,6 +361,7 @@ def _credential_as_written(name: str, raw: dict[str, Any]) -> Credential:
         providers=tuple(ObjectRef(p["kind"], p["namespace"], p["name"]) for p in raw["providers"]),
         strategy=Strategy(raw.get("strategy", "restart")),
         timeout=parse_duration(raw["timeout"]) if "timeout" in raw else None,
+        max_age=parse_duration(raw["maxAge"]) if "maxAge" in raw else None,
         overlap=OverlapConfig(overlap["previousKey"]) if overlap else None,
         applies=build_applies(raw["providers"]),
     )

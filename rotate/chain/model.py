@@ -262,6 +262,8 @@ class Credential:
     value_from: Literal["stdin"] | None = None
     strategy: Strategy = Strategy.restart
     timeout: float | None = None  # overrides Defaults.timeout for this credential
+    #: the age (seconds) the value must not exceed (``maxAge``); None: notify.maxAge, if any
+    max_age: float | None = None
     #: why ``strategy`` was chosen when the chain file does not set it (default_strategy);
     #: empty when the file sets it
     strategy_reason: str = ""

@@ -37,7 +37,16 @@ import typer
 from typer.core import TyperGroup
 
 from rotate.cli.coercion import LightCommand, lighten
-from rotate.cli.commands import doctor, list_cmd, resume, rollback, rotate_cmd, runs, show
+from rotate.cli.commands import (
+    doctor,
+    list_cmd,
+    resume,
+    rollback,
+    rotate_cmd,
+    runs,
+    show,
+    status,
+)
 from rotate.cli.commands.init_cmd import init
 from rotate.cli.commands.plugins import lab_app
 from rotate.cli.commands.rbac import rbac
@@ -211,7 +220,7 @@ EPILOG = """\b
 Exit codes: 0 ok or plan passed, 1 bug, 2 usage or invalid chain file, 3 preflight failed,
 4 locked, 10-16 stage failed (backend, sync, provider, config, token, consumer, readyz),
 17 the backend moved on during the run, 18 a rollback's restore refused by the provider,
-130 interrupted (resumable)."""
+20 status: the chain is not closed, 130 interrupted (resumable)."""
 
 app = typer.Typer(
     name="rotate",
@@ -262,6 +271,7 @@ app.command("show", cls=LightCommand)(show.show)
 app.command("resume", cls=LightCommand)(resume.resume)
 app.command("rollback", cls=LightCommand)(rollback.rollback)
 app.command("doctor", cls=LightCommand)(doctor.doctor)
+app.command("status", cls=LightCommand)(status.status)
 app.command("rbac", cls=LightCommand)(rbac)
 app.command("vault-policy", cls=LightCommand)(vault_policy)
 app.command("init", cls=LightCommand)(init)

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
         RunReport,
         RunSummary,
     )
+    from rotate.engine.status import CredentialStatus
 
 
 class Engine(Protocol):
@@ -69,6 +70,9 @@ class Engine(Protocol):
     def list_credentials(self, options: Options) -> Sequence[CredentialSummary]: ...
 
     def doctor(self, options: Options) -> Sequence[Check]: ...
+
+    def status(self, options: Options, credentials: Sequence[str] = ()
+               ) -> Sequence[CredentialStatus]: ...
 
 
 def _real_engine() -> Engine:

@@ -49,6 +49,8 @@ EXIT_INTERRUPTED = 130
 EXIT_BACKEND_MOVED = 17
 #: a rollback's restore the provider refuses for good: resuming it meets the same refusal
 EXIT_RESTORE_REFUSED = 18
+#: ``rotate status``: the chain is not closed (the document names the first broken link)
+EXIT_CHAIN_OPEN = 20
 
 
 class RotateError(Exception):

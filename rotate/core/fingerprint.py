@@ -54,3 +54,17 @@ class Comparer:
     def of(self, value: Secret) -> bytes:
         return hmac.new(self._key, value.reveal().encode("utf-8", "surrogateescape"),
                         hashlib.sha256).digest()
+
+
+#: how many hex digits of :func:`shown` are printed (64 bits: enough to tell values apart)
+SHOWN_DIGITS = 16
+
+
+def shown(value: Secret, where: str) -> str:
+    """A fingerprint fit to print (``rotate status``): the same value at the same ``where``
+    (a backend path) shows the same 16 hex digits on every run and every machine, so two
+    readings can be compared by eye.  scrypt (as :func:`fingerprint`) with a salt derived
+    from ``where``: slow to guess from, and a value reused at another path does not show
+    the same digits.  Invariant: never the value, nor anything cheaper to invert than this."""
+    salt = hashlib.sha256(b"rotate status fingerprint\x00" + where.encode("utf-8")).digest()[:16]
+    return _derive(value, salt).hex()[:SHOWN_DIGITS]

@@ -22,7 +22,7 @@ import dataclasses
 import os
 import secrets as _secrets
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -66,6 +66,7 @@ if TYPE_CHECKING:
     from rotate.engine.kinds.base import Restore
     from rotate.engine.lock import Locks
     from rotate.engine.session import Session
+    from rotate.engine.status import CredentialStatus
 
 T = TypeVar("T")
 
@@ -202,6 +203,8 @@ class Engine:
         self._factory = adapters
         self._load = chain_loader
         self._environ = environ
+        #: what ``status`` could not push (None: pushed, or nothing configured)
+        self.status_warning: str | None = None
 
     @property
     def environ(self) -> Mapping[str, str]:
@@ -210,13 +213,13 @@ class Engine:
     def load_chain(self, options: Options) -> Chain:
         return self._load(options.chain_file)
 
-    def _adapters(self, chain: Chain, options: Options, credential: Credential) -> Adapters:
+    def _adapters(self, chain: Chain, options: Options, *credentials: Credential) -> Adapters:
         """Every adapter, or one UsageError listing what each one misses (all at once),
-        the drivers ``credential``'s providers need included (rotate.clients.drivers)."""
+        the drivers the ``credentials``' providers need included (rotate.clients.drivers)."""
         from rotate.clients.drivers import missing_drivers
 
         f, env = self._factory, self.environ
-        problems = missing_drivers([credential])
+        problems = missing_drivers(credentials)
 
         def build(make: Callable[[], T]) -> T | None:
             try:
@@ -418,6 +421,20 @@ class Engine:
                                          tuple(str(p) for p in cred.providers),
                                          consumers_of(chain, name), cred.strategy, last))
         return out
+
+    def status(self, options: Options, credentials: Sequence[str] = ()) -> list[CredentialStatus]:
+        """Each link of each named credential's chain (every one when none is named), proven
+        now; changes nothing, takes no lock (rotate.engine.status).  A Pushgateway configured
+        for the runs gets ``rotate_chain_closed`` (a failure: :attr:`status_warning`)."""
+        from rotate.engine.status import observe, push_closed
+
+        chain = self.load_chain(options)
+        creds = [chain.credential(name) for name in dict.fromkeys(credentials)] or list(
+            chain.credentials.values())
+        adapters = self._adapters(chain, options, *creds)
+        found = observe(chain, creds, adapters, self.environ, options.state_dir, utcnow)
+        self.status_warning = push_closed(chain, found, self.environ)
+        return found
 
     def doctor(self, options: Options) -> list[Check]:
         """Connectivity and every permission any run needs, for every credential in the

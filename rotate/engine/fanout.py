@@ -26,10 +26,11 @@ T = TypeVar("T")
 FAN_OUT = 8
 
 
-def fan_out(items: Sequence[A], fn: Callable[[A], T]) -> list[T]:
-    """``[fn(x) for x in items]``, run on up to :data:`FAN_OUT` threads."""
+def fan_out(items: Sequence[A], fn: Callable[[A], T], *, workers: int = FAN_OUT,
+            name: str = "rotate-preflight") -> list[T]:
+    """``[fn(x) for x in items]``, run on up to ``workers`` threads (:data:`FAN_OUT`)."""
     if len(items) <= 1:
         return [fn(x) for x in items]
-    with ThreadPoolExecutor(max_workers=min(FAN_OUT, len(items)),
-                            thread_name_prefix="rotate-preflight") as pool:
+    with ThreadPoolExecutor(max_workers=min(workers, len(items)),
+                            thread_name_prefix=name) as pool:
         return list(pool.map(fn, items))

@@ -144,7 +144,7 @@ class RunNotifier:
                 seconds=round(time.monotonic() - self._began, 3), ended_at=time.time(),
                 stage_seconds=stages, failed_steps=failed,
                 value_written_at=_value_written_at(state, status),
-                max_age=run.chain.notify.max_age)
+                max_age=run.credential.max_age or run.chain.notify.max_age)
             self._push(self._gateway, run_metrics.samples(outcome))
 
     def flush(self) -> dict[str, Any] | None:

@@ -29,10 +29,13 @@ LAST_SUCCESS = "rotate_last_success_timestamp_seconds"
 VALUE_WRITTEN = "rotate_value_written_timestamp_seconds"
 VALUE_AGE = "rotate_value_age_seconds"
 MAX_AGE = "rotate_max_age_seconds"
-#: 1 when every consumer of the credential is proven on the backend's current value, 0 when
-#: a run left the chain open.  Pushed by ``rotate status`` (the command that observes the
-#: chain outside a run); defined here so the alert rules and that command share the name.
+#: 1 when every link of the credential's chain is proven on the backend's current value, 0
+#: otherwise.  Pushed by ``rotate status`` (rotate.engine.status.push_closed: the command that
+#: observes the chain outside a run) when a Pushgateway is configured.
 CHAIN_CLOSED = "rotate_chain_closed"
+CHAIN_CLOSED_HELP = ("1 when rotate status found every link of the credential's chain closed, "
+                     "0 otherwise.")
+MAX_AGE_HELP = "The age the credential's value must not exceed (maxAge)."
 
 
 @dataclass(frozen=True)
@@ -47,7 +50,7 @@ class RunOutcome:
     stage_seconds: Mapping[int, float]  # stage → its steps' span (first start to last end)
     failed_steps: Sequence[str]  # "7 consumer.wait shop/cart"
     value_written_at: float | None  # Unix time of the backend write a succeeded rotation made
-    max_age: float | None  # notify.maxAge
+    max_age: float | None  # the credential's maxAge, else notify.maxAge
 
 
 def samples(outcome: RunOutcome) -> list[Sample]:
@@ -80,6 +83,5 @@ def samples(outcome: RunOutcome) -> list[Sample]:
                    max(0.0, o.ended_at - o.value_written_at)),
         ]
     if o.max_age is not None:
-        out.append(Sample(MAX_AGE, "The age the credential's value must not exceed "
-                                   "(notify.maxAge).", o.max_age))
+        out.append(Sample(MAX_AGE, MAX_AGE_HELP, o.max_age))
     return out

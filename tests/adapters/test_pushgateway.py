@@ -110,3 +110,37 @@ def test_a_run_pushes_its_metrics(world: World, tmp_path: Path, gateway: Pushgat
     # pushadd: what a failed run does not push stays as the success pushed it
     assert value_of(text, "rotate_last_success_timestamp_seconds", **group) == success
     assert value_of(text, "rotate_value_written_timestamp_seconds", **group) == written
+
+
+def test_status_pushes_whether_the_chain_is_closed(world: World, tmp_path: Path,
+                                                   gateway: Pushgateway) -> None:
+    cred = dataclasses.replace(world.chain.credentials["dragonfly"], max_age=86400.0 * 400)
+    world.chain = dataclasses.replace(
+        world.chain, credentials={**world.chain.credentials, "dragonfly": cred})
+    assert rotate_once(world, tmp_path, gateway).status == "succeeded"
+    engine = Engine(WorldAdapters(world), world.load_chain,
+                    environ={"ROTATE_PUSHGATEWAY_URL": gateway.url})
+    group = {"job": "rotate", "credential": "dragonfly"}
+    (found,) = engine.status(options(tmp_path), ["dragonfly"])
+    assert found.closed and engine.status_warning is None
+    text = gateway.metrics()
+    assert value_of(text, "rotate_chain_closed", **group) == 1.0
+    # the credential's own maxAge, pushed by the run and by status alike
+    assert value_of(text, "rotate_max_age_seconds", **group) == 86400.0 * 400
+    world.vault.versions["infra/dragonfly"].append(
+        {"password": "by-hand-0123456789abcdefghijklmnopqrstu", "username": "default"})
+    (found,) = engine.status(options(tmp_path), ["dragonfly"])
+    assert not found.closed
+    assert value_of(gateway.metrics(), "rotate_chain_closed", **group) == 0.0
+    # the run's own metrics stay as the run pushed them
+    assert value_of(gateway.metrics(), "rotate_last_run_success", **group) == 1.0
+
+
+def test_status_says_a_push_that_failed_and_still_answers(world: World,
+                                                          tmp_path: Path) -> None:
+    engine = Engine(WorldAdapters(world), world.load_chain,
+                    environ={"ROTATE_PUSHGATEWAY_URL": "http://127.0.0.1:9/"})
+    (found,) = engine.status(options(tmp_path), ["dragonfly"])
+    assert found.version == 2
+    assert engine.status_warning is not None
+    assert engine.status_warning.startswith("metrics not pushed to pushgateway (http://127.0.0.1:9)")

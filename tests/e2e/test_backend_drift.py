@@ -1,6 +1,7 @@
 """On the lab: a run proves at its end that OpenBao still holds its version (exit 17 when
-someone wrote the path meanwhile), and a value the provider cannot take is refused before
-anything changes (exit 2).
+someone wrote the path meanwhile), a value the provider cannot take is refused before
+anything changes (exit 2), and ``rotate status`` proves the chain closed after a rotation,
+then names the Secret link (exit 20) after a hand ``bao kv put`` — writing nothing.
 
 The write comes from outside, through OpenBao's HTTP API, while the run is frozen (SIGSTOP)
 at ``provider.apply`` — after ``sync.wait`` proved the Secret — as a ``bao kv put`` typed
@@ -9,8 +10,10 @@ then would land.  One lab for the module; each test leaves the chain consistent.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+from typing import Any
 
 import pytest
 
@@ -85,4 +88,64 @@ def test_an_oversized_value_is_refused_before_anything_changes(lab: Lab) -> None
     assert "deployment/dragonfly/dragonfly (redis-acl)" in res.output
     assert "at most 16384 bytes" in res.output
     assert lab.bao_version() == v0 and set(lab.run_ids()) == runs
+    _consistent(lab)
+
+
+def _writes(lab: Lab) -> dict[tuple[str, str], int]:
+    """The requests rotate made to the API server that are not reads, by verb and resource."""
+    counted = lab.status()["api_requests"]["requests"]
+    return {(r["verb"], r["resource"]): r["count"] for r in counted
+            if r["client"] == "rotate" and r["verb"] not in ("get", "list", "watch")}
+
+
+def _untouched(lab: Lab) -> dict[str, Any]:
+    return {"backend": lab.bao_version(), "api": _writes(lab),
+            "docs": {svc: lab.bootstrap(svc)["version"] for svc in CONSUMERS},
+            "tokens": {svc: lab.cc("GET", f"/v1/services/{svc}/tokens").json()
+                       for svc in CONSUMERS}}
+
+
+def test_status_closed_after_a_rotation_then_the_secret_link_after_a_hand_put(
+        lab: Lab) -> None:
+    res = lab.rotate("dragonfly", "--confirm")
+    assert res.code == 0, res.output
+    before = _untouched(lab)
+    closed = lab.rotate("status", "dragonfly", "-o", "json")
+    assert closed.code == 0, closed.output
+    doc = json.loads(closed.stdout)
+    assert (doc["apiVersion"], doc["kind"], doc["closed"]) == ("rotate/v1", "status", True)
+    (cred,) = doc["credentials"]
+    assert cred["backend"]["version"] == before["backend"]
+    assert len(cred["backend"]["fingerprint"]) == 16 and cred["broken"] is None
+    proven = {link["link"] for link in cred["links"] if link["ok"]}
+    assert proven >= {"backend", "secret", "externalsecret", "provider", "provider.retired",
+                      "consumer.document", "consumer.pods", "consumer.readyz",
+                      "consumer.token", "reader.pods", "value.age"}, cred["links"]
+
+    data = lab.bao("GET", PATH).json()["data"]["data"]
+    _put(lab, {**data, "password": OTHER})
+    opened = lab.rotate("status", "dragonfly", "-o", "yaml")
+    assert opened.code == 20, opened.output
+    from ruamel.yaml import YAML
+
+    doc = YAML(typ="safe").load(opened.stdout)
+    assert (doc["apiVersion"], doc["kind"], doc["closed"], doc["exit_code"]) == (
+        "rotate/v1", "status", False, 20)
+    (cred,) = doc["credentials"]
+    assert cred["broken"]["link"] == "secret"
+    assert cred["broken"]["target"] == "dragonfly/dragonfly-password-secret#password"
+    assert cred["command"] == "rotate dragonfly --adopt --confirm"
+    assert ("the chain of dragonfly is not closed: secret "
+            "dragonfly/dragonfly-password-secret#password") in opened.stderr
+    assert "rotate dragonfly --adopt --confirm" in opened.stderr
+    assert OTHER not in opened.output and data["password"] not in opened.output + closed.output
+    # read-only: no backend write but the hand put, no write to the API server or the
+    # Config Center from the two status commands
+    after = _untouched(lab)
+    assert after == {**before, "backend": before["backend"] + 1}
+
+    _put(lab, data)  # the value put back: every link holds it again
+    back = lab.rotate("status", "dragonfly")
+    assert back.code == 0, back.output
+    assert back.stdout.startswith("dragonfly: closed"), back.stdout
     _consistent(lab)

@@ -134,6 +134,9 @@ class FakeEngine:
 
     outcome: str = "succeeded"
     plan_ok: bool = True
+    #: what ``status`` finds: ``closed``, or the link it reports broken (``secret``)
+    chain: str = "closed"
+    status_warning: str | None = None
     checks: tuple[Check, ...] = CHECKS_OK
     calls: list[tuple[str, Any]] = field(default_factory=list)
     received: list[Secret | None] = field(default_factory=list)
@@ -239,3 +242,49 @@ class FakeEngine:
     def doctor(self, options: FakeOptions) -> tuple[Check, ...]:
         self.calls.append(("doctor", options))
         return self.checks
+
+    def status(self, options: FakeOptions, credentials: Any = ()) -> list[Any]:
+        self.calls.append(("status", (options, tuple(credentials))))
+        self._chain(options)
+        for name in credentials:
+            if name != "dragonfly":
+                raise UsageError(f"unknown credential {name!r}; the chain file has: dragonfly")
+        return [make_status(self.chain)]
+
+
+def make_status(chain: str) -> Any:
+    """A ``rotate status`` finding shaped like the engine's: closed, or the Secret holding
+    another value than the backend (a hand ``bao kv put``)."""
+    from rotate.engine.status import CredentialStatus
+    from rotate.engine.status_model import Link
+
+    fp, other = "3f1c9a0be27d4c55", "9b0e17c2d4a8f631"
+    broken = chain == "secret"
+    links = [
+        Link("backend", "secret/infra/dragonfly#password", True,
+             f"v4, written 2026-12-02T14:03:00Z, fingerprint {fp}"),
+        Link("secret", "dragonfly/dragonfly-password-secret#password", not broken,
+             f"fingerprint {other} ≠ backend v4's {fp} (ExternalSecret "
+             "dragonfly/dragonfly-password last synced 2026-12-02T13:00:00Z)" if broken
+             else f"fingerprint {fp} = backend v4"),
+        Link("externalsecret", "dragonfly/dragonfly-password", not broken,
+             "Ready=True reason=SecretSynced, last synced 2026-12-02T13:00:00Z"
+             + (", before v4 was written" if broken else "")),
+        Link("provider", "deployment/dragonfly/dragonfly", not broken,
+             f"redis login as default from outside: the current value "
+             f"{'refused' if broken else 'accepted'}"),
+        Link("provider.retired", "deployment/dragonfly/dragonfly", True,
+             "default with v3's value refused"),
+        Link("consumer.document", "shop/cart bootstrap", True,
+             f"v5 holds fingerprint {fp} at /dragonfly/password, /dragonfly/url"),
+        Link("consumer.pods", "deployment/shop/cart", True,
+             "1 pod(s) started after v5 was written (2026-12-02T14:03:01Z)"),
+        Link("consumer.readyz", "shop/cart:http/readyz", not broken,
+             "HTTP 503" if broken else "HTTP 200"),
+        Link("consumer.token", "cart", True,
+             "1 live token tok_7, the one Secret shop/cart-config-token holds"),
+        Link("value.age", "secret/infra/dragonfly#password", True, "2m05s old, maxAge 30d0h"),
+    ]
+    return CredentialStatus(
+        "dragonfly", "secret/infra/dragonfly#password", 4, fp, FIXED_NOW, 125.0, 2592000.0,
+        tuple(links), "rotate dragonfly --adopt --confirm" if broken else "", 0.41)

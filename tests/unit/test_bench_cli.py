@@ -125,3 +125,23 @@ def test_the_measured_commands_may_write_their_bytecode(tmp_path: Path,
     lab.load_env()
     assert "PYTHONDONTWRITEBYTECODE" not in lab.env
     assert lab.env["ROTATE_CHAIN"] == "/x/rotate.yaml" and lab.env["NO_COLOR"] == "1"
+
+
+@pytest.mark.parametrize("argv", [["--services", "101"], ["--services", "2"], ["--runs", "0"],
+                                  ["--lab-nice", "20"], ["--profile", "slow"]])
+def test_status_bench_refuses_out_of_range_options(argv: list[str],
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    from bench import status
+
+    with pytest.raises(SystemExit) as exc:
+        status.main(argv)
+    assert exc.value.code == 2
+    assert "error: argument" in capsys.readouterr().err
+
+
+def test_status_bench_without_a_running_lab_says_so(tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    from bench import status
+
+    assert status.main(["--no-lab-up", "--dir", str(tmp_path / "lab")]) == 1
+    assert "no lab running in" in capsys.readouterr().err

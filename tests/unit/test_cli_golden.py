@@ -103,3 +103,44 @@ def test_list() -> None:
     result = invoke(["list"])
     assert result.exit_code == 0
     check_golden("list.txt", result.stdout)
+
+
+def test_status_closed() -> None:
+    result = invoke(["status"])
+    assert result.exit_code == 0
+    assert result.stderr == ""
+    check_golden("status.txt", result.stdout)
+
+
+def test_status_open_names_the_first_broken_link_and_its_command() -> None:
+    result = invoke(["status", "dragonfly", "--chain", "rotate.yaml"], FakeEngine(chain="secret"))
+    assert result.exit_code == 20
+    assert ("error: the chain of dragonfly is not closed: secret "
+            "dragonfly/dragonfly-password-secret#password") in result.stderr
+    assert "close it with `rotate dragonfly --adopt --confirm --chain rotate.yaml`" \
+        in result.stderr
+    check_golden("status_open.txt", result.stdout)
+
+
+def test_status_json_and_yaml_documents() -> None:
+    result = invoke(["status", "-o", "json"], FakeEngine(chain="secret"))
+    assert result.exit_code == 20
+    doc = json.loads(result.stdout)
+    assert (doc["apiVersion"], doc["kind"], doc["closed"], doc["exit_code"]) == (
+        "rotate/v1", "status", False, 20)
+    (cred,) = doc["credentials"]
+    assert cred["broken"]["link"] == "secret"
+    assert cred["command"] == "rotate dragonfly --adopt --confirm"
+    check_golden("status_json.txt", result.stdout)
+    yaml_result = invoke(["status", "-o", "yaml"], FakeEngine(chain="secret"))
+    assert yaml_result.exit_code == 20
+    from ruamel.yaml import YAML
+
+    assert YAML(typ="safe").load(yaml_result.stdout) == doc
+    check_golden("status_yaml.txt", yaml_result.stdout)
+
+
+def test_status_of_an_unknown_credential_is_a_usage_error() -> None:
+    result = invoke(["status", "nope"])
+    assert result.exit_code == 2
+    assert "unknown credential 'nope'" in result.stderr
