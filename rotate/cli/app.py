@@ -60,19 +60,22 @@ class Completion:
 
 
 class _CredentialContext(typer.Context):
-    """Context of the hidden command: its path is the group's, so usage and error messages
-    read ``rotate CREDENTIAL [OPTIONS]`` rather than ``rotate rotate …``."""
+    """Context of the hidden command: its path is the group's and CREDENTIAL, so usage and
+    error messages read ``rotate CREDENTIAL [OPTIONS]`` and ``Try 'rotate CREDENTIAL -h'``
+    (the rotation options; ``rotate -h`` lists the commands) rather than ``rotate rotate …``.
+    The credential typed is not repeated: a usage error may be about that very word."""
 
     @property
     def command_path(self) -> str:
-        return self.parent.command_path if self.parent is not None else "rotate"
+        root = self.parent.command_path if self.parent is not None else "rotate"
+        return f"{root} CREDENTIAL"
 
 
 class CredentialCommand(LightCommand):
     context_class = _CredentialContext
 
     def collect_usage_pieces(self, ctx: Any) -> list[str]:
-        return ["CREDENTIAL", "[OPTIONS]"]
+        return ["[OPTIONS]"]
 
 
 class RotateGroup(TyperGroup):

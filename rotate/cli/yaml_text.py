@@ -20,9 +20,10 @@ _NO_FOLDING = 1 << 16
 
 
 def to_yaml(objects: Sequence[Any], *, explicit_start: bool = True,
-            width: int | None = None) -> str:
+            width: int | None = None, null: str = "") -> str:
     """Block-style YAML, one document per object; lists not indented (as kubectl).
-    ``explicit_start``: ``---`` before each document (what ``kubectl apply -f -`` reads)."""
+    ``explicit_start``: ``---`` before each document (what ``kubectl apply -f -`` reads);
+    ``null``: how None is written (ruamel's default: nothing after the colon)."""
     from ruamel.yaml import YAML
 
     yaml = YAML(typ="rt")
@@ -30,6 +31,16 @@ def to_yaml(objects: Sequence[Any], *, explicit_start: bool = True,
     yaml.explicit_start = explicit_start
     if width is not None:
         yaml.width = width
+    if null:
+        from ruamel.yaml.representer import RoundTripRepresenter
+
+        class NullRepresenter(RoundTripRepresenter):
+            """ruamel's round-trip representer, None written as ``null`` (a subclass:
+            ``add_representer`` on ruamel's own class would change every later dump)."""
+
+        NullRepresenter.add_representer(type(None), lambda representer, _: (
+            representer.represent_scalar("tag:yaml.org,2002:null", null)))
+        yaml.Representer = NullRepresenter
     buffer = io.StringIO()
     yaml.dump_all(list(objects), buffer)
     return buffer.getvalue()
@@ -37,5 +48,6 @@ def to_yaml(objects: Sequence[Any], *, explicit_start: bool = True,
 
 def document_yaml(json_text: str) -> str:
     """The YAML of one printed JSON document (the text :func:`rotate.cli.console.dumps`
-    made), with the same fields in the same order."""
-    return to_yaml([json.loads(json_text)], explicit_start=False, width=_NO_FOLDING)
+    made), with the same fields in the same order; JSON's null is written ``null``."""
+    return to_yaml([json.loads(json_text)], explicit_start=False, width=_NO_FOLDING,
+                   null="null")
