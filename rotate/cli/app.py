@@ -43,7 +43,8 @@ from rotate.cli.commands.plugins import lab_app
 from rotate.cli.commands.rbac import rbac
 from rotate.cli.commands.vault_policy import vault_policy
 from rotate.cli.console import CONSOLE_KEY, Console
-from rotate.core.errors import EXIT_INTERNAL, EXIT_USAGE, RotateError
+from rotate.cli.options import missing_chain
+from rotate.core.errors import EXIT_INTERNAL, EXIT_USAGE, ChainFileError, RotateError
 
 CREDENTIAL_COMMAND = "rotate"
 ARGV_KEY = "rotate.argv"
@@ -169,6 +170,8 @@ class RotateGroup(TyperGroup):
                 BrokenPipeError):  # typer exits 1 quietly on a closed pipe (`| head`)
             raise
         except RotateError as exc:
+            if isinstance(exc, ChainFileError):  # a chain file that is not there: say so
+                exc = missing_chain(ctx.meta) or exc
             _report_error(ctx, exc)
             raise typer.Exit(exc.exit_code) from None
         except Exception as exc:

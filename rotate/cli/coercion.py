@@ -17,8 +17,13 @@ string), an ``int`` is one or a string of ASCII digits within the option's ``min
 parameter with a ``parser`` (``--timeout``) gets what the parser returns. Every other type
 and every value the light converter cannot take (a bool given as text, a choice that
 matches none, a signed or out-of-range number, a value the parser rejects, an unreadable
-path) goes to typer's own ``process_value``, so an invalid value yields typer's message and
-exit code, byte for byte.
+path) goes to typer's own ``process_value``, so an invalid value yields typer's exit code and
+message — except for a choice or a whole number, where typer's message quotes pydantic
+("Value error, 'xml' is not one of …", "Input should be a valid integer, unable to parse
+string as an integer"): those are reworded as click words them, listing the choices
+(:func:`_wording`). :class:`LightCommand` also puts its context on a usage error the parser
+raised without one ("Option '-o' requires an argument."), so that it is printed under the
+command's usage line like every other.
 
 Only public names are used: ``typer.core.TyperOption``/``TyperArgument``, their
 ``type_descriptor`` (annotation + ``typer.models.ParameterInfo``) and click's

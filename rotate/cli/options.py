@@ -119,24 +119,39 @@ def state_dir_or_default(state_dir: Path | None) -> Path:
     return chosen
 
 
-def existing_chain(ctx: Any, chain: Path) -> Path:
-    """``chain`` when something is there; else a UsageError (exit 2) saying the chain file is
-    missing — not "invalid" —, the absolute path looked for, where the path came from
-    (``--chain``, ``ROTATE_CHAIN`` or the default ``./rotate.yaml``) and how to name one.
+#: ctx.meta key: the chain file a command hands the engine, and where its path came from
+CHAIN_KEY = "rotate.chain"
 
-    What is there is the loader's to judge (not a regular file, not readable, not valid)."""
+
+def existing_chain(ctx: Any, chain: Path) -> Path:
+    """``chain``, remembered (with where its path came from: ``--chain``, ``ROTATE_CHAIN`` or
+    the default) so that a chain file error the engine raises for a file that is not there
+    reads as :func:`missing_chain` says, not as an "invalid chain file"."""
+    source = getattr(ctx.get_parameter_source("chain"), "name", "")
+    given = {"COMMANDLINE": "given with --chain", "ENVIRONMENT": "given with ROTATE_CHAIN"}
+    ctx.meta[CHAIN_KEY] = (chain, given.get(source, "the default: neither --chain nor "
+                                                    "ROTATE_CHAIN is set"))
+    return chain
+
+
+def missing_chain(meta: Mapping[str, Any]) -> UsageError | None:
+    """When the remembered chain file is not there: a UsageError (exit 2) saying it is
+    missing, the absolute path looked for, where the path came from and how to name one;
+    else None (what is there is the loader's to judge: not a regular file, not readable,
+    not valid)."""
+    recorded = meta.get(CHAIN_KEY)
+    if recorded is None:
+        return None
+    chain, why = recorded
     try:
         os.stat(chain)
     except (FileNotFoundError, NotADirectoryError):
         pass
     except OSError:
-        return chain  # e.g. a directory on the way is not searchable: the loader says so
+        return None
     else:
-        return chain
-    source = getattr(ctx.get_parameter_source("chain"), "name", "")
-    given = {"COMMANDLINE": "given with --chain", "ENVIRONMENT": "given with ROTATE_CHAIN"}
-    why = given.get(source, "the default: neither --chain nor ROTATE_CHAIN is set")
-    raise UsageError(
+        return None
+    return UsageError(
         f"no chain file at {chain} ({why}; looked for {Path.cwd() / chain})",
         hint="name the chain file with --chain FILE or ROTATE_CHAIN=FILE (options may come "
              "before or after the credential), or draft one from the cluster with "

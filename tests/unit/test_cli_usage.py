@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import typer
 from ruamel.yaml import YAML
+from typer.testing import CliRunner
 
 from rotate.cli.app import app
 from tests.fakes.engine import RUN_ID, FakeEngine
@@ -189,10 +190,12 @@ def test_a_missing_chain_file_says_where_and_how(tmp_path: Path) -> None:
     (tmp_path / "rotate.yaml").unlink()
     runs = [("list", invoke(["list"])),
             ("dragonfly --chain prod.yaml", invoke(["dragonfly", "--chain", "prod.yaml"])),
-            ("doctor  (ROTATE_CHAIN=env.yaml)", invoke(["doctor"],
-                                                       env={"ROTATE_CHAIN": "env.yaml"})),
+            ("rbac  (ROTATE_CHAIN=env.yaml)", invoke(["rbac"], env={"ROTATE_CHAIN": "env.yaml"})),
             ("--chain prod.yaml dragonfly --confirm",
-             invoke(["--chain", "prod.yaml", "dragonfly", "--confirm"]))]
+             invoke(["--chain", "prod.yaml", "dragonfly", "--confirm"])),
+            ("dragonfly  (the real engine)", CliRunner().invoke(
+                app, ["dragonfly"], env={"NO_COLOR": "1", "COLUMNS": "100",
+                                         "ROTATE_CHAIN": None}))]
     for words, result in runs:
         assert result.exit_code == 2, words
         assert "invalid chain file" not in result.stderr
