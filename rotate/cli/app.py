@@ -221,10 +221,11 @@ def _report_usage_json(ctx: Any, exc: Any) -> None:
     console = _console(ctx)
     document = {"kind": "error", "error": "UsageError", "exit_code": EXIT_USAGE,
                 "message": exc.format_message()}
+    argv = ctx.meta.get(ARGV_KEY, [])
     if console.json_mode or console.report_file is not None:
         _error_document(console, document)
-    elif wanted := _wanted_document(ctx.meta.get(ARGV_KEY, [])):
-        Console(wanted).json(document)
+    elif (wanted := _wanted_document(argv)) and not (wanted == "yaml" and argv[:1] == ["rbac"]):
+        Console(wanted).json(document)  # (rbac's YAML is manifests, for kubectl apply)
 
 
 def _report_bug(ctx: Any, exc: BaseException) -> None:

@@ -135,6 +135,8 @@ def test_rbac_yaml_stays_manifests_and_its_errors_stay_off_stdout() -> None:
     assert "'text' is not one of 'yaml', 'json'." in bad.stderr
     missing = invoke(["rbac", "--chain", "absent.yaml"])
     assert (missing.exit_code, missing.stdout) == (2, "")  # never fed to kubectl apply
+    bogus = invoke(["rbac", "-o", "yaml", "--bogus"])
+    assert (bogus.exit_code, bogus.stdout) == (2, "")
 
 
 # -- options before the credential or command -----------------------------------------------
