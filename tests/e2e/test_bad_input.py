@@ -112,8 +112,8 @@ def test_tls_failures_name_the_ca_setting(lab: Lab) -> None:
 
 def test_a_context_the_kubeconfig_lacks_is_named_with_the_ones_it_has(lab: Lab) -> None:
     """Options before the credential, ``-o yaml``, and a context the lab's kubeconfig does
-    not have: exit 2 naming the contexts it has, nothing changed; the same options with no
-    bad context plan as usual."""
+    not have: exit 2 naming the contexts it has, one YAML error document, nothing changed.
+    (The plan itself is not repeated here: every other lab test plans.)"""
     from ruamel.yaml import YAML
 
     before = snapshot(lab)
@@ -125,10 +125,6 @@ def test_a_context_the_kubeconfig_lacks_is_named_with_the_ones_it_has(lab: Lab) 
             f"{kubeconfig} (its contexts: {', '.join(contexts)})") in res.stderr
     error = YAML(typ="safe", pure=True).load(res.stdout)
     assert (error["kind"], error["error"], error["exit_code"]) == ("error", "UsageError", 2)
-    plan = lab.rotate("-o", "yaml", "--timeout", "90s", "dragonfly")
-    assert plan.code == 0, plan.output
-    doc = YAML(typ="safe", pure=True).load(plan.stdout)
-    assert (doc["kind"], doc["credential"], doc["ok"]) == ("plan", "dragonfly", True)
     unchanged(lab, before)
 
 
