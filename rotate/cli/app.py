@@ -115,7 +115,7 @@ class RotateGroup(TyperGroup):
         its own commands."""
         root = {name for param in self.get_params(ctx)
                 for name in (*getattr(param, "opts", ()), *getattr(param, "secondary_opts", ()))}
-        valued = self.valued_options(ctx)
+        valued, flags = self.command_options(ctx)
         index = 0
         while index < len(args):
             token = args[index]
@@ -126,25 +126,33 @@ class RotateGroup(TyperGroup):
             index += 1
             if "=" not in token and token in valued:
                 index += 1
-        if index == 0 or index >= len(args):
+        if index == 0:
+            return args
+        if index >= len(args):
+            if args[0].split("=", 1)[0] in valued | flags:
+                raise ClickUsageError(f"{args[0].split('=', 1)[0]} is an option of a command: "
+                                      "name the CREDENTIAL or COMMAND too (before or after "
+                                      "the options)", ctx)
             return args
         word = args[index]
         if isinstance(self.commands.get(word), TyperGroup):
             return args
         return [word, *args[:index], *args[index + 1:]]
 
-    def valued_options(self, ctx: Any) -> set[str]:
-        """Every option name (``--chain``, ``-o``…) that takes a value on some command."""
-        names: set[str] = set()
+    def command_options(self, ctx: Any) -> tuple[set[str], set[str]]:
+        """The option names of the commands (not the groups): those that take a value
+        (``--chain``, ``-o``…), and the flags (``--confirm``…)."""
+        valued: set[str] = set()
+        flags: set[str] = set()
         for command in self.commands.values():
             if isinstance(command, TyperGroup):
                 continue
             for param in command.get_params(ctx):
-                if getattr(param, "param_type_name", "") == "option" \
-                        and not getattr(param, "is_flag", False) \
-                        and not getattr(param, "count", False):
-                    names.update((*param.opts, *param.secondary_opts))
-        return names
+                if getattr(param, "param_type_name", "") != "option":
+                    continue
+                flag = getattr(param, "is_flag", False) or getattr(param, "count", False)
+                (flags if flag else valued).update((*param.opts, *param.secondary_opts))
+        return valued, flags
 
     def resolve_command(
         self, ctx: Any, args: list[str],

@@ -67,7 +67,7 @@ USAGE_ERRORS = ["list --bogus", "runs --bogus", "doctor --bogus", "show", "show 
                 "init --bogus", "runs -o", "dragonfly -o", "dragonfly --chain",
                 "lab status --bogus", "lab up --profile x", "lab up --with foo",
                 "lab up --nice x", "dragonfly --strategy yolo", "dragonfly --max-parallel 0",
-                "dragonfly --max-parallel abc"]
+                "dragonfly --max-parallel abc", "--chain rotate.yaml", "-o json --confirm"]
 
 
 def test_usage_errors_print_the_usage_line_and_no_internals() -> None:
