@@ -129,7 +129,7 @@ class RotateGroup(TyperGroup):
         if index == 0:
             return args
         if index >= len(args):
-            if args[0].split("=", 1)[0] in valued | flags:
+            if args[0].split("=", 1)[0] in valued | flags and not ctx.resilient_parsing:
                 raise ClickUsageError(f"{args[0].split('=', 1)[0]} is an option of a command: "
                                       "name the CREDENTIAL or COMMAND too (before or after "
                                       "the options)", ctx)

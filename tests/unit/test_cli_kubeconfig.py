@@ -136,4 +136,5 @@ def test_run_ids_complete_from_the_journal(tmp_path: Path) -> None:
     # through the shell's protocol (one process each): ROTATE_STATE_DIR, then --state-dir
     assert _complete("rotate show ", 2, tmp_path, ROTATE_STATE_DIR=str(state)) == \
         [newer, older]
-    assert _complete(f"rotate rollback --state-dir {state} 20261202", 4, tmp_path) == [older]
+    # options before the command (the state directory among them) complete as after it
+    assert _complete(f"rotate --state-dir {state} rollback 20261202", 4, tmp_path) == [older]
