@@ -231,7 +231,7 @@ class LightArgument(TyperArgument):
 
     def display_type_rich(self, ctx: Any) -> str | None:
         """No ``<str>``/``<list[str]>`` after a named argument: the metavar and the help say
-        what it is, Python's type names are ours."""
+        what it is; Python's type names mean nothing to an operator."""
         return None if self.metavar is not None else super().display_type_rich(ctx)
 
 
