@@ -156,7 +156,7 @@ def fault(
         help="eso-stall, eso-error, bao-down, config-center-5xx, crashloop, readyz-fail, "
              "provider-crashloop, rotator-fail, rotator-hang.")] = None,
     target: Annotated[str | None, typer.Argument(
-        metavar="[TARGET]", show_default=False,
+        metavar="TARGET", show_default=False,
         help="The service, for crashloop and readyz-fail; NS/NAME of one ExternalSecret "
              "for eso-stall (all of them without); the phase (optional) for rotator-fail "
              "and rotator-hang.")] = None,

@@ -36,7 +36,7 @@ from typing import Annotated, Any, NoReturn
 import typer
 from typer.core import TyperGroup
 
-from rotate.cli.coercion import LightCommand, lighten
+from rotate.cli.coercion import ClickUsageError, LightCommand, lighten, usage_in
 from rotate.cli.commands import (
     doctor,
     list_cmd,
@@ -52,16 +52,11 @@ from rotate.cli.commands.plugins import lab_app
 from rotate.cli.commands.rbac import rbac
 from rotate.cli.commands.vault_policy import vault_policy
 from rotate.cli.console import CONSOLE_KEY, Console
-from rotate.core.errors import EXIT_INTERNAL, EXIT_USAGE, RotateError
+from rotate.cli.options import missing_chain
+from rotate.core.errors import EXIT_INTERNAL, EXIT_USAGE, ChainFileError, RotateError
 
 CREDENTIAL_COMMAND = "rotate"
 ARGV_KEY = "rotate.argv"
-
-#: click's ``UsageError``, the base of every parse-time usage error (a bad option value, a
-#: missing argument, an unknown option). typer vendors click and exports only its
-#: ``BadParameter`` subclass, so the class is reached through that public name
-#: (tests/unit/test_cli_coercion.py checks it is still ``UsageError``).
-ClickUsageError: Any = typer.BadParameter.__mro__[1]
 
 
 @dataclass(frozen=True)
@@ -75,19 +70,22 @@ class Completion:
 
 
 class _CredentialContext(typer.Context):
-    """Context of the hidden command: its path is the group's, so usage and error messages
-    read ``rotate CREDENTIAL [OPTIONS]`` rather than ``rotate rotate …``."""
+    """Context of the hidden command: its path is the group's and CREDENTIAL, so usage and
+    error messages read ``rotate CREDENTIAL [OPTIONS]`` and ``Try 'rotate CREDENTIAL -h'``
+    (the rotation options; ``rotate -h`` lists the commands) rather than ``rotate rotate …``.
+    The credential typed is not repeated: a usage error may be about that very word."""
 
     @property
     def command_path(self) -> str:
-        return self.parent.command_path if self.parent is not None else "rotate"
+        root = self.parent.command_path if self.parent is not None else "rotate"
+        return f"{root} CREDENTIAL"
 
 
 class CredentialCommand(LightCommand):
     context_class = _CredentialContext
 
     def collect_usage_pieces(self, ctx: Any) -> list[str]:
-        return ["CREDENTIAL", "[OPTIONS]"]
+        return ["[OPTIONS]"]
 
 
 class RotateGroup(TyperGroup):
@@ -109,8 +107,61 @@ class RotateGroup(TyperGroup):
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         lighten(self.get_params(ctx))
-        result: list[str] = super().parse_args(ctx, args)
+        with usage_in(ctx):
+            result: list[str] = super().parse_args(ctx, self.command_first(ctx, args))
         return result
+
+    def command_first(self, ctx: Any, args: list[str]) -> list[str]:
+        """``args`` with the first word (a command or CREDENTIAL) moved before the options
+        that precede it, so that ``rotate --chain f.yaml dragonfly`` is ``rotate dragonfly
+        --chain f.yaml``, as kubectl and helm take flags on either side.
+
+        The options before the word are skipped with their values: an option takes the next
+        word as its value when some command declares it as taking one (an option name means
+        the same on every command; tests/unit/test_cli_usage.py checks). ``args`` is left as
+        it is when a root option (``--help``, ``--version``…) or ``--`` comes first, when no
+        word follows the options, and for a group (``rotate lab``), whose options belong to
+        its own commands."""
+        root = {name for param in self.get_params(ctx)
+                for name in (*getattr(param, "opts", ()), *getattr(param, "secondary_opts", ()))}
+        valued, flags = self.command_options(ctx)
+        index = 0
+        while index < len(args):
+            token = args[index]
+            if token == "--" or token.split("=", 1)[0] in root:
+                return args
+            if not token.startswith("-") or token == "-":
+                break
+            index += 1
+            if "=" not in token and token in valued:
+                index += 1
+        if index == 0:
+            return args
+        if index >= len(args):
+            if args[0].split("=", 1)[0] in valued | flags and not ctx.resilient_parsing:
+                raise ClickUsageError(f"{args[0].split('=', 1)[0]} is an option of a command: "
+                                      "name the CREDENTIAL or COMMAND too (before or after "
+                                      "the options)", ctx)
+            return args
+        word = args[index]
+        if isinstance(self.commands.get(word), TyperGroup):
+            return args
+        return [word, *args[:index], *args[index + 1:]]
+
+    def command_options(self, ctx: Any) -> tuple[set[str], set[str]]:
+        """The option names of the commands (not the groups): those that take a value
+        (``--chain``, ``-o``…), and the flags (``--confirm``…)."""
+        valued: set[str] = set()
+        flags: set[str] = set()
+        for command in self.commands.values():
+            if isinstance(command, TyperGroup):
+                continue
+            for param in command.get_params(ctx):
+                if getattr(param, "param_type_name", "") != "option":
+                    continue
+                flag = getattr(param, "is_flag", False) or getattr(param, "count", False)
+                (flags if flag else valued).update((*param.opts, *param.secondary_opts))
+        return valued, flags
 
     def resolve_command(
         self, ctx: Any, args: list[str],
@@ -136,6 +187,8 @@ class RotateGroup(TyperGroup):
                 BrokenPipeError):  # typer exits 1 quietly on a closed pipe (`| head`)
             raise
         except RotateError as exc:
+            if isinstance(exc, ChainFileError):  # a chain file that is not there: say so
+                exc = missing_chain(ctx.meta) or exc
             _report_error(ctx, exc)
             raise typer.Exit(exc.exit_code) from None
         except Exception as exc:
@@ -167,22 +220,29 @@ def _error_document(console: Console, document: dict[str, Any]) -> None:
     console.document(document)
 
 
-def _wants_json(argv: list[str]) -> bool:
+def _wanted_document(argv: list[str]) -> str:
+    """"json" or "yaml" when argv asks for a document (``-o json``, ``--output=yaml``…),
+    else ""."""
     pairs = zip(argv, [*argv[1:], ""], strict=True)
-    return any((a in ("-o", "--output") and b.lower() == "json")
-               or a.lower() in ("-ojson", "--output=json") for a, b in pairs)
+    for a, b in pairs:
+        for kind in ("json", "yaml"):
+            if (a in ("-o", "--output") and b.lower() == kind) \
+                    or a.lower() in (f"-o{kind}", f"--output={kind}"):
+                return kind
+    return ""
 
 
 def _report_usage_json(ctx: Any, exc: Any) -> None:
-    """Under ``-o json`` a usage error still yields one JSON document on stdout; click
-    prints the usage and the message on stderr as usual."""
+    """Under ``-o json`` (``-o yaml``) a usage error still yields one document on stdout;
+    click prints the usage and the message on stderr as usual."""
     console = _console(ctx)
     document = {"kind": "error", "error": "UsageError", "exit_code": EXIT_USAGE,
                 "message": exc.format_message()}
+    argv = ctx.meta.get(ARGV_KEY, [])
     if console.json_mode or console.report_file is not None:
         _error_document(console, document)
-    elif _wants_json(ctx.meta.get(ARGV_KEY, [])):
-        Console("json").json(document)
+    elif (wanted := _wanted_document(argv)) and not (wanted == "yaml" and argv[:1] == ["rbac"]):
+        Console(wanted).json(document)  # (rbac's YAML is manifests, for kubectl apply)
 
 
 def _report_bug(ctx: Any, exc: BaseException) -> None:
@@ -264,17 +324,18 @@ def _root(
     pass
 
 
+#: the commands' usage line: ``Usage: rotate list [OPTIONS]`` (the root's own options_metavar
+#: is "" — its usage line is the subcommand metavar — and typer hands it down to every command
+#: that does not name its own, which left ``rotate list --help`` an empty usage line)
+OPTIONS = "[OPTIONS]"
+
 app.command(CREDENTIAL_COMMAND, hidden=True, cls=CredentialCommand)(rotate_cmd.rotate)
-app.command("list", cls=LightCommand)(list_cmd.list_credentials)
-app.command("runs", cls=LightCommand)(runs.runs)
-app.command("show", cls=LightCommand)(show.show)
-app.command("resume", cls=LightCommand)(resume.resume)
-app.command("rollback", cls=LightCommand)(rollback.rollback)
-app.command("doctor", cls=LightCommand)(doctor.doctor)
-app.command("status", cls=LightCommand)(status.status)
-app.command("rbac", cls=LightCommand)(rbac)
-app.command("vault-policy", cls=LightCommand)(vault_policy)
-app.command("init", cls=LightCommand)(init)
+for _name, _function in (("list", list_cmd.list_credentials), ("runs", runs.runs),
+                         ("show", show.show), ("resume", resume.resume),
+                         ("rollback", rollback.rollback), ("doctor", doctor.doctor),
+                         ("status", status.status),
+                         ("rbac", rbac), ("vault-policy", vault_policy), ("init", init)):
+    app.command(_name, cls=LightCommand, options_metavar=OPTIONS)(_function)
 app.add_typer(lab_app, name="lab")
 
 

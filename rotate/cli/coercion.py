@@ -17,8 +17,13 @@ string), an ``int`` is one or a string of ASCII digits within the option's ``min
 parameter with a ``parser`` (``--timeout``) gets what the parser returns. Every other type
 and every value the light converter cannot take (a bool given as text, a choice that
 matches none, a signed or out-of-range number, a value the parser rejects, an unreadable
-path) goes to typer's own ``process_value``, so an invalid value yields typer's message and
-exit code, byte for byte.
+path) goes to typer's own ``process_value``, so an invalid value yields typer's exit code and
+message — except for a choice or a whole number, where typer's message quotes pydantic
+("Value error, 'xml' is not one of …", "Input should be a valid integer, unable to parse
+string as an integer"): those are reworded as click words them, listing the choices
+(:func:`_wording`). :class:`LightCommand` also puts its context on a usage error the parser
+raised without one ("Option '-o' requires an argument."), so that it is printed under the
+command's usage line like every other.
 
 Only public names are used: ``typer.core.TyperOption``/``TyperArgument``, their
 ``type_descriptor`` (annotation + ``typer.models.ParameterInfo``) and click's
@@ -30,12 +35,20 @@ on the lost speed, tests/unit/test_cli_coercion.py on any difference in behaviou
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args, get_origin
 
+import typer
 from typer.core import TyperArgument, TyperCommand, TyperOption
+
+#: click's ``UsageError``, the base of every parse-time usage error (a bad option value, a
+#: missing argument, an unknown option). typer vendors click and exports only its
+#: ``BadParameter`` subclass, so the class is reached through that public name
+#: (tests/unit/test_cli_coercion.py checks it is still ``UsageError``).
+ClickUsageError: Any = typer.BadParameter.__mro__[1]
 
 #: what a converter returns for a value it leaves to typer's own conversion
 _TO_TYPER = object()
@@ -136,16 +149,64 @@ def converter(param: Any) -> Convert | None:
     return None
 
 
+def _shown(value: Any) -> str:
+    return f"'{value}'"
+
+
+def _wording(param: Any) -> Callable[[Any], str] | None:
+    """How to word a value of ``param`` that typer refused, for a choice or a whole number
+    (typer words them with pydantic's text: "Value error, 'x' is not one of …", "Input
+    should be a valid integer, unable to parse string as an integer"); None for any other
+    parameter, whose refusal typer words itself (a parser's or a callback's own message)."""
+    descriptor = getattr(param, "type_descriptor", None)
+    if descriptor is None or param.callback is not None:
+        return None
+    annotation = descriptor.annotation
+    if get_origin(annotation) in (list, tuple):
+        annotation = next(iter(get_args(annotation)), None)
+    if isinstance(annotation, type) and issubclass(annotation, Enum):
+        values = [str(choice.value) for choice in annotation]
+        listed = ", ".join(f"'{v}'" for v in values)
+
+        def not_a_choice(value: Any) -> str:
+            items = value if isinstance(value, list | tuple) else [value]
+            folded = {v.casefold() for v in values}
+            bad = next((v for v in items if str(v).casefold() not in folded), value)
+            return f"{_shown(bad)} is not one of {listed}."
+        return not_a_choice
+    if annotation is int:
+        info = descriptor.parameter_info
+        low, high = info.min, info.max
+        bounds = (f" from {low} to {high}" if low is not None and high is not None else
+                  f" >= {low}" if low is not None else f" <= {high}" if high is not None
+                  else "")
+        return lambda value: f"expected a whole number{bounds}, got {_shown(value)}."
+    return None
+
+
+def _typers(param: Any, ctx: Any, value: Any, typers: Callable[[Any, Any], Any]) -> Any:
+    """typer's own conversion; a choice or whole number it refuses is reworded
+    (:func:`_wording`): still a usage error (exit 2), without pydantic's phrases."""
+    try:
+        return typers(ctx, value)
+    except typer.BadParameter as exc:
+        wording = _wording(param)
+        if type(exc) is not typer.BadParameter or wording is None \
+                or param.value_is_missing(value):
+            raise
+        raise typer.BadParameter(wording(value), ctx=ctx, param=param) from None
+
+
 def _process(param: Any, ctx: Any, value: Any, typers: Callable[[Any, Any], Any]) -> Any:
     """The light conversion of ``value`` when it has one, else ``typers`` (typer's own).
     A single value that is None stays None, as typer has it; a required one that is missing
     is typer's to report."""
     convert = converter(param) if param.nargs == 1 and not param.multiple else None
     if convert is None:
-        return typers(ctx, value)
+        return _typers(param, ctx, value, typers)
     converted = None if value is None else convert(value, ctx)
     if converted is _TO_TYPER or (param.required and param.value_is_missing(converted)):
-        return typers(ctx, value)
+        return _typers(param, ctx, value, typers)
     return param.callback(ctx, param, converted) if param.callback is not None else converted
 
 
@@ -159,6 +220,19 @@ class LightOption(TyperOption):
 class LightArgument(TyperArgument):
     def process_value(self, ctx: Any, value: Any) -> Any:
         return _process(self, ctx, value, super().process_value)
+
+    def get_usage_pieces(self, ctx: Any) -> list[str]:
+        """``RUN_ID`` for a required argument, ``[CREDENTIAL]...`` for optional ones — as
+        click and the docs write them; typer ≥ 0.29 writes a required one ``{RUN_ID}``."""
+        name = str(self.metavar or (self.name or "").upper())
+        if not self.required and not name.startswith("["):
+            name = f"[{name}]"
+        return [name + ("..." if self.nargs != 1 else "")]
+
+    def display_type_rich(self, ctx: Any) -> str | None:
+        """No ``<str>``/``<list[str]>`` after a named argument: the metavar and the help say
+        what it is; Python's type names mean nothing to an operator."""
+        return None if self.metavar is not None else super().display_type_rich(ctx)
 
 
 def lighten(params: list[Any]) -> None:
@@ -177,4 +251,18 @@ class LightCommand(TyperCommand):
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         lighten(self.get_params(ctx))
-        return super().parse_args(ctx, args)
+        with usage_in(ctx):
+            return super().parse_args(ctx, args)
+
+
+@contextmanager
+def usage_in(ctx: Any) -> Iterator[None]:
+    """A usage error raised while parsing without a context (click's parser raises "Option
+    '-o' requires an argument." bare) gets ``ctx``, so it is printed, like every other
+    usage error, under the command's usage line and its "Try … -h" hint."""
+    try:
+        yield
+    except ClickUsageError as exc:
+        if getattr(exc, "ctx", None) is None:
+            exc.ctx = ctx
+        raise

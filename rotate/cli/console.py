@@ -2,8 +2,10 @@
 
 Rules (cli.md "Human output"):
 
-* ``-o json``: stdout carries exactly one JSON document and nothing else. :meth:`json`
-  refuses a second document, and every human line goes to stderr.
+* ``-o json`` (or ``-o yaml``): stdout carries exactly one document and nothing else.
+  :meth:`json` refuses a second document, and every human line goes to stderr. The YAML
+  document is the JSON one, field for field (rotate.cli.yaml_text); ``json_mode`` is true
+  for both — it means "stdout is reserved for the document".
 * text: the result (a table, a plan, a report) goes to stdout — it is the only output;
   progress, notes, warnings and errors always go to stderr so a pipe gets only the result.
 * colour follows ``NO_COLOR`` and TTY detection (rich does both); ``COLUMNS`` fixes the width
@@ -69,7 +71,9 @@ class Console:
     """Output for one invocation. Create it inside the command (streams are read then)."""
 
     def __init__(self, output: str = "text", report_file: Path | None = None) -> None:
-        self.json_mode = output == "json"
+        #: how the document is written on stdout: "json", "yaml", or "" for text output
+        self.document_format = output if output in ("json", "yaml") else ""
+        self.json_mode = bool(self.document_format)
         self.report_file = report_file
         self._out: RichConsole | None = None
         self._err: RichConsole | None = None
@@ -119,10 +123,15 @@ class Console:
         self.out.print(_safe(renderable))
 
     def json(self, document: Mapping[str, Any]) -> None:
-        """The one JSON document of this invocation, on stdout (versioned)."""
+        """The one document of this invocation, on stdout (versioned): JSON, or under
+        ``-o yaml`` the same document as YAML."""
         if self._json_written:
             raise RuntimeError("a second JSON document would break `-o json` consumers")
         text = dumps(document)
+        if self.document_format == "yaml":
+            from rotate.cli.yaml_text import document_yaml
+
+            text = document_yaml(text)
         self._json_written = True
         sys.stdout.write(text)
         sys.stdout.flush()

@@ -23,20 +23,27 @@ import typer
 
 from rotate.cli.report_file import check_report_path
 from rotate.core.durations import parse_duration
+from rotate.core.errors import UsageError
 from rotate.core.strategy import Strategy
 
 
 class Output(StrEnum):
     text = "text"
     json = "json"
+    yaml = "yaml"  # the JSON document as YAML, field for field (rotate.cli.yaml_text)
 
 
 def _duration(text: str) -> float:
+    """A positive duration: a deadline of 0 would fail every step at once (and a negative
+    one is not a duration), so both are refused at parse time."""
     try:
-        return parse_duration(text)
+        seconds = parse_duration(text)
     except ValueError as exc:
         # parse_duration's message names only the operator's own input.
         raise typer.BadParameter(str(exc)) from None
+    if seconds <= 0:
+        raise typer.BadParameter(f"must be more than 0, e.g. 90s, 5m, 1h30m (got {text!r})")
+    return seconds
 
 
 #: where the journal goes when neither XDG_STATE_HOME nor HOME is set (a container running
@@ -72,7 +79,8 @@ Confirm = Annotated[bool, typer.Option("--confirm", help="Actually change things
 DryRun = Annotated[bool, typer.Option("--dry-run", help="Plan only (the default).")]
 OutputOpt = Annotated[Output, typer.Option(
     "-o", "--output", case_sensitive=False,
-    help="json: one JSON document on stdout, nothing else on stdout.")]
+    help="json or yaml: one document on stdout (the same fields in both), nothing else on "
+         "stdout.")]
 ValueStdin = Annotated[bool, typer.Option(
     "--value-stdin", help="Read the new value from stdin instead of generating it.")]
 StrategyOpt = Annotated[Strategy | None, typer.Option(
@@ -81,7 +89,7 @@ MaxParallel = Annotated[int | None, typer.Option(
     "--max-parallel", metavar="N", min=1, help="Consumer rollouts at once.")]
 Timeout = Annotated[float | None, typer.Option(
     "--timeout", metavar="DURATION", parser=_duration,
-    help="Per-step deadline override, e.g. 90s, 5m.")]
+    help="Per-step deadline override (more than 0), e.g. 90s, 5m.")]
 StateDir = Annotated[Path | None, typer.Option(
     "--state-dir", envvar="ROTATE_STATE_DIR", metavar="DIR", show_envvar=False,
     help="Journal location (env ROTATE_STATE_DIR) [default: $XDG_STATE_HOME/rotate, "
@@ -109,6 +117,45 @@ def state_dir_or_default(state_dir: Path | None) -> Path:
     if note:
         sys.stderr.write(note + "\n")
     return chosen
+
+
+#: ctx.meta key: the chain file a command hands the engine, and where its path came from
+CHAIN_KEY = "rotate.chain"
+
+
+def existing_chain(ctx: Any, chain: Path) -> Path:
+    """``chain``, remembered (with where its path came from: ``--chain``, ``ROTATE_CHAIN`` or
+    the default) so that a chain file error the engine raises for a file that is not there
+    reads as :func:`missing_chain` says, not as an "invalid chain file"."""
+    source = getattr(ctx.get_parameter_source("chain"), "name", "")
+    given = {"COMMANDLINE": "given with --chain", "ENVIRONMENT": "given with ROTATE_CHAIN"}
+    ctx.meta[CHAIN_KEY] = (chain, given.get(source, "the default: neither --chain nor "
+                                                    "ROTATE_CHAIN is set"))
+    return chain
+
+
+def missing_chain(meta: Mapping[str, Any]) -> UsageError | None:
+    """When the remembered chain file is not there: a UsageError (exit 2) saying it is
+    missing, the absolute path looked for, where the path came from and how to name one;
+    else None (what is there is the loader's to judge: not a regular file, not readable,
+    not valid)."""
+    recorded = meta.get(CHAIN_KEY)
+    if recorded is None:
+        return None
+    chain, why = recorded
+    try:
+        os.stat(chain)
+    except (FileNotFoundError, NotADirectoryError):
+        pass
+    except OSError:
+        return None
+    else:
+        return None
+    return UsageError(
+        f"no chain file at {chain} ({why}; looked for {Path.cwd() / chain})",
+        hint="name the chain file with --chain FILE or ROTATE_CHAIN=FILE (options may come "
+             "before or after the credential), or draft one from the cluster with "
+             "`rotate init`")
 
 
 def plan_or_confirm(confirm: bool, dry_run: bool) -> bool:

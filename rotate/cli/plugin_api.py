@@ -10,7 +10,9 @@ promise to its plug-ins (docs/design.md, "The lab").
 
 - :class:`Console`, :func:`console_for`: the one output object of a command (stdout for the
   result, stderr for notes; ``-o json`` prints one document);
-- :class:`Output`, :data:`OutputOpt`: the ``-o text|json`` option as every command takes it;
+- :class:`Output`, :data:`OutputOpt`: the ``-o text|json|yaml`` option as every command takes it
+  (``Console.json_mode`` is true for json and yaml: ``Console.json`` writes the one document
+  in the format asked for);
 - :func:`aligned`: rows as aligned text lines, as the product's tables print them;
 - :func:`state_of`: the invocation's ``CliState``, whose ``extra`` carries what a test hands
   a plug-in command instead of its real collaborators.

@@ -113,10 +113,16 @@ class KubeClient:
                 config_file=kubeconfig, context=context, client_configuration=cfg,
                 persist_config=False)
         except Exception:
+            # the loader's text may quote the file: say why in our words (rotate.clients.kubeconfig)
+            from rotate.clients.kubeconfig import why_unusable
+
             if kubeconfig is not None or context is not None:
-                where = kubeconfig or "the default kubeconfig"
                 ctx = f" (context {context})" if context else ""
-                raise UsageError(f"cannot use {where}{ctx}") from None
+                raise UsageError(f"cannot use the kubeconfig{ctx}: "
+                                 f"{why_unusable(kubeconfig, context)}",
+                                 hint="check --kubeconfig/KUBECONFIG and --context "
+                                      "(`kubectl config get-contexts` lists the contexts)"
+                                 ) from None
             try:
                 _load_in_cluster(cfg, serviceaccount_dir or SERVICEACCOUNT_DIR)
             except Exception:

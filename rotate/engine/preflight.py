@@ -141,8 +141,7 @@ def _sync_objects(chain: Chain, credential: Credential, kube: Kube, overlap: boo
     """The permissions, the lock's namespace, and ② the ExternalSecret and its Secret."""
     col = Collector()
     col.run("kubernetes.permissions", _perms_fn(kube, chain, credential))
-    col.run("kubernetes.lock-namespace", lambda: _exists(
-        kube, ObjectRef("Namespace", "", chain.cluster.lock_namespace)))
+    col.run("kubernetes.lock-namespace", lambda: _lock_namespace(kube, chain))
     es_ref = credential.external_secret
     es_ref = ObjectRef("ExternalSecret", es_ref.namespace, es_ref.name)
 
@@ -309,6 +308,22 @@ def _exists(kube: Kube, ref: ObjectRef) -> str:
     return f"{shown} exists"
 
 
+def _lock_namespace(kube: Kube, chain: Chain) -> str:
+    """The lock namespace exists. rotate creates only the Lease in it, never the namespace:
+    that would need a cluster-wide ``create namespaces`` grant, and a mistyped
+    ``lockNamespace`` would silently become a second lock namespace, where another
+    operator's runs would never see this run's Lease. A missing one fails with the command
+    that creates it."""
+    namespace = chain.cluster.lock_namespace
+    try:
+        return _exists(kube, ObjectRef("Namespace", "", namespace))
+    except NotFoundError:
+        raise NotFoundError(
+            "kubernetes", f"namespace {namespace} (cluster.lockNamespace)",
+            f"does not exist; rotate creates only the Lease in it, never the namespace: "
+            f"kubectl create namespace {namespace}") from None
+
+
 def _exists_fn(kube: Kube, ref: ObjectRef) -> Callable[[], str]:
     return lambda: _exists(kube, ref)
 
@@ -330,8 +345,7 @@ def doctor_checks(
         BACKEND_REACHABLE, lambda: _healthy(vault.health, vault.address)) and col.run(
         BACKEND_TOKEN, lambda: describe_token(vault, chain))
     if kube is not None:
-        col.run("kubernetes.lock-namespace", _exists_fn(
-            kube, ObjectRef("Namespace", "", chain.cluster.lock_namespace)))
+        col.run("kubernetes.lock-namespace", lambda: _lock_namespace(kube, chain))
     if cc is not None:
         col.run("configcenter.reachable", lambda: _healthy(cc.health, cc.url))
     for name, cred in chain.credentials.items():

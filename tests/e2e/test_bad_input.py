@@ -110,6 +110,24 @@ def test_tls_failures_name_the_ca_setting(lab: Lab) -> None:
     assert not unreachable(res.output)
 
 
+def test_a_context_the_kubeconfig_lacks_is_named_with_the_ones_it_has(lab: Lab) -> None:
+    """Options before the credential, ``-o yaml``, and a context the lab's kubeconfig does
+    not have: exit 2 naming the contexts it has, one YAML error document, nothing changed.
+    (The plan itself is not repeated here: every other lab test plans.)"""
+    from ruamel.yaml import YAML
+
+    before = snapshot(lab)
+    kubeconfig = lab.env["KUBECONFIG"]
+    contexts = [c["name"] for c in json.loads(Path(kubeconfig).read_text())["contexts"]]
+    res = lab.rotate("--context", "nosuch", "-o", "yaml", "dragonfly")
+    assert res.code == 2, res.output
+    assert (f"cannot use the kubeconfig (context nosuch): context nosuch is not in "
+            f"{kubeconfig} (its contexts: {', '.join(contexts)})") in res.stderr
+    error = YAML(typ="safe", pure=True).load(res.stdout)
+    assert (error["kind"], error["error"], error["exit_code"]) == ("error", "UsageError", 2)
+    unchanged(lab, before)
+
+
 def mode(path: Path) -> int:
     return stat.S_IMODE(path.stat().st_mode)
 

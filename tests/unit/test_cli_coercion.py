@@ -1,6 +1,8 @@
 """The light option conversion (rotate/cli/coercion.py) gives what typer's own pydantic
-conversion gives — the same value, or the same usage error — for every parameter of every
-command it serves; and the public names the CLI leans on are still what it expects."""
+conversion gives — the same value, or a usage error of the same class, worded as typer words
+it except for a choice or a whole number, whose pydantic phrases are replaced — for every
+parameter of every command it serves; and the public names the CLI leans on are still what
+it expects."""
 
 from __future__ import annotations
 
@@ -13,7 +15,17 @@ from typer.core import TyperArgument, TyperOption
 from typer.testing import CliRunner
 
 from rotate.cli.app import ClickUsageError, app
-from rotate.cli.coercion import LightArgument, LightCommand, LightOption, converter, lighten
+from rotate.cli.coercion import (
+    LightArgument,
+    LightCommand,
+    LightOption,
+    _wording,
+    converter,
+    lighten,
+)
+
+#: what pydantic says of a value, which a usage error must not repeat
+PYDANTIC = ("Value error", "Input should", "unable to parse", "validation error")
 
 SAMPLES: list[Any] = ["json", "JSON", "Text", "xml", "", "restart", "OVERLAP", "a.yaml",
                       "~/x/../y", " spaced ", "-", True, False, "yes", "0",
@@ -61,6 +73,11 @@ def test_light_conversion_is_typers(name: str, command: Any, param: Any) -> None
     for value in SAMPLES:
         got = _outcome(type(param).process_value, value, param, ctx)
         want = _outcome(own, value, param, ctx)
+        if want[0] == "error" and _wording(param) is not None:
+            assert got[0] == "error", (name, value)
+            assert got[1].split(":")[0] == want[1].split(":")[0], (name, value)
+            assert not any(phrase in got[1] for phrase in PYDANTIC), (name, value, got)
+            continue
         assert got == want, (name, value)
         assert type(got[1]) is type(want[1]), (name, value)
 
@@ -88,8 +105,9 @@ def test_the_usage_error_base_is_clicks() -> None:
     assert ClickUsageError.exit_code == 2
 
 
-def test_a_bad_choice_reads_as_typer_words_it() -> None:
+def test_a_bad_choice_lists_the_choices_without_pydantic_text() -> None:
     result = CliRunner().invoke(app, ["list", "-o", "xml"], env={"NO_COLOR": "1"})
     assert result.exit_code == 2
-    assert "Invalid value for '-o' / '--output': Value error, 'xml' is not one of 'text', " \
-           "'json'." in result.stderr
+    assert "Invalid value for '-o' / '--output': 'xml' is not one of 'text', 'json', " \
+           "'yaml'." in result.stderr
+    assert not any(phrase in result.stderr for phrase in PYDANTIC)

@@ -45,3 +45,18 @@ def test_lock_namespace_missing_is_a_preflight_failure(world: World, tmp_path: P
         world.engine().run(options(tmp_path), "dragonfly", RecordingObserver(), CancelToken())
     assert "rotate-system" in exc.value.message
     assert world.vault.writes == 0
+
+
+def test_a_missing_lock_namespace_fails_doctor_and_preflight_with_the_fix(
+        world: World, tmp_path: Path) -> None:
+    """rotate never creates the lock namespace (docs/chain-file.md, cluster.lockNamespace):
+    its check fails, naming the command that creates it; nothing is created."""
+    world.kube.delete("Namespace", None, "rotate-system")
+    fix = "kubectl create namespace rotate-system"
+    by_name = {c.check: c for c in world.engine().doctor(options(tmp_path))}
+    check = by_name["kubernetes.lock-namespace"]
+    assert not check.ok and fix in check.detail and "never the namespace" in check.detail
+    plan = world.engine().plan(options(tmp_path), "dragonfly")
+    failed = {c.check: c for c in plan.preflight if not c.ok}
+    assert not plan.ok and fix in failed["kubernetes.lock-namespace"].detail
+    assert ("Namespace", "", "rotate-system") not in world.kube.objects

@@ -18,6 +18,7 @@ from rotate.cli.options import (
     Output,
     OutputOpt,
     StateDir,
+    existing_chain,
     state_dir_or_default,
 )
 from rotate.cli.render import show_doctor
@@ -37,7 +38,8 @@ def doctor(
     """Connectivity and permission checks against the backend, the cluster, the Config Center."""
     console = console_for(ctx, output)
     engine = state_of(ctx).engine()
-    options = Options(chain_file=chain, state_dir=state_dir_or_default(state_dir),
+    options = Options(chain_file=existing_chain(ctx, chain),
+                      state_dir=state_dir_or_default(state_dir),
                       context=context, kubeconfig=kubeconfig)
     checks = engine.doctor(options)
     show_doctor(console, checks)

@@ -32,6 +32,7 @@ from rotate.cli.options import (
     TakeOverLock,
     Timeout,
     ValueStdin,
+    existing_chain,
     plan_or_confirm,
     repeat_args,
     state_dir_or_default,
@@ -95,6 +96,7 @@ def journaled_command(
                                          repeat_args(ctx)) if p)
             console.note(f"Nothing was changed. To {_ACT[verb]}: {again}")
             raise typer.Exit(0)
+        existing_chain(ctx, chain)  # resume and rollback load it (show does not)
         value = read_value_stdin(run_id) if value_stdin else None
         drive(ctx, console,
               lambda observer, cancel: call(engine, options, run_id, observer, cancel, value))

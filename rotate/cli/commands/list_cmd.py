@@ -15,6 +15,7 @@ from rotate.cli.options import (
     Output,
     OutputOpt,
     StateDir,
+    existing_chain,
     state_dir_or_default,
 )
 from rotate.cli.render import show_list
@@ -31,5 +32,6 @@ def list_credentials(
     """The credentials in the chain file: provider(s), consumers, last run."""
     console = console_for(ctx, output)
     engine = state_of(ctx).engine()
-    options = Options(chain_file=chain, state_dir=state_dir_or_default(state_dir))
+    options = Options(chain_file=existing_chain(ctx, chain),
+                      state_dir=state_dir_or_default(state_dir))
     show_list(console, engine.list_credentials(options))

@@ -12,8 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 import typer
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
 
+from rotate.cli.coercion import LightCommand
 from rotate.core.errors import UsageError
 
 PLUGIN_GROUP = "rotate.plugins"
@@ -56,7 +57,14 @@ class LabGate(TyperGroup):
         return list(self._lab().list_commands(ctx))
 
     def get_command(self, ctx: Any, cmd_name: str) -> Any:
-        return self._lab().get_command(ctx, cmd_name)
+        """The plugin's command, as a :class:`LightCommand` when it is a plain typer command
+        (same object, same state): its usage errors then read as the product's — a bad
+        choice or number without pydantic's phrases, a missing option value under the
+        command's usage line."""
+        command = self._lab().get_command(ctx, cmd_name)
+        if type(command) is TyperCommand:
+            command.__class__ = LightCommand
+        return command
 
 
 lab_app = typer.Typer(

@@ -11,13 +11,14 @@ from __future__ import annotations
 import re
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from rotate.cli.console import console_for
-from rotate.cli.options import DEFAULT_CHAIN, Chain, state_dir_or_default
+from rotate.cli.options import DEFAULT_CHAIN, Chain, existing_chain, state_dir_or_default
 from rotate.cli.state import state_of
+from rotate.cli.yaml_text import to_yaml
 from rotate.engine.options import Options
 
 if TYPE_CHECKING:
@@ -56,7 +57,7 @@ def selected(ctx: typer.Context, chain_file: Path,
              names: list[str] | None) -> tuple[chain_model.Chain, list[chain_model.Credential]]:
     """The loaded chain and the named credentials (all of them when none is named)."""
     engine = state_of(ctx).engine()
-    chain = engine.load_chain(Options(chain_file=chain_file,
+    chain = engine.load_chain(Options(chain_file=existing_chain(ctx, chain_file),
                                       state_dir=state_dir_or_default(None)))
     wanted = list(dict.fromkeys(names or chain.credentials))
     return chain, [chain.credential(name) for name in wanted]
@@ -71,7 +72,8 @@ def rbac(
 ) -> None:
     """Kubernetes RBAC for a rotation: ServiceAccount, Roles, bindings."""
     namespace, name = _service_account(service_account)
-    console = console_for(ctx, output)
+    # -o yaml is the manifests, for `kubectl apply -f -`: an error is never a YAML document
+    console = console_for(ctx, "json" if output is ManifestFormat.json else "text")
     loaded, creds = selected(ctx, chain, credentials)
     from rotate.engine.grants import ServiceAccountRef, rbac_objects
 
@@ -80,17 +82,3 @@ def rbac(
         console.json({"apiVersion": "v1", "kind": "List", "items": objects})
         return
     typer.echo(to_yaml(objects), nl=False)
-
-
-def to_yaml(objects: list[dict[str, Any]]) -> str:
-    """Kubernetes-style YAML: ``---`` before each document, lists not indented (as kubectl)."""
-    import io
-
-    from ruamel.yaml import YAML
-
-    yaml = YAML(typ="rt")
-    yaml.default_flow_style = False
-    yaml.explicit_start = True
-    buffer = io.StringIO()
-    yaml.dump_all(objects, buffer)
-    return buffer.getvalue()

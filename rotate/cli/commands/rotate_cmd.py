@@ -35,6 +35,7 @@ from rotate.cli.options import (
     TakeOverLock,
     Timeout,
     ValueStdin,
+    existing_chain,
     plan_or_confirm,
     state_dir_or_default,
 )
@@ -108,6 +109,7 @@ def rotate(
     """Plan the rotation of CREDENTIAL (changes nothing), or run it with --confirm."""
     console = console_for(ctx, output, report_file)
     change = plan_or_confirm(confirm, dry_run)
+    chain = existing_chain(ctx, chain)
     new_value = read_value_stdin(credential) if (change and value_stdin) else None
     engine = state_of(ctx).engine()
     options = Options(chain_file=chain, state_dir=state_dir_or_default(state_dir),

@@ -19,7 +19,15 @@ from rotate.cli.render import show_report
 from rotate.cli.state import state_of
 from rotate.engine.options import Options
 
+
+def _complete_run_id(ctx: typer.Context, incomplete: str) -> list[str]:
+    from rotate.cli.completion import complete_run_id
+
+    return complete_run_id(ctx, incomplete)
+
+
 RunId = Annotated[str, typer.Argument(metavar="RUN_ID", show_default=False,
+                                      autocompletion=_complete_run_id,
                                       help="A run id from `rotate runs`.")]
 
 

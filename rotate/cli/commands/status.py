@@ -10,17 +10,18 @@ not, with the first broken link and the command that closes it on stderr (and in
 from __future__ import annotations
 
 from collections.abc import Sequence
-from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from rotate.cli.console import console_for, versioned
+from rotate.cli.console import console_for
 from rotate.cli.options import (
     DEFAULT_CHAIN,
     Chain,
     Kubeconfig,
     KubeContext,
+    Output,
+    OutputOpt,
     StateDir,
     repeat_args,
     state_dir_or_default,
@@ -34,31 +35,20 @@ if TYPE_CHECKING:
     from rotate.engine.status import CredentialStatus
 
 
-class StatusFormat(StrEnum):
-    text = "text"
-    json = "json"
-    yaml = "yaml"
-
-
 Credentials = Annotated[list[str] | None, typer.Argument(
     metavar="CREDENTIAL", show_default=False,
     help="Credentials to check [default: all in the chain file].")]
-StatusOutput = Annotated[StatusFormat, typer.Option(
-    "-o", "--output", case_sensitive=False,
-    help="json or yaml: one status document on stdout, nothing else on stdout.")]
-
-
 def status(
     ctx: typer.Context,
     credentials: Credentials = None,
     chain: Chain = DEFAULT_CHAIN,
-    output: StatusOutput = StatusFormat.text,
+    output: OutputOpt = Output.text,
     context: KubeContext = None,
     kubeconfig: Kubeconfig = None,
     state_dir: StateDir = None,
 ) -> None:
     """Prove every link of the chain now, read-only (exit 20: not closed)."""
-    console = console_for(ctx, "json" if output is StatusFormat.json else "text")
+    console = console_for(ctx, output)
     engine = state_of(ctx).engine()
     options = Options(chain_file=chain, state_dir=state_dir_or_default(state_dir),
                       context=context, kubeconfig=kubeconfig)
@@ -70,12 +60,10 @@ def status(
     closed = all(s.closed for s in found)
     code = EXIT_OK if closed else EXIT_CHAIN_OPEN
     document = status_document(found, code, extra)
-    if output is StatusFormat.json:
-        console.document(document)
-    elif output is StatusFormat.yaml:
-        typer.echo(to_yaml(versioned(document)), nl=False)
-    else:
+    if output is Output.text:
         console.lines(status_lines(found, extra))
+    else:
+        console.document(document)
     for s in found:
         broken = s.broken
         if broken is not None:
@@ -117,18 +105,3 @@ def status_lines(found: Sequence[CredentialStatus], extra: str) -> list[str]:
             lines.append(f"First broken link: {broken.link} {broken.target}")
             lines.append(f"To close it: {with_options(s.command, extra)}")
     return lines
-
-
-def to_yaml(document: dict[str, Any]) -> str:
-    """The document as YAML (its keys in the JSON document's order)."""
-    import io
-
-    from ruamel.yaml import YAML
-
-    yaml = YAML(typ="rt")
-    yaml.default_flow_style = False
-    yaml.width = 4096  # a detail stays on its line
-    buffer = io.StringIO()
-    yaml.dump(document, buffer)
-    return buffer.getvalue()
-
