@@ -20,9 +20,9 @@ promise to its plug-ins (docs/design.md, "The lab").
 
 from __future__ import annotations
 
+from rotate.cli.columns import aligned
 from rotate.cli.console import Console, console_for
 from rotate.cli.options import Output, OutputOpt
-from rotate.cli.render import aligned
 from rotate.cli.state import state_of
 
 __all__ = ["Console", "Output", "OutputOpt", "aligned", "console_for", "state_of"]

@@ -14,20 +14,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from rotate.cli.columns import aligned, stage_label
 from rotate.cli.console import Console
+from rotate.cli.step_table import StepRow, steps_view
 
 if TYPE_CHECKING:
     from rich.table import Table
 
     from rotate.core.errors import JournalUnreadable
     from rotate.engine.model import Check, Plan, PlannedStep, RunReport, RunSummary, StepRecord
-
-STAGE_LABEL = {0: "⓪ preflight", 1: "① backend", 2: "② sync", 3: "③ provider", 4: "④ consumers"}
-
-
-def stage_label(stage: int) -> str:
-    return STAGE_LABEL.get(stage, str(stage))
-
 
 def group_label(steps: Sequence[PlannedStep], i: int) -> str:
     """The label of the stage group starting at ``steps[i]``.  A group the plan runs ahead of
@@ -49,15 +44,6 @@ def group_label(steps: Sequence[PlannedStep], i: int) -> str:
                 "(new pods wait unready for it)")
     return (f"{stage_label(step.stage)}, prepared during {stage_label(after.stage)}, before "
             f"{stage_label(3)} (new pods wait unready for it)")
-
-
-def aligned(rows: Sequence[Sequence[str]], indent: str = "  ") -> list[str]:
-    """Rows as lines with columns padded to the widest cell (trailing blanks dropped)."""
-    if not rows:
-        return []
-    widths = [max(len(r[i]) for r in rows if i < len(r)) for i in range(max(map(len, rows)))]
-    return [indent + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)).rstrip()
-            for r in rows]
 
 
 WRAPPING = frozenset({"detail", "problem", "action", "consumers", "provider(s)"})
@@ -278,11 +264,9 @@ def show_report(console: Console, report: RunReport) -> None:
         console.lines(report_lines(report))
     else:
         console.lines(_report_head(report))
-        table = _table("Steps", ["#", "stage", "step", "target", "status", "time", "detail"])
-        for s in report.steps:
-            style = {"failed": "bold red", "done": "green", "skipped": "dim"}.get(s.status)
-            table.add_row(*_step_row(s), style=style)
-        console.render(table)
+        rows = [StepRow(str(s.index), s.stage, s.kind, s.target, s.status, _seconds(s.seconds),
+                        s.detail) for s in report.steps]
+        console.render(steps_view(rows, console.out.width, "Steps"))
     for line in _report_footer(report):
         console.note(line)
 

@@ -15,6 +15,11 @@ watch is chatty or broken.
 A :class:`~rotate.core.errors.TemporaryError` raised by ``check`` counts as "not yet"
 (and is remembered as the last observation; its ``delay``, when given, is the next pause);
 any other exception — a PermanentError, WaitTimeout included, or a bug — ends the wait at once.
+
+Each new last observation (``describe``'s, or a TemporaryError's message) is also reported
+to the step's progress (:mod:`rotate.core.observation`): ``describe`` may return an
+:class:`~rotate.core.observation.Observation` (a count such as ``2/3 pods ready``) or a plain
+sentence.
 """
 
 from __future__ import annotations
@@ -25,7 +30,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from rotate.core import observation
 from rotate.core.errors import Interrupted, PermanentError, TemporaryError
+from rotate.core.observation import Observation
 
 T = TypeVar("T")
 
@@ -98,32 +105,41 @@ def wait_for(
     *,
     deadline: Deadline,
     what: str,
-    describe: Callable[[], str] | None = None,
+    describe: Callable[[], str | Observation] | None = None,
     cancel: CancelToken | None = None,
     pause: Callable[[float], None] | None = None,
     backoff: Backoff | None = None,
 ) -> T:
     """Call ``check`` until it returns a value other than None, or raise WaitTimeout.
 
-    ``describe`` (optional) says what was last observed, for the timeout message.
+    ``describe`` (optional) says what was last observed, for the timeout message and the
+    step's progress.
     """
     token = cancel or CancelToken()
     bo = backoff or Backoff()
     last = ""
+    reported: Observation | None = None
     while True:
         token.check()
         delay: float | None = None
+        seen: str | Observation | None = None
         try:
             result = check()
         except TemporaryError as exc:
             result = None
-            last = exc.message
+            seen = exc.message
             delay = exc.delay
         else:
             if result is not None:
                 return result
             if describe is not None:
-                last = describe()
+                seen = describe()
+        if seen is not None:
+            now = seen if isinstance(seen, Observation) else Observation(seen)
+            last = now.detail
+            if now != reported:
+                reported = now
+                observation.report(now)
         remaining = deadline.remaining()
         if remaining <= 0:
             raise WaitTimeout(what, last)

@@ -44,6 +44,7 @@ from rotate.core.errors import (
     RotateError,
     StepFailed,
 )
+from rotate.core.observation import observed_by
 from rotate.core.refs import ObjectRef
 from rotate.core.waiting import wait_for
 from rotate.engine import grouping, lock_loss
@@ -139,10 +140,12 @@ class Executor:
         raise _StepError(step, error) from None
 
     def _attempts(self, step: PlannedStep, io: StepIO) -> Outcome[StepData]:
-        """Attempt the step, again after a TemporaryError, until the step deadline."""
+        """Attempt the step, again after a TemporaryError, until the step deadline.  What its
+        waits observe goes to the observer meanwhile (rotate.core.observation)."""
         kind = kind_of(step)()
-        return wait_for(lambda: kind.execute(self.run, io), deadline=self.run.deadline(),
-                        what=f"{step.kind} {step.target}", cancel=self.run.cancel)
+        with observed_by(lambda seen: self.observer.step_observed(step, seen)):
+            return wait_for(lambda: kind.execute(self.run, io), deadline=self.run.deadline(),
+                            what=f"{step.kind} {step.target}", cancel=self.run.cancel)
 
     def _finished(self, step: PlannedStep, status: Any, detail: str, seconds: float) -> None:
         record = StepRecord(step.index, step.stage, step.kind, step.target, status,

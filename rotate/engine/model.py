@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from rotate.chain.model import Chain
 from rotate.core.findings import Check, Trap
+from rotate.core.observation import Observation
 from rotate.core.refs import ObjectRef
 from rotate.core.strategy import Strategy
 from rotate.engine.options import Options
@@ -214,6 +215,10 @@ class Observer(Protocol):
         """How many steps the plan has (progress shows ``[i/total]``)."""
 
     def step_started(self, step: PlannedStep) -> None: ...
+
+    def step_observed(self, step: PlannedStep, observation: Observation) -> None:
+        """What the running ``step``'s wait saw last (``2/3 pods ready``), each time it
+        changes; may come from the step's worker thread (rotate.core.observation)."""
 
     def step_finished(self, step: PlannedStep, record: StepRecord) -> None: ...
 

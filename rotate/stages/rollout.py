@@ -26,6 +26,7 @@ from typing import Any
 
 from rotate.clients.seams import Kube
 from rotate.core.errors import ClientError, NotFoundError, PermanentError
+from rotate.core.observation import Observation
 from rotate.core.refs import ObjectRef
 from rotate.core.timestamps import parse_rfc3339, rfc3339, utcnow
 from rotate.core.waiting import CancelToken, Deadline, WaitTimeout, wait_for
@@ -74,6 +75,18 @@ def update_strategy(obj: Mapping[str, Any]) -> str:
 def rollout_status(obj: Mapping[str, Any], min_generation: int = 0) -> tuple[bool, str]:
     """(done, message) by kubectl's rules for the object's kind. Raises PermanentError when
     the rollout can no longer succeed (ProgressDeadlineExceeded)."""
+    done, seen = rollout_progress(obj, min_generation)
+    return done, seen.detail
+
+
+def _count(detail: str, done: int, total: int, unit: str) -> Observation:
+    return Observation(detail, done, total, unit)
+
+
+def rollout_progress(obj: Mapping[str, Any],
+                     min_generation: int = 0) -> tuple[bool, Observation]:
+    """:func:`rollout_status` with the message as an Observation: the count it states
+    (``2/3 pods ready``) typed, for the step's progress."""
     kind = str(obj.get("kind") or "")
     spec = obj.get("spec") or {}
     status = obj.get("status") or {}
@@ -81,7 +94,8 @@ def rollout_status(obj: Mapping[str, Any], min_generation: int = 0) -> tuple[boo
     observed = int(status.get("observedGeneration") or 0)
     name = f"{kind.lower()}/{metadata(obj).get('namespace')}/{metadata(obj).get('name')}"
     if observed < max(gen, min_generation):
-        return False, f"waiting for {name} spec update to be observed (generation {gen})"
+        return False, Observation(
+            f"waiting for {name} spec update to be observed (generation {gen})")
     replicas = int(spec.get("replicas", 1) if spec.get("replicas") is not None else 1)
     if kind == "Deployment":
         for cond in status.get("conditions") or []:
@@ -93,33 +107,44 @@ def rollout_status(obj: Mapping[str, Any], min_generation: int = 0) -> tuple[boo
         total = int(status.get("replicas") or 0)
         available = int(status.get("availableReplicas") or 0)
         if updated < replicas:
-            return False, f"{name}: {updated} of {replicas} new replicas updated"
+            return False, _count(f"{name}: {updated} of {replicas} new replicas updated",
+                                 updated, replicas, "pods updated")
         if total > updated:
-            return False, f"{name}: {total - updated} old replicas pending termination"
+            return False, _count(f"{name}: {total - updated} old replicas pending termination",
+                                 updated, total, "pods updated (old ones terminating)")
         if available < updated:
-            return False, f"{name}: {available} of {updated} updated replicas available"
-        return True, f"{name} rolled out ({updated}/{replicas} available)"
+            return False, _count(f"{name}: {available} of {updated} updated replicas available",
+                                 available, updated, "pods available")
+        return True, _count(f"{name} rolled out ({updated}/{replicas} available)", updated,
+                            replicas, "pods available")
     if kind == "StatefulSet":
         ready = int(status.get("readyReplicas") or 0)
         updated = int(status.get("updatedReplicas") or 0)
         if updated < replicas:
-            return False, f"{name}: {updated} of {replicas} pods updated"
+            return False, _count(f"{name}: {updated} of {replicas} pods updated", updated,
+                                 replicas, "pods updated")
         if ready < replicas:
-            return False, f"{name}: waiting for {replicas - ready} pods to be ready"
+            return False, _count(f"{name}: waiting for {replicas - ready} pods to be ready",
+                                 ready, replicas, "pods ready")
         if update_strategy(obj) != "OnDelete" and status.get("updateRevision") != status.get(
             "currentRevision"
         ):
-            return False, f"{name}: rolling update to {status.get('updateRevision')} in progress"
-        return True, f"{name} rolled out ({ready}/{replicas} ready)"
+            return False, Observation(
+                f"{name}: rolling update to {status.get('updateRevision')} in progress")
+        return True, _count(f"{name} rolled out ({ready}/{replicas} ready)", ready, replicas,
+                            "pods ready")
     if kind == "DaemonSet":
         desired = int(status.get("desiredNumberScheduled") or 0)
         updated = int(status.get("updatedNumberScheduled") or 0)
         available = int(status.get("numberAvailable") or 0)
         if updated < desired:
-            return False, f"{name}: {updated} of {desired} updated pods scheduled"
+            return False, _count(f"{name}: {updated} of {desired} updated pods scheduled",
+                                 updated, desired, "pods updated")
         if available < desired:
-            return False, f"{name}: {available} of {desired} updated pods available"
-        return True, f"{name} rolled out ({available}/{desired} available)"
+            return False, _count(f"{name}: {available} of {desired} updated pods available",
+                                 available, desired, "pods available")
+        return True, _count(f"{name} rolled out ({available}/{desired} available)", available,
+                            desired, "pods available")
     raise PermanentError("kubernetes", "rollout status", f"unsupported kind {kind!r}")
 
 
@@ -166,7 +191,7 @@ def wait_rollout(
     ``min_generation`` rules out one before ours.  A GET reads it first, and again when no
     event came for :data:`_REREAD` seconds (a watch that missed a change costs that much
     time, never a wrong verdict)."""
-    last = ["nothing observed yet"]
+    last = [Observation("nothing observed yet")]
     read_at = [float("-inf")]
 
     def check() -> str | None:
@@ -176,9 +201,9 @@ def wait_rollout(
         obj = kube.get(ref.kind, ref.namespace, ref.name) if seen is None else {
             **seen, "kind": ref.kind}
         read_at[0] = time.monotonic()
-        done, message = rollout_status(obj, min_generation)
-        last[0] = message
-        return message if done else None
+        done, observed = rollout_progress(obj, min_generation)
+        last[0] = observed
+        return observed.detail if done else None
 
     with WatchPause(kube, ref.kind, ref.namespace, ref.name) as pause:
         return wait_for(check, deadline=deadline, what=f"rollout of {ref}",

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rotate.clients.seams import Kube
+from rotate.core.observation import Observation
 from rotate.core.refs import ObjectRef
 from rotate.core.timestamps import parse_rfc3339
 from rotate.core.waiting import CancelToken, Deadline, wait_for
@@ -45,6 +46,8 @@ class Staged:
 
     done: bool
     note: str
+    #: (new pods started, new pods wanted), for the step's progress
+    count: tuple[int, int] | None = None
 
 
 def expected_new_pods(obj: Mapping[str, Any]) -> int:
@@ -112,10 +115,11 @@ def staged(obj: Mapping[str, Any], pods: Iterable[Mapping[str, Any]], stamp: str
     ours = [p for p in pods if _ours(p, stamp, labels)]
     started = [p for p in ours if pod_started(p)]
     if len(started) >= want:
-        return Staged(True, f"{len(started)} new pod(s) started")
+        return Staged(True, f"{len(started)} new pod(s) started", (len(started), want))
     note = f"{len(started)} of {want} new pod(s) started ({len(ours)} created)"
     reasons = _waiting_reasons(ours)
-    return Staged(False, note + (f"; waiting: {', '.join(reasons)}" if reasons else ""))
+    return Staged(False, note + (f"; waiting: {', '.join(reasons)}" if reasons else ""),
+                  (len(started), want))
 
 
 def no_startup_probe(obj: Mapping[str, Any]) -> bool:
@@ -143,7 +147,7 @@ def wait_staged(
             return wait_staged(kube, ref, stamp, deadline=deadline, cancel=cancel, pods=private)
         finally:
             private.close()
-    last = ["nothing observed yet"]
+    last = [Observation("nothing observed yet")]
     workload: list[Mapping[str, Any]] = []
     reader = pods.reader()
 
@@ -153,7 +157,8 @@ def wait_staged(
         # no matchLabels: every pod of the namespace; the stamp still picks ours
         ours = reader.objects(match_labels(workload[0]))
         verdict = staged(workload[0], ours, stamp)
-        last[0] = verdict.note
+        last[0] = Observation(verdict.note, *verdict.count, "new pods started") \
+            if verdict.count else Observation(verdict.note)
         return verdict.note if verdict.done else None
 
     return wait_for(check, deadline=deadline, what=f"new pods of {ref} to start",

@@ -1,4 +1,5 @@
-"""End-to-end fixtures: each module gets its own lab (fast profile) in a temp dir."""
+"""End-to-end fixtures: each module gets its own lab (fast profile) in a temp dir (mode 0700,
+as pytest makes them: the lab needs no directory others can reach)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,6 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.support import labdirs
 from tests.support.labtools import Lab, read_env_file
 
 pytestmark = pytest.mark.lab
@@ -21,12 +21,12 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
         )
     from rotate_lab import control
 
-    with labdirs.lab_dir(tmp_path_factory, "lab") as lab_dir:
-        try:
-            control.up(lab_dir, "fast", False, on_progress=lambda _msg: None)
-            yield Lab(lab_dir, read_env_file(lab_dir / "env"))
-        finally:
-            control.down(lab_dir)
+    lab_dir = tmp_path_factory.mktemp("lab")
+    try:
+        control.up(lab_dir, "fast", False, on_progress=lambda _msg: None)
+        yield Lab(lab_dir, read_env_file(lab_dir / "env"))
+    finally:
+        control.down(lab_dir)
 
 
 @pytest.fixture(scope="module")
@@ -39,10 +39,10 @@ def bugsink_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
         bugsink.python()
     except bugsink.NoBugsink as exc:
         pytest.fail(str(exc))
-    with labdirs.lab_dir(tmp_path_factory, "bugsink-lab") as lab_dir:
-        try:
-            control.up(lab_dir, "fast", False, on_progress=lambda _msg: None,
-                       extras=("bugsink",))
-            yield Lab(lab_dir, read_env_file(lab_dir / "env"))
-        finally:
-            control.down(lab_dir)
+    lab_dir = tmp_path_factory.mktemp("bugsink-lab")
+    try:
+        control.up(lab_dir, "fast", False, on_progress=lambda _msg: None,
+                   extras=("bugsink",))
+        yield Lab(lab_dir, read_env_file(lab_dir / "env"))
+    finally:
+        control.down(lab_dir)

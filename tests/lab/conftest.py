@@ -9,12 +9,10 @@ after ``. DIR/env`` (without any BAO_/VAULT_/ROTATE_/KUBECONFIG of the caller's 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
 
-from tests.support import labdirs
 from tests.support.apiserver import ApiLab, serving_apiserver
 from tests.support.labhandle import LabHandle, start_lab
 from tests.support.minicluster import MiniCluster, kubectl_over, running_cluster
@@ -22,15 +20,13 @@ from tests.support.minicluster import MiniCluster, kubectl_over, running_cluster
 
 @pytest.fixture(scope="session")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabHandle]:
-    with labdirs.lab_dir(tmp_path_factory, "lab") as lab_dir:
-        handle: LabHandle | None = None
-        try:
-            handle = start_lab(lab_dir)
-            yield handle
-        finally:
-            from rotate_lab import control
+    lab_dir = tmp_path_factory.mktemp("lab")  # mode 0700, as pytest makes them
+    try:
+        yield start_lab(lab_dir)
+    finally:
+        from rotate_lab import control
 
-            control.down(lab_dir)
+        control.down(lab_dir)
 
 
 @pytest.fixture
@@ -44,18 +40,17 @@ def fresh_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[...
     """A factory: ``fresh_lab(reloader=True, nice=0)`` starts a private lab, stopped at
     teardown."""
     started: list[Path] = []
-    with ExitStack() as dirs:
 
-        def make(*, reloader: bool = False, nice: int = 0) -> LabHandle:
-            lab_dir = dirs.enter_context(labdirs.lab_dir(tmp_path_factory, "freshlab"))
-            started.append(lab_dir)
-            return start_lab(lab_dir, reloader=reloader, nice=nice)
+    def make(*, reloader: bool = False, nice: int = 0) -> LabHandle:
+        lab_dir = tmp_path_factory.mktemp("freshlab")
+        started.append(lab_dir)
+        return start_lab(lab_dir, reloader=reloader, nice=nice)
 
-        yield make
-        from rotate_lab import control
+    yield make
+    from rotate_lab import control
 
-        for lab_dir in started:
-            control.down(lab_dir)
+    for lab_dir in started:
+        control.down(lab_dir)
 
 
 @pytest.fixture(scope="module")

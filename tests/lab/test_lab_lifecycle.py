@@ -2,7 +2,9 @@
 
 One session lab (fast profile) for the read-mostly checks and the faults; private labs for
 Reloader and for ``down``.  Tests that change OpenBao restore the original password (and
-force a sync) so the session lab stays consistent for the tests after them.
+force a sync) so the session lab stays consistent for the tests after them.  Every lab lives
+in a directory of mode 0700 (pytest's): as root, its PostgreSQL runs as ``postgres`` from
+the lab's runtime directory in /tmp.
 """
 
 from __future__ import annotations
@@ -20,9 +22,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psycopg
 import pytest
 from rotate_lab import control
-from rotate_lab.host import priority, processes
+from rotate_lab.host import priority, processes, runtime_dir
 
 from rotate.core.errors import UsageError
 from tests.support.labhandle import LabHandle, read_env_file
@@ -266,6 +269,53 @@ def test_reloader_rolls_dragonfly_exactly_once(fresh_lab: Callable[..., LabHandl
     holds(lambda: lab.revision("dragonfly", "dragonfly") == before + 1, 1.5, "no second roll")
 
 
+def mentioning(*paths: Path) -> list[str]:
+    """Every process whose argv names one of ``paths`` (pgrep, as a user would look)."""
+    found = []
+    for path in paths:
+        done = subprocess.run(["pgrep", "-af", str(path)], capture_output=True, text=True)
+        found += done.stdout.splitlines()
+    return found
+
+
+def uid_of(pid: int) -> int:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(next(x for x in status.splitlines() if x.startswith("Uid:")).split()[1])
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="only a lab run by root runs PostgreSQL as "
+                    "another user, who cannot reach a private lab directory")
+def test_a_root_lab_in_a_private_directory_serves_postgres_and_down_leaves_nothing(
+        fresh_lab: Callable[..., LabHandle]) -> None:
+    lab = fresh_lab()
+    modes = {p: stat.S_IMODE(p.stat().st_mode) for p in (lab.dir, lab.dir.parent)}
+    assert modes == {lab.dir: 0o700, lab.dir.parent: 0o700}  # pytest's: no one else enters
+    runtime = runtime_dir.recorded(lab.dir)
+    assert runtime is not None and runtime.parent == Path("/tmp"), runtime
+    st = runtime.stat()
+    assert (st.st_uid, stat.S_IMODE(st.st_mode)) == (0, 0o711)
+    pids = lab.recorded_pids()
+    server = pids["pod db/postgres-0"]
+    assert uid_of(server) != 0
+    assert Path(os.readlink(f"/proc/{server}/cwd")).is_relative_to(runtime)  # its PGDATA
+    login = lab.bao("GET", "secret/data/infra/postgres").json()["data"]["data"]
+    host = lab.up_result["parts"]["postgres"]["addr"].rpartition(":")[0]
+    with psycopg.connect(host=host, port=5432, dbname="shop", user=login["username"],
+                         password=login["password"], connect_timeout=5) as conn:
+        assert conn.execute("SELECT count(*) FROM products").fetchone() == (3,)
+    assert lab.readyz("order") == 200  # a shop service logs in too
+
+    lines = lab.down()
+    assert f"removed {runtime}" in lines
+    assert [f"{k} ({p})" for k, p in pids.items() if processes.alive(p)] == []
+    assert mentioning(lab.dir, runtime) == []
+    assert not os.path.lexists(runtime) and not (lab.dir / runtime_dir.RECORD).exists()
+    assert {p: stat.S_IMODE(p.stat().st_mode) for p in modes} == modes  # never widened
+    assert control.down(lab.dir) == [f"no lab running in {lab.dir}"]
+
+
+@pytest.mark.skipif(os.getuid() == 0, reason="as root, the private-directory test above "
+                    "checks all of this and more on a lab of its own")
 def test_down_leaves_no_process(fresh_lab: Callable[..., LabHandle]) -> None:
     lab = fresh_lab()
     pids = lab.recorded_pids()
@@ -330,6 +380,7 @@ def test_failed_up_shows_the_part_log_and_stops_what_it_started(tmp_path: Path) 
     message = info.value.message
     assert "config_center" in message and "last lines of" in message
     assert not (tmp_path / "pids.json").exists()
+    assert not (tmp_path / runtime_dir.RECORD).exists()  # its runtime directory went too
     pgrep = subprocess.run(["pgrep", "-f", str(tmp_path)], capture_output=True, text=True)
     assert pgrep.stdout.strip() == ""
 

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from rotate.core.observation import Observation
 from rotate.core.waiting import CancelToken
 from rotate.engine.model import Options, PlannedStep, RunReport, StepRecord
 from tests.fakes import World
@@ -18,6 +19,9 @@ class RecordingObserver:
         self.events: list[tuple[str, str, str]] = []
         self.on_start: dict[str, Any] = {}
         self.on_finish: dict[str, Any] = {}
+        #: (step kind, observation) in the order the waits reported them
+        self.observed: list[tuple[str, Observation]] = []
+        self.on_observe: dict[str, Any] = {}
 
     def set_total(self, total: int) -> None:
         self.total = total
@@ -27,6 +31,12 @@ class RecordingObserver:
         hook = self.on_start.get(step.kind)
         if hook is not None:
             hook(step)
+
+    def step_observed(self, step: PlannedStep, observation: Observation) -> None:
+        self.observed.append((step.kind, observation))
+        hook = self.on_observe.get(step.kind)
+        if hook is not None:
+            hook(step, observation)
 
     def step_finished(self, step: PlannedStep, record: StepRecord) -> None:
         self.events.append((record.status, step.kind, step.target))

@@ -1,4 +1,5 @@
-"""Golden output of the CLI under NO_COLOR=1, COLUMNS=100, without a TTY (plain lines).
+"""Golden output of the CLI under NO_COLOR=1, COLUMNS=100, without a TTY (plain lines); the
+run report also on a terminal at 80 and 160 columns.
 
 The engine is the fake from tests.fakes.engine, injected through CliState. Rewrite the files
 with ROTATE_UPDATE_GOLDEN=1 and review the diff.
@@ -75,6 +76,20 @@ def test_failed_run_report_with_resume_and_rollback_commands() -> None:
     assert "rotate rollback 20261202T140300Z-dragonfly-a1b2 --confirm" in result.stderr
     check_golden("run_failed.txt", result.stdout)
     check_golden("run_failed_progress.txt", result.stderr)
+
+
+@pytest.mark.parametrize("columns", ["80", "160"])
+def test_failed_run_report_on_a_terminal_reads_at_80_columns_and_wide(columns: str) -> None:
+    """At 80 columns the stage heads its steps and each detail has lines of its own; wide,
+    one row per step. Never a status cut to ``d…``, never a detail dropped."""
+    result = invoke(["dragonfly", "--confirm"], FakeEngine(outcome="failed"),
+                    env={"TTY_COMPATIBLE": "1", "COLUMNS": columns})
+    assert result.exit_code == 15
+    text = ANSI.sub("", result.stdout)
+    assert "…" not in text and "0 of 2 new pods Ready after 120s" in text
+    assert all(len(line) <= int(columns) for line in text.splitlines())
+    assert " failed " in text and " pending" in text
+    check_golden(f"run_failed_table_{columns}.txt", text)
 
 
 def test_runs() -> None:

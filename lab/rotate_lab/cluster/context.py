@@ -175,6 +175,9 @@ class LabContext:
     faults: Faults
     network: Network
     resolver: Resolver
+    #: a root lab's runtime directory (rotate_lab.host.runtime_dir): the kubelet puts there,
+    #: instead of in ``dir``, the files of a server that runs as another user (PostgreSQL)
+    runtime_dir: Path | None = None
     stop: threading.Event = field(default_factory=threading.Event)
     log: logging.Logger = field(default_factory=lambda: logging.getLogger("rotate_lab"))
     #: filled by the cluster process: e.g. {"openbao": "http://127.0.0.1:8200"}

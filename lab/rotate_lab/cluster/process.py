@@ -169,7 +169,8 @@ def run(lab_dir: Path, profile: str, octet: int, reloader: bool,
     store = Store()
     ctx = LabContext(store=store, dir=lab_dir, profile=Profile.named(profile),
                      faults=Faults(lab_dir / "faults.json"), network=Network(octet),
-                     resolver=Resolver(lab_dir / "hosts"))
+                     resolver=Resolver(lab_dir / "hosts"),
+                     runtime_dir=Path(cfg["runtime_dir"]) if cfg.get("runtime_dir") else None)
     ctx.endpoints.update(openbao=cfg["openbao"]["addr"], config_center=cfg["config_center"]["url"])
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:

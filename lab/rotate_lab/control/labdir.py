@@ -10,6 +10,8 @@ Layout (``DIR`` defaults to ``./.rotate-lab``)::
     DIR/faults.json                active faults (rotate_lab.cluster.context.Faults)
     DIR/cluster.json               the cluster process's configuration (0600: tokens)
     DIR/secrets/                   API and Config Center admin tokens (0700, files 0600)
+    DIR/runtime.json               {"dir": "/tmp/rotate-lab-…"}: a root lab's runtime directory
+                                   (rotate_lab.host.runtime_dir), removed by ``down``
     DIR/tls/, DIR/openbao/, DIR/configcenter/, DIR/state/, DIR/logs/<part>.log
 """
 
@@ -20,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rotate_lab.host import processes
+from rotate_lab.host import processes, runtime_dir
 from rotate_lab.host.processes import Recorded
 
 #: order matters for ``down``'s output: the cluster first (it stops its pods)
@@ -78,11 +80,14 @@ class LabDir:
                 if isinstance(pids.get(p), int)]
 
     def pods(self) -> list[Recorded]:
-        """Pod processes the kubelet recorded in ``DIR/pods.json`` ({"ns/pod": pid, …})."""
+        """Pod processes the kubelet recorded in ``DIR/pods.json`` ({"ns/pod": pid, …}); a
+        pod's files may name the runtime directory instead of the lab's."""
         data = processes.read_json(self / "pods.json")
         if not isinstance(data, dict):
             return []
-        return [Recorded(f"pod {k}", v, str(self.root)) for k, v in data.items()
+        runtime = runtime_dir.recorded(self.root)
+        also = (str(runtime),) if runtime is not None else ()
+        return [Recorded(f"pod {k}", v, str(self.root), also) for k, v in data.items()
                 if isinstance(v, int) and not isinstance(v, bool) and v > 1]
 
 

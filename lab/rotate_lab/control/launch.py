@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rotate_lab.cluster.context import choose_octet
-from rotate_lab.host import processes
+from rotate_lab.host import processes, runtime_dir
 from rotate_lab.shop import files as shopfiles
 from rotate_lab.shop.catalog import BAO_SECRET_PATH, DRAGONFLY_HOST, SHOP
 
@@ -118,6 +118,8 @@ def start_all(d: LabDir, profile: str, reloader: bool, say: Say,
         "config_center": {"url": cc_url},
         "machine_tokens": machine_tokens,
         "tls_dir": str(tls_dir),
+        # a root lab's: where the kubelet puts the files of a server run as another user
+        "runtime_dir": str(runtime) if (runtime := runtime_dir.recorded(d.root)) else None,
         "tokens": {"admin": d.read_secret("admin-token"),
                    "restricted": d.read_secret("restricted-token")},
     }

@@ -17,6 +17,10 @@ Invariants:
   what it started and raises :class:`LabFailed` with the failing part's log tail.
 - The lab owns a ``127.N.0.0/16`` (pods ``127.N.1.x``, ClusterIPs ``127.N.2.x``) with ``N``
   chosen so that no socket listens in it yet: two labs on one machine never share addresses.
+- ``DIR`` may be any directory its user owns, mode 0700 or under one: a root lab's
+  PostgreSQL, which runs as another user, gets a runtime directory outside it
+  (:mod:`rotate_lab.host.runtime_dir`), made by ``up`` and removed by ``down``; the
+  permissions of ``DIR`` and its parents are never changed.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ from typing import Any
 from rotate.core.errors import RotateError, UsageError
 from rotate_lab.cluster.context import Profile
 from rotate_lab.control.labdir import PARTS, LabDir, running
-from rotate_lab.host import priority, processes
+from rotate_lab.host import priority, processes, runtime_dir
 
 UP_DEADLINE = {"fast": 60.0, "realistic": 180.0}
 
@@ -107,6 +111,11 @@ def _up_locked(d: LabDir, profile: str, reloader: bool, say: Progress,
     d.secrets.mkdir(mode=0o700, exist_ok=True)
     os.chmod(d.secrets, 0o700)
     processes.write_json(d / "faults.json", {})
+    runtime_dir.remove(d.root)  # what a `down` cut short left: no process of it runs
+    if runtime_dir.needed():
+        runtime = _create_runtime_dir(d)
+        say(f"PostgreSQL runs as another user (root may not run it): its files live in "
+            f"{runtime}, which `rotate lab down` removes")
     try:
         launch.start_all(d, profile, reloader, say, services, nice, extras)
         # each generated consumer is one more Python process to start on 2 cores; Bugsink
@@ -128,6 +137,18 @@ def _up_locked(d: LabDir, profile: str, reloader: bool, say: Progress,
     elapsed = time.monotonic() - started
     say(f"lab up in {elapsed:.1f}s — . {d / 'env'}")
     return {**status(d.root), "already_running": False, "elapsed_seconds": round(elapsed, 2)}
+
+
+def _create_runtime_dir(d: LabDir) -> Path:
+    try:
+        return runtime_dir.create(d.root)
+    except OSError as exc:
+        raise LabFailed(
+            f"lab up failed: cannot make a runtime directory in {runtime_dir.BASE} "
+            f"({exc.strerror or type(exc).__name__}); a lab run by root keeps its PostgreSQL "
+            "there, where the postgres user can reach it",
+            hint=f"make {runtime_dir.BASE} writable (mode 1777), then: rotate lab up "
+                 f"--dir {d.root}") from None
 
 
 def _guess_failed_part(d: LabDir) -> str | None:
@@ -233,7 +254,8 @@ def _pod_log_tails(d: LabDir, waiting: list[str]) -> str:
 
 
 def down(dir: str | Path) -> list[str]:
-    """Stop every process the lab in ``dir`` recorded, and only those.  Idempotent."""
+    """Stop every process the lab in ``dir`` recorded, and only those, then remove its
+    runtime directory (:mod:`rotate_lab.host.runtime_dir`).  Idempotent."""
     d = LabDir(Path(dir).expanduser().resolve())
     lines: list[str] = []
     # All three at once: the cluster stops its pods itself (its SIGTERM handler waits for
@@ -245,6 +267,7 @@ def down(dir: str | Path) -> list[str]:
         lines += processes.stop(leftovers, timeout=3.0)
     for name in ("pids.json", "pods.json"):
         (d / name).unlink(missing_ok=True)
+    lines += runtime_dir.remove(d.root)
     if not lines:
         lines.append(f"no lab running in {d.root}")
     return lines

@@ -6,7 +6,9 @@ Invariants (lab.md "down stops every process the lab started, and only those"):
   detached parts, ``DIR/pods.json`` for pods) *and* ``/proc/<pid>/cmdline`` still looks like
   ours.  Pids are reused by the kernel; a stale file must never make ``down`` signal a
   stranger.  "Looks like ours" means the cmdline — or, for pods, the working directory or the
-  environment — contains a marker recorded with the pid (the lab directory).
+  environment — contains a marker recorded with the pid (the lab directory, or for a pod
+  also the lab's runtime directory: a root lab's PostgreSQL names only that one,
+  :mod:`rotate_lab.host.runtime_dir`).
 - A zombie counts as dead.  When the caller is the parent (tests call ``up`` in-process),
   an exited child stays a zombie until reaped, and ``kill(pid, 0)`` still succeeds on it;
   so liveness is the state letter in ``/proc/<pid>/stat``.
@@ -29,11 +31,13 @@ from rotate_lab.host import priority
 
 @dataclass(frozen=True)
 class Recorded:
-    """One recorded process: what it is, its pid, and a cmdline marker for the reuse guard."""
+    """One recorded process: what it is, its pid, and a cmdline marker for the reuse guard
+    (``also``: more markers, any of which will do)."""
 
     part: str
     pid: int
     marker: str
+    also: tuple[str, ...] = ()
 
 
 def cmdline(pid: int) -> str | None:
@@ -82,14 +86,16 @@ def ours(rec: Recorded) -> bool:
     """Alive and still the program we recorded (pid-reuse guard)."""
     if not alive(rec.pid):
         return False
+    markers = (rec.marker, *rec.also)
     line = cmdline(rec.pid)
-    if line is not None and rec.marker in line:
+    if line is not None and any(m in line for m in markers):
         return True
     # Pods run programs whose argv need not name the lab, and redis-server even rewrites its
     # argv and environment block (process title); but the kubelet starts every pod in its
     # directory under the lab's, and gives it the lab's paths in its environment.
     try:
-        if rec.marker in os.readlink(f"/proc/{rec.pid}/cwd"):
+        cwd = os.readlink(f"/proc/{rec.pid}/cwd")
+        if any(m in cwd for m in markers):
             return True
     except OSError:
         pass
@@ -97,7 +103,7 @@ def ours(rec: Recorded) -> bool:
         environ = Path(f"/proc/{rec.pid}/environ").read_bytes()
     except OSError:
         return False
-    return rec.marker.encode() in environ
+    return any(m.encode() in environ for m in markers)
 
 
 def spawn(argv: Sequence[str], *, log: Path, cwd: Path | None = None,

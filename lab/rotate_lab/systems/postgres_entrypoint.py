@@ -21,9 +21,14 @@ Invariants, the official image's:
   the scripts also see ``X_PASSWORD_SCRAM``, the SCRAM-SHA-256 verifier computed here, so a
   script can ``\\getenv`` it and create a login role without a plain-text password in any
   statement.
-- Root may not run PostgreSQL: started as uid 0 (CI, tests) it hands the data directory to the
-  ``postgres`` system user (Debian's package creates it) and drops to it, as the image does
-  with gosu.  Run by anyone else it runs as that user.
+- Root may not run PostgreSQL: started as uid 0 (CI, tests) it hands the volume and the
+  socket directory to the ``postgres`` system user (Debian's package creates it; each becomes
+  its own, mode 0700, and a parent directory it has to make is 0711) and drops to it, as the
+  image does with gosu.  Run by anyone else it runs as that user.  That user must search
+  every parent of those two directories (a root lab places them in its runtime directory for
+  this, :mod:`rotate_lab.host.runtime_dir`), but not of the init scripts: they are read
+  before dropping privileges and fed to ``psql`` on stdin.  It then works in the volume, not
+  in the directory it was started in, which that user may not reach.
 - It finally *execs* ``postgres``: the pid the kubelet recorded is the postmaster's.  No
   ``*_PASSWORD`` variable is left in the server's environment.
 """
@@ -78,8 +83,11 @@ def _bin(name: str) -> str:
     return str(path)
 
 
-def _run(argv: list[str], env: dict[str, str]) -> None:
-    done = subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, check=False)
+def _run(argv: list[str], env: dict[str, str], stdin: bytes | None = None) -> None:
+    if stdin is None:
+        done = subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, check=False)
+    else:
+        done = subprocess.run(argv, env=env, input=stdin, check=False)
     if done.returncode != 0:
         raise EntrypointError(f"{Path(argv[0]).name} exited with status {done.returncode}")
 
@@ -97,15 +105,26 @@ def drop_privileges(paths: list[Path]) -> None:
             "(root may not): install Debian's postgresql package, which creates it, or "
             f"`useradd --system {RUN_AS}`") from None
     for path in paths:
-        path.mkdir(parents=True, exist_ok=True)
+        _make_parents(path)
+        path.mkdir(exist_ok=True)
         for root, dirs, files in os.walk(path):
             for name in [root, *(os.path.join(root, n) for n in dirs + files)]:
                 if os.lstat(name).st_uid != user.pw_uid:
                     os.lchown(name, user.pw_uid, user.pw_gid)
+        os.chmod(path, 0o700)
     os.setgroups([])
     os.setgid(user.pw_gid)
     os.setuid(user.pw_uid)
     os.environ.update(HOME=user.pw_dir, USER=user.pw_name, LOGNAME=user.pw_name)
+
+
+def _make_parents(path: Path) -> None:
+    """Make the missing parents of ``path``, each 0711 whatever the umask: the server's
+    user passes through them, nobody lists them."""
+    missing = [p for p in path.parents if not p.exists()]
+    for parent in reversed(missing):
+        parent.mkdir(exist_ok=True)
+        os.chmod(parent, 0o711)
 
 
 def check_reachable(path: Path) -> None:
@@ -115,8 +134,9 @@ def check_reachable(path: Path) -> None:
         raise EntrypointError(
             f"user {pwd.getpwuid(os.getuid()).pw_name!r} (uid {os.getuid()}) cannot reach "
             f"{path}: every parent directory must be searchable by it (root runs PostgreSQL "
-            "as this unprivileged user). Start the lab in a directory such as /tmp/<name> "
-            "or /srv/<name>, or as a non-root user") from None
+            "as this unprivileged user). The lab's kubelet puts a root lab's volume and "
+            "socket directory in its runtime directory under /tmp; run by hand, point "
+            "LAB_PG_VOLUME and LAB_PG_SOCKET_DIR at a directory that user can reach") from None
 
 
 def server_env() -> dict[str, str]:
@@ -128,7 +148,8 @@ def server_env() -> dict[str, str]:
 def initdb(pgdata: Path, superuser: str, password: str) -> None:
     pgdata.mkdir(parents=True, exist_ok=True)
     os.chmod(pgdata, 0o700)
-    with tempfile.TemporaryDirectory(prefix="lab-pg-init-") as private:
+    # beside PGDATA, in the volume (0700, the server's): $TMPDIR may be the lab user's
+    with tempfile.TemporaryDirectory(prefix="lab-pg-init-", dir=pgdata.parent) as private:
         pwfile = Path(private) / "pwfile"
         fd = os.open(pwfile, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as fh:
@@ -147,9 +168,20 @@ def initdb(pgdata: Path, superuser: str, password: str) -> None:
                   "host all all all scram-sha-256\n")
 
 
-def run_init_scripts(pgdata: Path, socket_dir: Path, superuser: str) -> None:
+def read_init_scripts() -> list[tuple[str, bytes]]:
+    """The ``*.sql`` files of ``LAB_PG_INITDB_DIR`` in name order, (name, text): read by
+    whoever starts the entrypoint, before it drops privileges."""
     init_dir = os.environ.get("LAB_PG_INITDB_DIR", "")
-    scripts = sorted(Path(init_dir).glob("*.sql")) if init_dir else []
+    try:
+        paths = sorted(Path(init_dir).glob("*.sql")) if init_dir else []
+        return [(p.name, p.read_bytes()) for p in paths]
+    except OSError as exc:
+        raise EntrypointError(f"cannot read the init scripts in {init_dir} "
+                              f"({exc.strerror or type(exc).__name__})") from None
+
+
+def run_init_scripts(pgdata: Path, socket_dir: Path, superuser: str,
+                     scripts: list[tuple[str, bytes]]) -> None:
     if not scripts:
         return
     env = server_env()
@@ -161,16 +193,17 @@ def run_init_scripts(pgdata: Path, socket_dir: Path, superuser: str) -> None:
     _run([pg_ctl, "-D", str(pgdata), "-o", options, "-w", "-t", "30", "-l",
           str(pgdata / "init-server.log"), "start"], server_env())
     try:
-        for script in scripts:
-            say(f"running {script.name}")
+        for name, text in scripts:
+            say(f"running {name}")
             _run([_bin("psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1", "-h", str(socket_dir),
-                  "-U", superuser, "-d", "postgres", "-f", str(script)], env)
+                  "-U", superuser, "-d", "postgres", "-f", "-"], env, stdin=text)
     finally:
         _run([pg_ctl, "-D", str(pgdata), "-m", "fast", "-w", "-t", "30", "stop"],
              server_env())
 
 
-def first_start(pgdata: Path, socket_dir: Path, superuser: str) -> None:
+def first_start(pgdata: Path, socket_dir: Path, superuser: str,
+                scripts: list[tuple[str, bytes]]) -> None:
     """initdb and the init scripts in a staging directory, renamed to ``PGDATA`` only once
     all succeeded: a first start killed half-way leaves no cluster, so the next start
     initialises again instead of serving one without its roles."""
@@ -181,7 +214,7 @@ def first_start(pgdata: Path, socket_dir: Path, superuser: str) -> None:
     staging = pgdata.with_name(pgdata.name + ".initdb")
     shutil.rmtree(staging, ignore_errors=True)
     initdb(staging, superuser, password)
-    run_init_scripts(staging, socket_dir, superuser)
+    run_init_scripts(staging, socket_dir, superuser, scripts)
     shutil.rmtree(pgdata, ignore_errors=True)
     os.rename(staging, pgdata)
 
@@ -204,17 +237,19 @@ def main(args: list[str]) -> int:
             raise EntrypointError("PGDATA is the volume's root: set it to a subdirectory, "
                                   "e.g. /var/lib/postgresql/data/pgdata (as the image's "
                                   "documentation advises)")
+        scripts = read_init_scripts()
         drop_privileges([volume, socket_dir])
         check_reachable(volume)
         volume.mkdir(parents=True, exist_ok=True)
         socket_dir.mkdir(parents=True, exist_ok=True)
         os.chmod(socket_dir, 0o700)
+        os.chdir(volume)
         superuser = os.environ.get("POSTGRES_USER") or "postgres"
         if (pgdata / "PG_VERSION").exists():
             say("PostgreSQL database directory appears to contain a database; "
                 "skipping initialization (POSTGRES_PASSWORD is not read)")
         else:
-            first_start(pgdata, socket_dir, superuser)
+            first_start(pgdata, socket_dir, superuser, scripts)
         argv = server_argv(args, socket_dir)
         say("starting postgres")
         os.execve(argv[0], argv, server_env())

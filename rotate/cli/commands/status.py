@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from rotate.cli.columns import aligned
 from rotate.cli.console import console_for
 from rotate.cli.options import (
     DEFAULT_CHAIN,
@@ -26,7 +27,6 @@ from rotate.cli.options import (
     repeat_args,
     state_dir_or_default,
 )
-from rotate.cli.render import aligned
 from rotate.cli.state import state_of
 from rotate.core.errors import EXIT_CHAIN_OPEN, EXIT_OK
 from rotate.engine.options import Options

@@ -12,7 +12,11 @@
   and the init scripts' directory (:data:`IMAGE_INITDB_DIR`) are container paths,
   translated through the container's volume mounts to host directories
   (:func:`host_path`); with no volume at ``PGDATA`` the data lives in the pod directory, as
-  in a container's own filesystem.
+  in a container's own filesystem.  In a root lab, whose PostgreSQL runs as another user
+  that may not reach the lab directory, the volume and the socket directory move to the
+  same place under the lab's runtime directory (:func:`relocated`,
+  :mod:`rotate_lab.host.runtime_dir`); the init scripts stay, the entrypoint reads them
+  as root.
 - ``bugsink/bugsink`` runs the real Bugsink server from its own venv, and
   ``rotate-lab/bugsink-rotator`` the custom rotator of ``apply: job``
   (:mod:`rotate_lab.systems.bugsink`; ``rotate lab up --with bugsink``).
@@ -51,11 +55,21 @@ def is_postgres_image(image: str) -> bool:
     return name.split(":", 1)[0].split("@", 1)[0] == "postgres"
 
 
+def relocated(path: Path, lab_dir: Path, runtime_dir: Path | None) -> Path:
+    """``path`` at the same place under ``runtime_dir`` when it lies in ``lab_dir``
+    (``DIR/pvc/db/data-postgres-0`` → ``RUNTIME/pvc/db/data-postgres-0``)."""
+    if runtime_dir is None or not path.is_relative_to(lab_dir):
+        return path
+    return runtime_dir / path.relative_to(lab_dir)
+
+
 def postgres_launch(container: Obj, env: dict[str, str], *, pod_ip: str, pod_dir: Path,
-                    mounts: dict[str, Path], base_env: dict[str, str], args: list[str]) -> Launch:
+                    mounts: dict[str, Path], base_env: dict[str, str], args: list[str],
+                    lab_dir: Path, runtime_dir: Path | None = None) -> Launch:
     """The official image's entrypoint as a local process: ``PGDATA`` and the
     ``/docker-entrypoint-initdb.d`` mount are translated to the host directories of the pod's
-    volumes; the server listens on the pod IP and the container's first port."""
+    volumes (the data and socket directories :func:`relocated` into ``runtime_dir`` when
+    there is one); the server listens on the pod IP and the container's first port."""
     try:
         binaries = postgres.bindir()
     except postgres.NoPostgres as exc:
@@ -66,10 +80,12 @@ def postgres_launch(container: Obj, env: dict[str, str], *, pod_ip: str, pod_dir
                    if host_path(pgdata_in_image, {path: host}) is not None), None)
     pgdata = host_path(pgdata_in_image, mounts) or pod_dir / "rootfs" / "pgdata"
     volume = volume or pgdata.parent
+    pgdata, volume, socket_dir = (relocated(p, lab_dir, runtime_dir)
+                                  for p in (pgdata, volume, pod_dir / "run"))
     initdb_dir = host_path(IMAGE_INITDB_DIR, mounts)
     full_env = {**base_env, **env,
                 "PGDATA": str(pgdata), "LAB_PG_VOLUME": str(volume), "LAB_PG_BINDIR": str(binaries),
-                "LAB_PG_SOCKET_DIR": str(pod_dir / "run"),
+                "LAB_PG_SOCKET_DIR": str(socket_dir),
                 "POD_IP": pod_ip, "PORT": str(first_port(container) or postgres.PORT)}
     if initdb_dir is not None:
         full_env["LAB_PG_INITDB_DIR"] = str(initdb_dir)
@@ -79,8 +95,10 @@ def postgres_launch(container: Obj, env: dict[str, str], *, pod_ip: str, pod_dir
 
 def launch_for(container: Obj, env: dict[str, str], *, pod_ip: str, pod_dir: Path,
                service_name: str, lab_dir: Path, base_env: dict[str, str],
-               mounts: dict[str, Path] | None = None) -> Launch:
-    """Map the container's image to a local program; ``env`` is the resolved container env."""
+               mounts: dict[str, Path] | None = None,
+               runtime_dir: Path | None = None) -> Launch:
+    """Map the container's image to a local program; ``env`` is the resolved container env;
+    ``runtime_dir``: a root lab's (:func:`postgres_launch`)."""
     image = str(container.get("image") or "")
     lowered = image.lower()
     command = [expand(str(c), env) for c in container.get("command") or []]
@@ -89,7 +107,7 @@ def launch_for(container: Obj, env: dict[str, str], *, pod_ip: str, pod_dir: Pat
     if is_postgres_image(image):
         return postgres_launch(container, env, pod_ip=pod_ip, pod_dir=pod_dir,
                                mounts=mounts or {}, base_env=base_env,
-                               args=command + args)
+                               args=command + args, lab_dir=lab_dir, runtime_dir=runtime_dir)
     if "dragonfly" in lowered or "redis" in lowered:
         flags = command[1:] + args
         conf, ignored = redis_config(flags, bind=pod_ip, default_port=first_port(container)

@@ -275,7 +275,7 @@ class ContainerRuntime:
                                  sa_dir=sa_dir)
         return launch_for(self.spec, self.env, pod_ip=pod.ip, pod_dir=pod.dir,
                           service_name=pod.service_name, lab_dir=pod.lab_dir,
-                          base_env=base_env, mounts=mounts)
+                          base_env=base_env, mounts=mounts, runtime_dir=ctx.runtime_dir)
 
     def _exited(self, now: float) -> None:
         assert self.proc is not None
