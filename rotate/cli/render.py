@@ -105,9 +105,11 @@ HEAD_WIDTH = 88
 def _plan_head(plan: Plan) -> list[tuple[str, str]]:
     version = "absent" if plan.current_version is None else str(plan.current_version)
     reason = [("strategy", plan.strategy_reason)] if plan.strategy_reason else []
+    adopt = [("adopt", plan.adopt.detail)] if plan.adopt is not None else []
     return [
         *reason,
         ("backend", f"{plan.backend_path} (current version {version})"),
+        *adopt,
         *_listed("providers", list(plan.providers)),
         *_listed("consumers", list(plan.consumers), " (derived from the chain file)"),
         *[("reads Secret" if i == 0 else "", f"{ref}: {words}")
@@ -131,9 +133,13 @@ def _listed(label: str, names: list[str], suffix: str = "") -> list[tuple[str, s
 
 
 def _plan_footer(plan: Plan) -> list[str]:
+    if plan.adopt is not None and plan.adopt.noop:
+        return [f"Nothing to adopt: {plan.adopt.detail}. Nothing was changed."]
+    adopt = " --adopt" if plan.adopt is not None else ""
     if plan.ok:
         return ["Preflight passed. Nothing was changed.",
-                f"To run these {len(plan.steps)} steps: rotate {plan.credential} --confirm"]
+                f"To run these {len(plan.steps)} steps: rotate {plan.credential}{adopt} "
+                "--confirm"]
     return ["Preflight failed: nothing was changed. Fix the FAIL lines above and plan again."]
 
 

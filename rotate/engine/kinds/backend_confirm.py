@@ -19,8 +19,9 @@ holds another.  This step reads the path's metadata once more, after everything 
   then ``resume`` — the proof accepts a current version that holds exactly the data the run
   wrote — or, once it is back, ``rollback --force`` (a rollback straight from the other
   write would take that value for the one to replace, which a live provider never held).
-  ``rotate CREDENTIAL --adopt``, once it exists, is the way to keep the other value
-  instead; ``rotate status`` will show the same drift.
+  ``rotate CREDENTIAL --adopt --confirm --force`` is the way to keep the other value
+  instead: it carries the other write's value through the chain (rotate.engine.adoption;
+  ``--force``: this run is left unfinished); ``rotate status`` will show the same drift.
 * **Idempotent**: a proof, repeated on every attempt and on resume, never remembered.
 """
 
@@ -80,7 +81,9 @@ class BackendConfirm(StepKind[Confirmed]):
 
     @classmethod
     def plan(cls, inp: PlanInput) -> Iterable[Draft]:
-        what = "the restored version" if inp.restore is not None else "the version this run wrote"
+        what = ("the restored version" if inp.restore is not None
+                else "the adopted version" if inp.adopt is not None
+                else "the version this run wrote")
         yield Draft(backend_target(inp.chain, inp.credential),
                     f"{what} is still the current one (nobody wrote the path since)")
 
@@ -138,5 +141,6 @@ def _way_out(run: Run, wrote: int, current: int) -> str:
             "the run; or, once it is back, undo the run with `rotate rollback "
             f"{run.run_id} --confirm --force` (--force: the version number moved since the "
             "run; add the same --chain/--state-dir options as this run). To keep "
-            f"v{current}'s value instead, `rotate {run.credential.name} "
-            "--adopt` will carry it once it exists.")
+            f"v{current}'s value instead, `rotate {run.credential.name} --adopt --confirm "
+            f"--force` carries it through the chain with no new version (--force: this run "
+            "is then left unfinished for good).")
