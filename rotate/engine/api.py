@@ -281,7 +281,8 @@ class Engine:
                 current_version=adopt.version, consumers=consumers_of(chain, cred.name)),
                 adopt)
         observed = preflight(chain, cred, adapters, strategy=strategy,
-                             candidate=adopted or _candidate(cred, None), environ=self.environ)
+                             candidate=adopted or _candidate(cred, None), environ=self.environ,
+                             held_version=adopt.chain_version if adopt is not None else None)
         return build_plan(chain, cred, strategy, _with_unfinished(observed, options, cred),
                           adopt)
 
@@ -333,7 +334,9 @@ class Engine:
             began = time.monotonic()
             observed = _with_unfinished(
                 preflight(chain, cred, adapters, strategy=strategy, candidate=candidate,
-                          environ=self.environ), options, cred)
+                          environ=self.environ,
+                          held_version=adopt.chain_version if adopt is not None else None),
+                options, cred)
             preflight_seconds = round(time.monotonic() - began, 3)
             the_plan = build_plan(chain, cred, strategy, observed, adopt)
             passed = sum(1 for c in the_plan.preflight if c.ok)

@@ -2,11 +2,12 @@
 read; a rollback's form writes version N's data as a new version instead.
 
 ``backend.adopt`` (``rotate CREDENTIAL --adopt``) is planned in its place when the backend
-already holds a value no rotate run wrote: it writes nothing, and proves that the version
-the plan showed (M) is still the current one; its result has the same shape as a write's
-(``previous_version`` W, the version the chain held; ``version`` M), so every later step,
-the report, resume and rollback read it as they read a write's: a rollback of an adopt run
-writes W's data back as a new version, as it would after a write."""
+already holds a value no rotate run wrote: it writes no version (only the custom metadata
+naming M as rotate's), and proves that the version the plan showed (M) is still current;
+its result has the same shape as a write's (``previous_version`` W, the version the chain
+held; ``version`` M), so every later step, the report, resume and rollback read it as they
+read a write's: a rollback of an adopt run writes W's data back as a new version, as it
+would after a write."""
 
 from __future__ import annotations
 
@@ -212,8 +213,10 @@ class BackendWrite(StepKind[BackendWritten]):
 
 class BackendAdopt(StepKind[BackendWritten]):
     """``--adopt``: the backend's current version M, which no rotate run wrote, is the run's
-    value.  Nothing is written: the step proves M is still the current version (a write
-    since the plan fails it, exit 10, nothing changed) and reads its value."""
+    value.  No version is written: the step proves M is still the current version (a write
+    since the plan fails it, exit 10, nothing changed), reads its value and names M as
+    rotate's in the path's custom metadata (``rotate-version``, stages.backend.adopt), so
+    that M is the chain's version from now on, as a written one would be."""
 
     name: ClassVar[str] = "backend.adopt"
     stage: ClassVar[int] = 1
@@ -254,8 +257,9 @@ class BackendAdopt(StepKind[BackendWritten]):
                 f"changed: plan again (`rotate {run.credential.name} --adopt`)")
         run.value = backend.read_value(run.adapters.vault, run.path,
                                        run.credential.backend.key, adopted)
+        backend.adopt(run.adapters.vault, run.path, run.run_id, adopted)
         return Outcome(BackendWritten(chain_version, adopted),
-                       f"v{adopted} adopted (the chain held v{chain_version}); nothing "
+                       f"v{adopted} adopted (the chain held v{chain_version}); no version "
                        "written")
 
     def prove(self, run: Run, io: StepIO,
