@@ -227,3 +227,28 @@ def test_a_value_the_provider_cannot_take_is_refused_before_anything(
     assert "the backend's v" in caught.value.message and "16384" in caught.value.message
     assert "x" * 100 not in caught.value.message
     assert acl.vault.writes == writes
+
+
+def test_after_exit_17_adopt_with_force_keeps_the_other_write(world: World,
+                                                              tmp_path: Path) -> None:
+    """The way exit 17 names to keep the other value: the drifted run is left unfinished
+    (``--force``) and the other write's value is carried through the chain."""
+    obs = RecordingObserver()
+    done: list[bool] = []
+
+    def put(step: PlannedStep) -> None:
+        if not done:
+            done.append(True)
+            _by_hand(world)
+
+    obs.on_start["provider.restart"] = put
+    drifted = run(world, tmp_path, obs)
+    assert drifted.exit_code == 17
+    assert "rotate dragonfly --adopt --confirm --force" in drifted.message
+    m = len(world.vault.versions[PATH])
+    with pytest.raises(PreflightFailed, match=r"runs\.unfinished"):
+        _adopt(world, tmp_path)
+    report = _adopt(world, tmp_path, force=True)
+    assert report.status == "succeeded", report.message
+    assert len(world.vault.versions[PATH]) == m
+    _holds(world, BY_HAND)
