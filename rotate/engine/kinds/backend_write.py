@@ -254,7 +254,9 @@ class BackendAdopt(StepKind[BackendWritten]):
             raise ConflictError(
                 "vault", f"adopt {run.path}",
                 f"version moved from {adopted} to {current} since the plan; nothing was "
-                f"changed: plan again (`rotate {run.credential.name} --adopt`)")
+                f"changed: settle this run with `rotate rollback {run.run_id} --confirm` "
+                f"(nothing to roll back), then plan again (`rotate {run.credential.name} "
+                "--adopt`)")
         run.value = backend.read_value(run.adapters.vault, run.path,
                                        run.credential.backend.key, adopted)
         backend.adopt(run.adapters.vault, run.path, run.run_id, adopted)
