@@ -157,6 +157,16 @@ def _run_start(
         adopted_from=adopt.chain_version if adopt is not None else None)
 
 
+def _nothing_to_adopt(chain: Chain, cred: Credential, strategy: Strategy,
+                      adopt: Adoption) -> Plan:
+    """The plan of ``--adopt`` when the backend holds the chain's value: no step, no check
+    (nothing is contacted beyond the backend's reads that found it)."""
+    from rotate.engine.plan import build_plan
+
+    return build_plan(chain, cred, strategy, PreflightResult(
+        current_version=adopt.version, consumers=consumers_of(chain, cred.name)), adopt)
+
+
 def _mark_rolled_back(options: Options, original: str | None, by: str) -> None:
     if not original:
         return
@@ -277,11 +287,10 @@ class Engine:
         adapters = self._adapters(chain, options, cred)
         adopt, adopted = self._adoption(options, adapters, cred, strategy)
         if adopt is not None and adopt.noop:
-            return build_plan(chain, cred, strategy, PreflightResult(
-                current_version=adopt.version, consumers=consumers_of(chain, cred.name)),
-                adopt)
+            return _nothing_to_adopt(chain, cred, strategy, adopt)
+        candidate = adopted if adopted is not None else _candidate(cred, None)
         observed = preflight(chain, cred, adapters, strategy=strategy,
-                             candidate=adopted or _candidate(cred, None), environ=self.environ,
+                             candidate=candidate, environ=self.environ,
                              held_version=adopt.chain_version if adopt is not None else None)
         return build_plan(chain, cred, strategy, _with_unfinished(observed, options, cred),
                           adopt)
@@ -321,14 +330,12 @@ class Engine:
         adopt, adopted = self._adoption(options, adapters, cred, strategy)
         if adopt is not None and adopt.noop:
             nothing = NothingToAdopt(f"nothing to adopt: {adopt.detail}; nothing was changed")
-            nothing.plan = build_plan(  # type: ignore[attr-defined]
-                chain, cred, strategy, PreflightResult(
-                    current_version=adopt.version, consumers=consumers_of(chain, cred.name)),
-                adopt)
+            nothing.plan = _nothing_to_adopt(chain, cred, strategy,  # type: ignore[attr-defined]
+                                             adopt)
             raise nothing
         run_id = new_run_id(cred.name)
         with self._session(chain, cred, adapters, options, run_id) as session:
-            candidate = adopted or _candidate(cred, new_value)
+            candidate = adopted if adopted is not None else _candidate(cred, new_value)
             pre = PlannedStep(0, 0, PREFLIGHT, cred.name, "connectivity, permissions, traps")
             observer.step_started(pre)
             began = time.monotonic()
