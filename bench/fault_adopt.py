@@ -17,13 +17,15 @@ from __future__ import annotations
 
 import base64
 import json
+import secrets
 import subprocess
 
 from bench.fault_world import Credential, World
 from bench.world import BenchError
 
-#: what a human's `bao kv put` writes before an adopt case
-ADOPTED = "adopted-by-hand-before-rotate-ran-012345"
+#: what a human's `bao kv put` writes before an adopt case, then a fresh suffix: each case
+#: must write a value the chain does not hold yet (else there is nothing to adopt)
+ADOPTED = "adopted-by-hand-"
 #: what a human writes into the target Secret while a run is in flight
 SECRET_BY_HAND = "secret-edited-by-hand-while-rotate-ran-0"
 
@@ -42,7 +44,7 @@ def chain_written(world: World, cred: Credential) -> None:
 def put_by_hand(world: World, cred: Credential) -> None:
     """A human's ``bao kv put`` of another password, the path's other keys kept."""
     data = world.bao_data(cred, world.bao_version(cred))
-    world.bao_put(cred, {**data, cred.bao_key: ADOPTED})
+    world.bao_put(cred, {**data, cred.bao_key: ADOPTED + secrets.token_hex(12)})
 
 
 def adopt_noop(world: World, cred: Credential, known: set[str]) -> tuple[int, list[str]]:
