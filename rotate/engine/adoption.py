@@ -15,10 +15,12 @@ the backend's own rotation adds a version and leaves custom metadata as it was. 
   refused (exit 3), nothing changed.
 
 Checked before anything changes: M's value fits every provider's value rule (exit 2, as a
-supplied value); under overlap with ``overlap.previousKey`` M also holds W's value at the
-previous key (the provider must keep accepting it while the consumers move: a ``bao kv
-patch`` keeps it, a ``bao kv put`` of the key alone drops it); for alternating users M names
-the role the run moves the consumers to (exit 3 otherwise).  Never a value in a message.
+supplied value); with ``overlap.previousKey`` M holds at the previous key what a write
+would have put there — under overlap W's value (the provider must keep accepting it while
+the consumers move: a ``bao kv patch`` keeps it, a ``bao kv put`` of the key alone drops
+it), under restart M's value itself (no stale value left valid); for alternating users M
+names the role the run moves the consumers to (exit 3 otherwise).  Never a value in a
+message.
 """
 
 from __future__ import annotations
@@ -60,6 +62,26 @@ def _chain_version(vault: Vault, credential: Credential) -> tuple[int, int]:
     return current, chain_version
 
 
+def _previous_key(credential: Credential, strategy: Strategy, data: dict[str, Secret],
+                  held: Secret, value: Secret, current: int, chain_version: int) -> None:
+    """``overlap.previousKey`` of the adopted version, as a write would have set it: under
+    overlap the chain's value (the provider keeps accepting the consumers still on it),
+    under restart the adopted value itself (a hard cut leaves no stale value valid)."""
+    assert credential.overlap is not None
+    prev, key = credential.overlap.previous_key, credential.backend.key
+    overlap = strategy == Strategy.overlap
+    want, what = (held, f"the chain's value (v{chain_version}'s {key})") if overlap \
+        else (value, f"the adopted value too (v{current}'s {key}: a hard cut-over leaves no "
+                     "other value valid)")
+    if data.get(prev) == want:
+        return
+    raise _refused(
+        credential, f"under the {strategy} strategy v{current} must hold {what} as {prev}, "
+        f"and it does not (a `bao kv put` of {key} alone drops {prev}; `bao kv patch` keeps "
+        "it)", f"write {prev} accordingly with `bao kv patch`, then plan again; under "
+        f"overlap {prev} keeps the chain's value, under `--strategy restart` it repeats {key}")
+
+
 def adoption(vault: Vault, credential: Credential,
              strategy: Strategy) -> tuple[Adoption, Secret | None]:
     """What ``--adopt`` would carry, and the value (None: a no-op).  PreflightFailed (exit
@@ -86,17 +108,9 @@ def _adoption(vault: Vault, credential: Credential,
                         f"v{current} of {path} holds the value rotate wrote as "
                         f"v{chain_version}: the chain already holds it"), None
     check_new_value(credential, value, source=f"the backend's v{current} (--adopt)")
-    data = vault.read(path, current)
-    if strategy == Strategy.overlap and credential.overlap is not None:
-        prev = credential.overlap.previous_key
-        if data.get(prev) != held:
-            raise _refused(
-                credential, f"under overlap the provider must keep accepting the chain's value "
-                f"(v{chain_version}) while the consumers move, so v{current} must hold it as "
-                f"{prev}, and it does not (a `bao kv put` of {key} alone drops {prev}; `bao "
-                "kv patch` keeps it)",
-                f"adopt with a hard cut-over instead: `rotate {credential.name} --adopt "
-                "--strategy restart`")
+    if credential.overlap is not None:
+        _previous_key(credential, strategy, vault.read(path, current), held, value,
+                      current, chain_version)
     for ref in credential.providers:
         applied = credential.apply_of(ref)
         if applied.users is None or applied.username_key is None:
