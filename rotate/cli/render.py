@@ -146,6 +146,8 @@ def _plan_footer(plan: Plan) -> list[str]:
 def plan_lines(plan: Plan) -> list[str]:
     lines = [f"Plan: rotate {plan.credential} (strategy {plan.strategy})"]
     lines += aligned(_plan_head(plan))
+    if plan.adopt is not None and plan.adopt.noop:  # nothing checked, nothing to run
+        return [*lines, "", *_plan_footer(plan)]
     lines += ["", "Preflight"]
     lines += aligned([(_check_mark(c), c.check, c.detail) for c in plan.preflight]) or [
         "  (no checks)"]
@@ -172,6 +174,8 @@ def plan_tables(plan: Plan) -> list[Any]:
     head.columns[1].no_wrap = False  # the strategy's reason is prose; the labels stay whole
     for key, value in _plan_head(plan):
         head.add_row(key, value)
+    if plan.adopt is not None and plan.adopt.noop:  # nothing checked, nothing to run
+        return [head]
     checks = _table("Preflight", ["", "check", "detail"])
     for c in plan.preflight:
         style = None if c.ok else ("bold red" if c.fatal else "yellow")
