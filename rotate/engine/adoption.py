@@ -3,8 +3,10 @@
 The value the chain holds — the provider, the Secret, the consumers' documents — is the one
 of W, the last version a rotate run wrote to the path: every rotate write (a rotation, its
 retire, a rollback's restore) sets the path's ``rotate-version`` custom metadata to the
-version it wrote (rotate.stages.backend), and nobody else does — a ``bao kv put`` by hand or
-the backend's own rotation adds a version and leaves custom metadata as it was.  So:
+version it wrote (rotate.stages.backend), an adopt run sets it to the version it adopted
+once the whole chain holds it (its ``backend.confirm``), and nobody else does — a ``bao kv
+put`` by hand or the backend's own rotation adds a version and leaves custom metadata as it
+was.  So:
 
 * current version M == W, or M holds W's value (e.g. ``bao kv rollback`` to W): nothing to
   adopt — a no-op, exit 0, nothing runs;

@@ -12,7 +12,7 @@ Invariants:
 * Rollback writes version N's data as a *new* version: history only grows.
 * ``rotate-version`` names the last version rotate put in the chain: every write above sets
   it once the version exists, and so does :func:`adopt` (``--adopt``: a version someone else
-  wrote, carried through the chain); nobody else sets it, so a current version other than
+  wrote, once carried through the whole chain); nobody else sets it, so a current version other than
   it holds a value no rotate run wrote (rotate.engine.adoption).
 * Overlap strategy (chain.md "Strategies"): the path also holds a *previous key*.  Phase 1
   writes ``key := new, previous := the value key held at N`` so a provider that accepts both

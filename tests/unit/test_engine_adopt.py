@@ -162,9 +162,12 @@ def test_an_interrupted_adopt_resumes_without_a_new_version(world: World,
     obs.on_finish["sync.wait"] = lambda step, record: cancel.cancel("test")
     report = world.engine().run(options(tmp_path, adopt=True), "dragonfly", obs, cancel)
     assert report.status == "interrupted"
+    # half-way: the metadata still names the version the provider and consumers hold
+    assert world.vault.custom[PATH]["rotate-version"] == str(m - 1)
     done = resume(world, tmp_path, report.run_id)
     assert done.status == "succeeded", done.message
     assert len(world.vault.versions[PATH]) == m
+    assert world.vault.custom[PATH]["rotate-version"] == str(m)
     _holds(world, BY_HAND)
 
 

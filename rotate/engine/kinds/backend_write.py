@@ -2,8 +2,8 @@
 read; a rollback's form writes version N's data as a new version instead.
 
 ``backend.adopt`` (``rotate CREDENTIAL --adopt``) is planned in its place when the backend
-already holds a value no rotate run wrote: it writes no version (only the custom metadata
-naming M as rotate's), and proves that the version the plan showed (M) is still current;
+already holds a value no rotate run wrote: it writes nothing, and proves that the version
+the plan showed (M) is still current;
 its result has the same shape as a write's (``previous_version`` W, the version the chain
 held; ``version`` M), so every later step, the report, resume and rollback read it as they
 read a write's: a rollback of an adopt run writes W's data back as a new version, as it
@@ -213,10 +213,11 @@ class BackendWrite(StepKind[BackendWritten]):
 
 class BackendAdopt(StepKind[BackendWritten]):
     """``--adopt``: the backend's current version M, which no rotate run wrote, is the run's
-    value.  No version is written: the step proves M is still the current version (a write
-    since the plan fails it, exit 10, nothing changed), reads its value and names M as
-    rotate's in the path's custom metadata (``rotate-version``, stages.backend.adopt), so
-    that M is the chain's version from now on, as a written one would be."""
+    value.  Nothing is written: the step proves M is still the current version (a write
+    since the plan fails it, exit 10, nothing changed) and reads its value.  M is named as
+    rotate's in the path's custom metadata only once the whole chain holds it, by the run's
+    last step (``backend.confirm``): a run stopped half-way leaves the metadata naming the
+    version the rest of the chain may still hold, and its rollback nothing to correct."""
 
     name: ClassVar[str] = "backend.adopt"
     stage: ClassVar[int] = 1
@@ -259,7 +260,6 @@ class BackendAdopt(StepKind[BackendWritten]):
                 "--adopt`)")
         run.value = backend.read_value(run.adapters.vault, run.path,
                                        run.credential.backend.key, adopted)
-        backend.adopt(run.adapters.vault, run.path, run.run_id, adopted)
         return Outcome(BackendWritten(chain_version, adopted),
                        f"v{adopted} adopted (the chain held v{chain_version}); no version "
                        "written")
