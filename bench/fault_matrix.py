@@ -62,6 +62,10 @@ HUMAN: tuple[tuple[str, str, str], ...] = (
 #: a credential sharing consumers (not a provider) with the main one, and the offsets (ms) at
 #: which it is started after the main one
 SHARING_OFFSETS_MS = (0, 150, 500)
+#: kinds at which an ``--adopt`` run (after a human's ``bao kv put``) is killed
+ADOPT_AT = ("sync.trigger", "provider.apply")
+#: kinds at whose start the target Secret is changed by hand (after / while the sync proves it)
+SECRET_EDIT_AT = ("sync.wait", "provider.apply")
 #: a human edit of an owned pointer of this consumer's document, at the start of this kind
 #: (after preflight read the versions, well before the parallel document writes)
 HUMAN_EDIT = ("order", "backend.write")
@@ -83,7 +87,10 @@ class Spec:
     value the provider cannot take: exit 2, nothing changed), ``sharing`` (``target``, a
     credential sharing consumers, started
     ``delay_ms`` after ``credential``) or ``human-edit`` (an owned pointer of ``target``'s
-    Config Center document changed by hand at ``kind``)."""
+    Config Center document changed by hand at ``kind``), ``adopt-noop`` (``--adopt
+    --confirm`` with nothing to adopt: exit 0, nothing changed), ``adopt`` (a ``bao kv
+    put`` by hand, then ``--adopt --confirm`` with ``sig`` at ``kind``) or ``secret-edit``
+    (the target Secret changed by hand at ``kind``); bench/fault_adopt.py."""
 
     disturbance: str
     credential: str
@@ -116,6 +123,9 @@ class Spec:
                        + (f"{self.target} {self.delay_ms} ms later" if self.delay_ms
                           else "at once"),
             "human-edit": f"human edit of {self.target}'s document at {at}",
+            "adopt-noop": "--adopt with nothing to adopt",
+            "adopt": f"{self.sig} at {at} of --adopt after a bao kv put",
+            "secret-edit": f"Secret edited by hand at {at}",
         }[self.disturbance]
         return f"{cred}{what} → {self.recovery}"
 
@@ -225,7 +235,19 @@ def matrix(plans: dict[str, dict[str, Any]], main: str, other: str,
                               tagged=cred != main))
     if sharing is not None and sharing in plans:
         specs += sharing_specs(main, sharing, main_kinds)
-    return specs + journal_specs(main, main_kinds)
+    return specs + journal_specs(main, main_kinds) + adopt_specs(main, main_kinds)
+
+
+def adopt_specs(credential: str, kinds: Sequence[str]) -> list[Spec]:
+    """Values rotate did not write: ``--adopt`` with nothing to adopt; ``--adopt`` after a
+    ``bao kv put`` killed at each ``ADOPT_AT`` kind; the target Secret changed by hand at
+    each ``SECRET_EDIT_AT`` kind — each but the first recovered by resume and by rollback."""
+    out = [Spec("adopt-noop", credential, "resume")]
+    out += [Spec("adopt", credential, how, kind=kind, sig="kill")
+            for kind in ADOPT_AT if kind in kinds for how in RECOVERIES]
+    out += [Spec("secret-edit", credential, how, kind=kind)
+            for kind in SECRET_EDIT_AT if kind in kinds for how in RECOVERIES]
+    return out
 
 
 def select(specs: Iterable[Spec], only: Sequence[str] | None, shard: tuple[int, int]

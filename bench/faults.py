@@ -3,8 +3,9 @@ every step kind the plan has (and a few ms into the state-changing ones), two cr
 one provider, two sharing consumers at several offsets, a human `kubectl rollout restart`
 or Config Center edit mid-run, a torn journal record after a kill, a run's lock taken over
 while it is frozen, a `bao kv put` of the path after sync.wait (exit 17) and an oversized
-supplied value (exit 2) — each recovered by resume and by rollback, and checked from
-outside the tool (docs/reliability.md).
+supplied value (exit 2), ``--adopt`` of a value written by hand (and with nothing to adopt)
+and a Secret changed by hand mid-run (bench/fault_adopt.py) — each recovered by resume and
+by rollback, and checked from outside the tool (docs/reliability.md).
 
 One lab (fast profile) in its own directory, started and stopped here.  The kinds come from
 ``rotate CRED -o json`` (bench/fault_matrix.py).  A run is disturbed at a step by freezing
@@ -49,7 +50,7 @@ from typing import Any
 
 import httpx
 
-from bench import fault_job
+from bench import fault_adopt, fault_job
 from bench.fault_matrix import (
     TORN_RECORD,
     Outcome,
@@ -92,14 +93,25 @@ class Case:
         self.journal: Journal | None = None  # the disturbed run's, once started
         self.taker: subprocess.CompletedProcess[str] | None = None  # a take-over's resume
         self.kept = ""  # a human edit: the value it gave a pointer no credential owns
-        self.v0 = {c: world.bao_version(cred) for c, cred in creds.items()}
-        self.value0 = {c: world.bao_value(cred) for c, cred in creds.items()}
-        self.known = world.known_runs()
+        self.rebase()
+
+    def rebase(self) -> None:
+        """The baseline the checks compare with: OpenBao's versions and values, the runs."""
+        w, creds = self.world, self.creds
+        self.v0 = {c: w.bao_version(cred) for c, cred in creds.items()}
+        self.value0 = {c: w.bao_value(cred) for c, cred in creds.items()}
+        self.known = w.known_runs()
 
     # -- disturb
     def start(self, credential: str) -> tuple[subprocess.Popen[str], Journal]:
         timeout = ("--timeout", FAULT_TIMEOUT) if self.spec.fault else ()
-        proc = self.world.spawn(credential, "--confirm", *timeout)
+        adopt: tuple[str, ...] = ()
+        if self.spec.disturbance == "adopt":  # the chain rotate's, then a human's put
+            fault_adopt.chain_written(self.world, self.creds[credential])
+            self.rebase()
+            fault_adopt.put_by_hand(self.world, self.creds[credential])
+            adopt = ("--adopt",)
+        proc = self.world.spawn(credential, "--confirm", *timeout, *adopt)
         return proc, Journal(self.world.runs, credential, self.known)
 
     def finish(self, proc: subprocess.Popen[str]) -> int:
@@ -141,6 +153,13 @@ class Case:
             if done.returncode != 2:
                 self.out.problems.append(f"oversized value: exit {done.returncode}, not 2")
             return {s.credential: done.returncode}
+        if s.disturbance == "adopt-noop":
+            cred = self.creds[s.credential]
+            fault_adopt.chain_written(w, cred)
+            self.rebase()
+            code, problems = fault_adopt.adopt_noop(w, cred, self.known)
+            self.out.reached, self.out.problems = "preflight", problems
+            return {s.credential: code}
         if s.disturbance == "shared" and not s.kind:
             a, _ = self.start(MAIN)
             b, _ = self.start(OTHER)
@@ -168,7 +187,7 @@ class Case:
     def act(self, proc: subprocess.Popen[str]) -> dict[str, int]:
         """Do the spec's disturbance to a frozen run; exit codes of other runs it started."""
         s, w = self.spec, self.world
-        if s.disturbance == "signal":
+        if s.disturbance in ("signal", "adopt"):
             if s.delay_ms:
                 thaw(proc)
                 time.sleep(s.delay_ms / 1000)  # "a few ms into the step" is the disturbance
@@ -177,6 +196,8 @@ class Case:
             w.fault(s.fault, s.target)
         elif s.disturbance == "human":
             w.rollout_restart(s.target)
+        elif s.disturbance == "secret-edit":
+            fault_adopt.edit_secret(w, self.creds[s.credential])
         elif s.disturbance == "bao-write":  # a human's `bao kv put` of the path
             cred = self.creds[s.credential]
             data = w.bao_data(cred, w.bao_version(cred))
@@ -240,6 +261,8 @@ class Case:
     def recover(self, codes: dict[str, int]) -> dict[str, str]:
         """Resume or roll back each disturbed run; what each credential should now show."""
         expect = {c: "unchanged" for c in self.creds}
+        if self.spec.disturbance == "adopt-noop":
+            return expect  # nothing ran, nothing to recover
         if self.spec.disturbance == "human-edit":
             cred = self.spec.credential
             run_id = Journal(self.world.runs, cred, self.known).run_id_now()

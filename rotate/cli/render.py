@@ -91,9 +91,11 @@ HEAD_WIDTH = 88
 def _plan_head(plan: Plan) -> list[tuple[str, str]]:
     version = "absent" if plan.current_version is None else str(plan.current_version)
     reason = [("strategy", plan.strategy_reason)] if plan.strategy_reason else []
+    adopt = [("adopt", plan.adopt.detail)] if plan.adopt is not None else []
     return [
         *reason,
         ("backend", f"{plan.backend_path} (current version {version})"),
+        *adopt,
         *_listed("providers", list(plan.providers)),
         *_listed("consumers", list(plan.consumers), " (derived from the chain file)"),
         *[("reads Secret" if i == 0 else "", f"{ref}: {words}")
@@ -117,15 +119,21 @@ def _listed(label: str, names: list[str], suffix: str = "") -> list[tuple[str, s
 
 
 def _plan_footer(plan: Plan) -> list[str]:
+    if plan.adopt is not None and plan.adopt.noop:
+        return [f"Nothing to adopt: {plan.adopt.detail}. Nothing was changed."]
+    adopt = " --adopt" if plan.adopt is not None else ""
     if plan.ok:
         return ["Preflight passed. Nothing was changed.",
-                f"To run these {len(plan.steps)} steps: rotate {plan.credential} --confirm"]
+                f"To run these {len(plan.steps)} steps: rotate {plan.credential}{adopt} "
+                "--confirm"]
     return ["Preflight failed: nothing was changed. Fix the FAIL lines above and plan again."]
 
 
 def plan_lines(plan: Plan) -> list[str]:
     lines = [f"Plan: rotate {plan.credential} (strategy {plan.strategy})"]
     lines += aligned(_plan_head(plan))
+    if plan.adopt is not None and plan.adopt.noop:  # nothing checked, nothing to run
+        return [*lines, "", *_plan_footer(plan)]
     lines += ["", "Preflight"]
     lines += aligned([(_check_mark(c), c.check, c.detail) for c in plan.preflight]) or [
         "  (no checks)"]
@@ -152,6 +160,8 @@ def plan_tables(plan: Plan) -> list[Any]:
     head.columns[1].no_wrap = False  # the strategy's reason is prose; the labels stay whole
     for key, value in _plan_head(plan):
         head.add_row(key, value)
+    if plan.adopt is not None and plan.adopt.noop:  # nothing checked, nothing to run
+        return [head]
     checks = _table("Preflight", ["", "check", "detail"])
     for c in plan.preflight:
         style = None if c.ok else ("bold red" if c.fatal else "yellow")

@@ -6,6 +6,7 @@
     ├── UsageError                   2   bad flags, unknown credential
     ├── ChainFileError               2   invalid chain file: file, line, JSON path
     ├── PreflightFailed              3   nothing was changed
+    ├── NothingToAdopt               0   --adopt --confirm: the backend holds the chain's value
     ├── LockHeld                     4   another run holds the Lease
     ├── LockLost                     5   the run's Lease was taken while it ran (named)
     ├── JournalUnreadable            6   a journal that is not a run's records (named)
@@ -91,6 +92,14 @@ class ChainFileError(RotateError):
 
 class PreflightFailed(RotateError):
     exit_code = EXIT_PREFLIGHT
+
+
+class NothingToAdopt(RotateError):
+    """``rotate CREDENTIAL --adopt --confirm`` when the backend holds exactly the value the
+    chain holds: nothing ran, nothing changed, and that is a success (exit 0).  The engine
+    attaches the plan (``.plan``) that says so, for the CLI to show."""
+
+    exit_code = EXIT_OK
 
 
 class LockHeld(RotateError):

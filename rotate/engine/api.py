@@ -32,6 +32,7 @@ from rotate.core.errors import (
     ClientError,
     JournalUnreadable,
     LockHeld,
+    NothingToAdopt,
     PreflightFailed,
     RotateError,
     UsageError,
@@ -45,6 +46,7 @@ from rotate.engine.journal import PREFLIGHT, Journal
 from rotate.engine.model import (
     AdapterFactory,
     Adapters,
+    Adoption,
     ChainLoader,
     Check,
     CredentialSummary,
@@ -140,7 +142,7 @@ def _run_start(
     chain: Chain, cred: Credential, run_id: str, operation: Operation, strategy: Strategy,
     steps: list[PlannedStep], current_version: int | None, consumers: tuple[str, ...],
     holder: str, *, of_run: str | None = None, restore: Restore | None = None,
-    supplied: Secret | None = None,
+    supplied: Secret | None = None, adopt: Adoption | None = None,
 ) -> RunStart:
     return RunStart(
         run_id=run_id, credential=cred.name, operation=operation, strategy=strategy,
@@ -151,7 +153,19 @@ def _run_start(
         restore_backend_version=restore.backend_version if restore else None,
         restore_config=dict(restore.config_versions) if restore else {},
         restore_config_match=dict(restore.config_match) if restore else {},
-        value_fingerprint=fingerprint(supplied) if supplied is not None else None)
+        value_fingerprint=fingerprint(supplied) if supplied is not None else None,
+        adopted=adopt.version if adopt is not None else None,
+        adopted_from=adopt.chain_version if adopt is not None else None)
+
+
+def _nothing_to_adopt(chain: Chain, cred: Credential, strategy: Strategy,
+                      adopt: Adoption) -> Plan:
+    """The plan of ``--adopt`` when the backend holds the chain's value: no step, no check
+    (nothing is contacted beyond the backend's reads that found it)."""
+    from rotate.engine.plan import build_plan
+
+    return build_plan(chain, cred, strategy, PreflightResult(
+        current_version=adopt.version, consumers=consumers_of(chain, cred.name)), adopt)
 
 
 def _mark_rolled_back(options: Options, original: str | None, by: str) -> None:
@@ -271,11 +285,29 @@ class Engine:
         chain = self.load_chain(options)
         cred = chain.credential(credential)
         strategy = _strategy(options, cred)
-        check_new_value(cred, None)
+        if not options.adopt:
+            check_new_value(cred, None)
         adapters = self._adapters(chain, options, cred)
+        adopt, adopted = self._adoption(options, adapters, cred, strategy)
+        if adopt is not None and adopt.noop:
+            return _nothing_to_adopt(chain, cred, strategy, adopt)
+        candidate = adopted if adopted is not None else _candidate(cred, None)
         observed = preflight(chain, cred, adapters, strategy=strategy,
-                             candidate=_candidate(cred, None), environ=self.environ)
-        return build_plan(chain, cred, strategy, _with_unfinished(observed, options, cred))
+                             candidate=candidate, environ=self.environ,
+                             held_version=adopt.chain_version if adopt is not None else None)
+        return build_plan(chain, cred, strategy, _with_unfinished(observed, options, cred),
+                          adopt)
+
+    @staticmethod
+    def _adoption(options: Options, adapters: Adapters, cred: Credential,
+                  strategy: Strategy) -> tuple[Adoption | None, Secret | None]:
+        """``--adopt``: what the backend holds that no rotate run wrote, and its value
+        (rotate.engine.adoption); (None, None) for a rotation with a new value."""
+        if not options.adopt:
+            return None, None
+        from rotate.engine.adoption import adoption
+
+        return adoption(adapters.vault, cred, strategy)
 
     def run(
         self, options: Options, credential: str, observer: Observer, cancel: CancelToken,
@@ -289,22 +321,34 @@ class Engine:
         chain = self.load_chain(options)
         cred = chain.credential(credential)
         strategy = _strategy(options, cred)
-        if cred.value_from == "stdin" and new_value is None:
+        if options.adopt and new_value is not None:
+            raise UsageError("--adopt carries the value the backend holds; --value-stdin gives "
+                             "another: use one of them")
+        if cred.value_from == "stdin" and new_value is None and not options.adopt:
             raise UsageError(
                 f"credential {cred.name} takes its value from stdin: use --value-stdin")
-        check_new_value(cred, new_value)
+        if not options.adopt:
+            check_new_value(cred, new_value)
         adapters = self._adapters(chain, options, cred)
+        adopt, adopted = self._adoption(options, adapters, cred, strategy)
+        if adopt is not None and adopt.noop:
+            nothing = NothingToAdopt(f"nothing to adopt: {adopt.detail}; nothing was changed")
+            nothing.plan = _nothing_to_adopt(chain, cred, strategy,  # type: ignore[attr-defined]
+                                             adopt)
+            raise nothing
         run_id = new_run_id(cred.name)
         with self._session(chain, cred, adapters, options, run_id) as session:
-            candidate = _candidate(cred, new_value)
+            candidate = adopted if adopted is not None else _candidate(cred, new_value)
             pre = PlannedStep(0, 0, PREFLIGHT, cred.name, "connectivity, permissions, traps")
             observer.step_started(pre)
             began = time.monotonic()
             observed = _with_unfinished(
                 preflight(chain, cred, adapters, strategy=strategy, candidate=candidate,
-                          environ=self.environ), options, cred)
+                          environ=self.environ,
+                          held_version=adopt.chain_version if adopt is not None else None),
+                options, cred)
             preflight_seconds = round(time.monotonic() - began, 3)
-            the_plan = build_plan(chain, cred, strategy, observed)
+            the_plan = build_plan(chain, cred, strategy, observed, adopt)
             passed = sum(1 for c in the_plan.preflight if c.ok)
             observer.step_finished(pre, StepRecord(
                 0, 0, PREFLIGHT, cred.name, "done" if the_plan.ok else "failed",
@@ -316,7 +360,7 @@ class Engine:
             start = _run_start(chain, cred, run_id, "rotate", strategy,
                                [pre, *the_plan.steps], observed.current_version,
                                tuple(observed.consumers), session.lease.holder,
-                               supplied=new_value)
+                               supplied=new_value, adopt=adopt)
             journal = session.open_journal("run.start", start.to_json())
             journal.append("step.start", step=pre, data={})
             journal.append("step.done", step=pre, data={

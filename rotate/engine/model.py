@@ -108,6 +108,27 @@ class PlannedStep:
 
 
 @dataclass(frozen=True)
+class Adoption:
+    """What ``rotate CREDENTIAL --adopt`` found in the backend (rotate.engine.adoption):
+    names and versions only, never a value.
+
+    ``version`` is the current version M, which no rotate run wrote (a ``bao kv put`` by
+    hand, the backend's own rotation); ``chain_version`` is W, the last version a rotate run
+    wrote (the path's ``rotate-version`` custom metadata): the value the provider, the
+    Secret and the consumers hold.  ``noop``: M holds W's value, so there is nothing to
+    adopt and nothing runs."""
+
+    version: int
+    chain_version: int
+    noop: bool
+    detail: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"version": self.version, "chain_version": self.chain_version,
+                "noop": self.noop, "detail": self.detail}
+
+
+@dataclass(frozen=True)
 class Plan:
     credential: str
     strategy: Strategy
@@ -122,6 +143,9 @@ class Plan:
     strategy_reason: str = ""
     #: workloads that read the Secret themselves: ref → how, and what rotate does
     readers: Mapping[str, str] = field(default_factory=dict)
+    #: ``--adopt``: the backend's version the run carries through the chain (None: a
+    #: rotation with a new value)
+    adopt: Adoption | None = None
 
     @property
     def ok(self) -> bool:
@@ -130,6 +154,8 @@ class Plan:
 
     def to_json(self) -> dict[str, Any]:
         out = self._json()
+        if self.adopt is not None:  # only an adopt plan has the field
+            out["adopt"] = self.adopt.to_json()
         if self.readers:  # chains without consumers.namespaces keep the JSON they had
             out["workload_consumers"] = [{"workload": ref, "reads": words}
                                          for ref, words in self.readers.items()]
@@ -309,6 +335,10 @@ class RunStart:
     #: a run given --value-stdin: the value's salted fingerprint (core.fingerprint), never
     #: the value; its resume must be given the same value again
     value_fingerprint: Mapping[str, str] | None = None
+    #: ``--adopt``: the backend version the run carries (M), and the one the chain held
+    #: before it (W); None for a rotation that writes a new value
+    adopted: int | None = None
+    adopted_from: int | None = None
 
     def prepared(self, step: PlannedStep) -> bool:
         """``step`` runs ahead of the provider switch (rotate.engine.plan): a stage-④ step of
@@ -328,6 +358,8 @@ class RunStart:
             "steps": [s.to_json() for s in self.steps], "holder": self.holder}
         if self.value_fingerprint is not None:
             out["value_fingerprint"] = dict(self.value_fingerprint)
+        if self.adopted is not None:
+            out["adopt"] = {"version": self.adopted, "chain_version": self.adopted_from}
         if self.operation == "rollback":
             out.update(of_run=self.of_run, restore_backend_version=self.restore_backend_version,
                        restore_config=dict(self.restore_config),
@@ -340,6 +372,8 @@ class RunStart:
         strategy = str(data.get("strategy") or "restart")
         current = data.get("current_version")
         restore = data.get("restore_backend_version")
+        found = data.get("adopt")
+        adopt: Mapping[str, Any] = found if isinstance(found, dict) else {}
         return cls(
             run_id=str(data.get("run_id", "")), credential=str(data.get("credential", "")),
             operation=operation,
@@ -360,6 +394,9 @@ class RunStart:
             if isinstance(data.get("value_fingerprint"), dict) else None,
             restore_config_match={str(k): int(v) for k, v in
                                   (data.get("restore_config_match") or {}).items()},
+            adopted=int(adopt["version"]) if adopt.get("version") is not None else None,
+            adopted_from=int(adopt["chain_version"])
+            if adopt.get("chain_version") is not None else None,
         )
 
 

@@ -32,3 +32,6 @@ class Options:
     #: rollback: overwrite what moved since the run; rotate: start although the
     #: credential's last run is unfinished (cli.md)
     force: bool = False
+    #: rotate: carry the value the backend holds now (one no rotate run wrote) through the
+    #: chain instead of writing a new one (cli.md "--adopt")
+    adopt: bool = False

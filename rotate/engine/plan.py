@@ -29,7 +29,7 @@ from rotate.chain.model import Chain, Credential
 from rotate.core.strategy import Strategy
 from rotate.engine.kinds import ROTATION, Kind
 from rotate.engine.kinds.base import Draft, PlanInput
-from rotate.engine.model import Plan, PlannedStep, PreflightResult
+from rotate.engine.model import Adoption, Plan, PlannedStep, PreflightResult
 from rotate.engine.targets import backend_target
 
 
@@ -83,9 +83,13 @@ def number_steps(kinds: Iterable[Kind], inp: PlanInput) -> list[PlannedStep]:
 
 
 def build_plan(
-    chain: Chain, credential: Credential, strategy: Strategy, observed: PreflightResult
+    chain: Chain, credential: Credential, strategy: Strategy, observed: PreflightResult,
+    adopt: Adoption | None = None,
 ) -> Plan:
-    inp = PlanInput(chain, credential, strategy, observed)
+    """The plan; ``adopt`` (``--adopt``): ``backend.adopt`` in place of ``backend.write``,
+    and no step at all when there is nothing to adopt."""
+    inp = PlanInput(chain, credential, strategy, observed, adopt=adopt)
+    steps = () if adopt is not None and adopt.noop else tuple(number_steps(ROTATION, inp))
     return Plan(
         credential=credential.name,
         strategy=strategy,
@@ -95,7 +99,8 @@ def build_plan(
         current_version=observed.current_version,
         preflight=observed.checks,
         traps=observed.traps,
-        steps=tuple(number_steps(ROTATION, inp)),
+        steps=steps,
         strategy_reason=credential.strategy_reason if strategy == credential.strategy else "",
         readers=dict(observed.readers),
+        adopt=adopt,
     )

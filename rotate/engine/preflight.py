@@ -44,8 +44,13 @@ PART_THREADS = 5
 def preflight(
     chain: Chain, credential: Credential, adapters: Adapters, *, strategy: Strategy,
     candidate: Secret, environ: Mapping[str, str] | None = None,
+    held_version: int | None = None,
 ) -> PreflightResult:
     """Every check of chain.md "Preflight", observe only.
+
+    ``held_version``: the backend version whose value the chain holds, when it is not the
+    current one (``--adopt``: the current version is the one to adopt; the providers' admin
+    still authenticates with the value of the version rotate wrote last).
 
     The parts — the backend and the providers' access, the sync objects, the workloads, the
     Config Center, the documents — read nothing another part writes, so they run at once,
@@ -62,7 +67,7 @@ def preflight(
     with ThreadPoolExecutor(max_workers=PART_THREADS,
                             thread_name_prefix="rotate-preflight-part") as pool:
         backend_f = pool.submit(_backend_and_access, chain, credential, adapters, strategy,
-                                environ or {})
+                                environ or {}, held_version)
         sync_f = pool.submit(_sync_objects, chain, credential, kube, overlap, uids)
         workloads_f = pool.submit(workload_findings, chain, credential, kube, consumers, uids)
         cc_f = pool.submit(_config_center, chain, adapters.config_center, consumers)
@@ -109,7 +114,7 @@ def _strategy(credential: Credential, strategy: Strategy) -> tuple[Collector, bo
 
 def _backend_and_access(
     chain: Chain, credential: Credential, adapters: Adapters, strategy: Strategy,
-    environ: Mapping[str, str],
+    environ: Mapping[str, str], held_version: int | None = None,
 ) -> tuple[Collector, Collector, int | None]:
     """① the backend; then, with its current version, the live providers' access (two
     collectors: the plan lists the access checks after the sync objects')."""
@@ -130,8 +135,8 @@ def _backend_and_access(
         col.run(BACKEND_CAPABILITIES,
                 lambda: check_vault_capabilities(vault, chain, credential))
     if version[0]:
-        for check, fn in live_provider_checks(adapters, credential, strategy, version[0],
-                                              environ):
+        for check, fn in live_provider_checks(adapters, credential, strategy,
+                                              held_version or version[0], environ):
             access.run(check, fn)
     return col, access, version[0]
 

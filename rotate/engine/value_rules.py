@@ -17,9 +17,11 @@ from rotate.core.secret import Secret
 from rotate.providers.registry import method_for
 
 
-def check_new_value(credential: Credential, supplied: Secret | None) -> None:
+def check_new_value(credential: Credential, supplied: Secret | None, *,
+                    source: str | None = None) -> None:
     """UsageError (exit 2, nothing changed) when the new value — ``supplied``, else one
-    ``credential.generate`` makes — does not fit a provider's rule."""
+    ``credential.generate`` makes — does not fit a provider's rule.  ``source``: where a
+    supplied value comes from, when not stdin (``--adopt``: a backend version)."""
     problems: list[str] = []
     for ref in credential.providers:
         applied = credential.apply_of(ref)
@@ -37,9 +39,11 @@ def check_new_value(credential: Credential, supplied: Secret | None) -> None:
             problems.append(f"provider {ref} ({how}): {reason}")
     if not problems:
         return
-    source = "the value given on stdin" if supplied is not None \
-        else f"credentials.{credential.name}.generate"
     fix = ("give a value that fits" if supplied is not None
            else f"change credentials.{credential.name}.generate in the chain file")
+    if source is not None:
+        fix = "write a value that fits to the backend, or rotate with a new value"
+    source = source or ("the value given on stdin" if supplied is not None
+                        else f"credentials.{credential.name}.generate")
     raise UsageError(f"{source} does not fit what the providers take: "
                      + "; ".join(problems) + f"; nothing was changed: {fix}")

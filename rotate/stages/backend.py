@@ -10,6 +10,10 @@ Invariants:
   and N).  After a crash between the write and the journal, :func:`observe` recognises
   "version N+1 exists and was announced by this run" and the run never writes a second value.
 * Rollback writes version N's data as a *new* version: history only grows.
+* ``rotate-version`` names the last version rotate put in the chain: every write above sets
+  it once the version exists, and so does :func:`adopt` (``--adopt``: a version someone else
+  wrote, once carried through the whole chain); nobody else sets it, so a current version other than
+  it holds a value no rotate run wrote (rotate.engine.adoption).
 * Overlap strategy (chain.md "Strategies"): the path also holds a *previous key*.  Phase 1
   writes ``key := new, previous := the value key held at N`` so a provider that accepts both
   keeps every consumer working while they move; phase 2 (:func:`retire`) writes a version
@@ -105,6 +109,13 @@ def write(
     data[key] = value
     version = _write_over(vault, path, data, run_id, n, "write")
     return BackendWrite(path, key, n, version)
+
+
+def adopt(vault: Vault, path: str, run_id: str, version: int) -> None:
+    """``--adopt``: version ``version``, which no rotate run wrote, becomes the one rotate
+    put in the chain — ``rotate-version`` (and ``rotate-run-id``) name it, as after a write,
+    so the next ``--adopt`` finds nothing to adopt.  No version is written."""
+    vault.set_custom_metadata(path, {RUN_ID_META: run_id, VERSION_META: str(version)})
 
 
 def read_value(vault: Vault, path: str, key: str, version: int) -> Secret:

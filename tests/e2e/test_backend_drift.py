@@ -1,7 +1,9 @@
 """On the lab: a run proves at its end that OpenBao still holds its version (exit 17 when
 someone wrote the path meanwhile), a value the provider cannot take is refused before
-anything changes (exit 2), and ``rotate status`` proves the chain closed after a rotation,
-then names the Secret link (exit 20) after a hand ``bao kv put`` — writing nothing.
+anything changes (exit 2), ``rotate status`` proves the chain closed after a rotation,
+then names the Secret link (exit 20) after a hand ``bao kv put`` — writing nothing —,
+and a value written by hand is adopted with ``--adopt`` (no new version), closing the
+chain as ``status`` proves, and rolled back to the value it replaced.
 
 The write comes from outside, through OpenBao's HTTP API, while the run is frozen (SIGSTOP)
 at ``provider.apply`` — after ``sync.wait`` proved the Secret — as a ``bao kv put`` typed
@@ -24,6 +26,7 @@ pytestmark = pytest.mark.lab
 
 PATH = "secret/data/infra/dragonfly"
 OTHER = "put-by-hand-while-rotate-ran-0123456789"
+BY_HAND = "put-by-hand-to-adopt-0123456789abcdefgh"
 
 
 def _at_step(lab: Lab, run_id: str, kind: str) -> bool:
@@ -148,4 +151,41 @@ def test_status_closed_after_a_rotation_then_the_secret_link_after_a_hand_put(
     back = lab.rotate("status", "dragonfly")
     assert back.code == 0, back.output
     assert back.stdout.startswith("dragonfly: closed"), back.stdout
+
+
+def test_adopt_closes_the_chain_on_a_hand_written_value_and_rolls_back(lab: Lab) -> None:
+    meta = lab.bao("GET", "secret/metadata/infra/dragonfly").json()["data"]
+    if "rotate-version" not in (meta.get("custom_metadata") or {}):  # run alone: seeded
+        assert lab.rotate("dragonfly", "--confirm").code == 0
+    before, v = lab.bao_password(), lab.bao_version()
+    _put(lab, {**lab.bao("GET", PATH).json()["data"]["data"], "password": BY_HAND})
+    # the plan says what adopt would do, and changes nothing
+    res = lab.rotate("dragonfly", "--adopt", "-o", "json")
+    assert res.code == 0, res.output
+    plan = json.loads(res.stdout)
+    # the chain's version: the last one rotate wrote (after a drift put back by hand, an
+    # earlier one holding the same value)
+    assert plan["adopt"]["version"] == v + 1 and not plan["adopt"]["noop"]
+    assert lab.bao_password(plan["adopt"]["chain_version"]) == before
+    kinds = [s["kind"] for s in plan["steps"]]
+    assert kinds[0] == "backend.adopt" and "backend.write" not in kinds
+    assert lab.dragonfly_auth(before) and not lab.dragonfly_auth(BY_HAND)
+    runs = set(lab.run_ids())
+    res = lab.rotate("dragonfly", "--adopt", "--confirm")
+    assert res.code == 0, res.output
+    assert lab.bao_version() == v + 1  # no new version
+    assert lab.dragonfly_auth(BY_HAND) and not lab.dragonfly_auth(before)
+    _consistent(lab)  # the Secret, every document, readyz 200: all on the adopted value
+    assert BY_HAND not in res.output
+    run_id = newest_run(lab, runs)
+    assert run_id is not None
+    # the backend now holds what the chain holds: nothing to adopt, exit 0
+    again = lab.rotate("dragonfly", "--adopt", "--confirm")
+    assert again.code == 0 and "Nothing to adopt" in again.output, again.output
+    assert lab.bao_version() == v + 1
+    # rollback restores the value adopt replaced, through the whole chain
+    res = lab.rotate("rollback", run_id, "--confirm")
+    assert res.code == 0, res.output
+    assert lab.bao_version() == v + 2 and lab.bao_password() == before
+    assert lab.dragonfly_auth(before) and not lab.dragonfly_auth(BY_HAND)
     _consistent(lab)

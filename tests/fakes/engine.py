@@ -16,12 +16,14 @@ from rotate.core.errors import (
     ChainFileError,
     ChainFileProblem,
     LockHeld,
+    NothingToAdopt,
     PreflightFailed,
     UsageError,
 )
 from rotate.core.secret import Secret
 from rotate.core.waiting import CancelToken
 from rotate.engine.model import (
+    Adoption,
     Check,
     Observer,
     Plan,
@@ -130,7 +132,7 @@ def make_report(outcome: str) -> RunReport:
 class FakeEngine:
     """``outcome`` for run/resume/rollback: succeeded, failed, interrupted (the fake sends
     itself SIGINT), signal-twice, lock, preflight, bug, leak (bug whose text holds the
-    value)."""
+    value), nothing-to-adopt (``--adopt`` when the backend holds the chain's value)."""
 
     outcome: str = "succeeded"
     plan_ok: bool = True
@@ -174,6 +176,13 @@ class FakeEngine:
             exc = PreflightFailed("preflight failed: 1 check (kube.permissions)")
             exc.plan = make_plan(ok=False)  # type: ignore[attr-defined]
             raise exc
+        if self.outcome == "nothing-to-adopt":
+            done = NothingToAdopt("nothing to adopt: v8 already holds it; nothing was changed")
+            done.plan = replace(  # type: ignore[attr-defined]
+                make_plan(True), steps=(),
+                adopt=Adoption(8, 8, True, "v8, the current version, is the one rotate "
+                               "wrote last: the chain already holds it"))
+            raise done
         if self.outcome == "bug":
             raise KeyError("some-internal-key")
         final = {"interrupted": "interrupted", "signal-twice": "interrupted",

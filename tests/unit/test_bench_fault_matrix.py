@@ -141,3 +141,17 @@ def test_credentials_sharing_consumers_and_a_human_edit_are_in_the_matrix() -> N
     assert "human edit of order's document at backend.write → resume" in names
     assert "human edit of order's document at backend.write → rollback" in names
     assert not [n for n in matrix({"a": LIVE, "b": ROLLED}, "a", "b") if "sharing" in n.name]
+
+
+def test_values_rotate_did_not_write_are_in_the_matrix() -> None:
+    """--adopt with nothing to adopt, --adopt after a bao kv put killed at two kinds, and a
+    Secret edited by hand at two kinds — the last two recovered both ways."""
+    names = [s.name for s in matrix({"a": LIVE, "b": ROLLED}, "a", "b")]
+    assert "--adopt with nothing to adopt → resume" in names
+    for kind in ("sync.trigger", "provider.apply"):
+        for how in ("resume", "rollback"):
+            assert f"kill at {kind} of --adopt after a bao kv put → {how}" in names
+    for kind in ("sync.wait", "provider.apply"):
+        for how in ("resume", "rollback"):
+            assert f"Secret edited by hand at {kind} → {how}" in names
+    assert len(set(names)) == len(names)

@@ -34,6 +34,8 @@ def _chain_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (["dragonfly", "--confirm"], FakeEngine(outcome="failed"), 15),
     (["dragonfly", "--confirm"], FakeEngine(outcome="interrupted"), 130),
     (["dragonfly", "--confirm"], FakeEngine(outcome="bug"), 1),
+    (["dragonfly", "--adopt", "--confirm"], FakeEngine(outcome="nothing-to-adopt"), 0),
+    (["dragonfly", "--adopt", "--confirm", "--value-stdin"], FakeEngine(), 2),
     (["resume", RUN_ID, "--confirm"], FakeEngine(outcome="failed"), 15),
     (["rollback", RUN_ID, "--confirm"], FakeEngine(outcome="succeeded"), 0),
     (["resume", RUN_ID], FakeEngine(), 0),
@@ -250,3 +252,14 @@ def test_a_value_typed_into_argv_is_refused_without_being_echoed() -> None:
     assert result.exit_code == 2
     assert "--value-stdin" in result.stderr
     assert VALUE not in result.stdout + result.stderr
+
+
+def test_nothing_to_adopt_says_so_and_passes_adopt_to_the_engine() -> None:
+    engine = FakeEngine(outcome="nothing-to-adopt")
+    result = invoke(["dragonfly", "--adopt", "--confirm"], engine)
+    assert result.exit_code == 0
+    assert "Nothing to adopt: v8, the current version" in result.stdout
+    assert engine.calls[-1][1].adopt
+    result = invoke(["dragonfly", "--adopt", "--confirm", "-o", "json"], engine)
+    doc = json.loads(result.stdout)
+    assert (doc["kind"], doc["steps"], doc["adopt"]["noop"]) == ("plan", [], True)

@@ -246,3 +246,51 @@ def test_rollback_of_an_overlap_run_is_an_overlap_too(ow: OverlapWorld,
     assert ow.cut_off == []
     _assert_finished_on(ow, OLD)
     assert ow.engine().show(options(tmp_path), report.run_id).status == "rolled-back"
+
+
+def _by_hand(ow: OverlapWorld, **data: str) -> int:
+    """A human's write of the path (``bao kv patch``: the keys not given are kept)."""
+    vs = ow.vault.versions[PATH]
+    kept = {**vs[-1], **data}
+    return ow.vault.write(PATH, {k: Secret(v) for k, v in kept.items()}, cas=len(vs))
+
+
+def test_adopt_under_overlap_cuts_nobody_off_and_retires_the_chain_value(
+        ow: OverlapWorld, tmp_path: Path) -> None:
+    assert _run(ow, tmp_path).status == "succeeded"
+    held = ow.vault.current(PATH, "password")
+    hand = "adopted-by-hand-0123456789abcdefghijkl"
+    m = _by_hand(ow, password=hand)  # the previous key still holds the chain's value
+    ow.cut_off.clear()
+    report = _run(ow, tmp_path, adopt=True)
+    assert report.status == "succeeded", report.message
+    kinds = [s.kind for s in report.steps]
+    assert kinds[1] == "backend.adopt" and "backend.write" not in kinds
+    assert "backend.retire" in kinds
+    assert ow.cut_off == []
+    assert len(ow.vault.versions[PATH]) == m + 1  # the retire's version, nothing else
+    _assert_finished_on(ow, hand)
+    back = rollback(ow, tmp_path, report.run_id)
+    assert back.status == "succeeded", back.message
+    assert ow.cut_off == []
+    _assert_finished_on(ow, held)
+
+
+def test_adopt_under_overlap_needs_the_chain_value_as_the_previous_key(
+        ow: OverlapWorld, tmp_path: Path) -> None:
+    assert _run(ow, tmp_path).status == "succeeded"
+    _by_hand(ow, password="adopted-by-hand-0123456789abcdefghijkl",
+             password_previous="something-else-0123456789abcdefghijk")
+    with pytest.raises(PreflightFailed, match="must hold the chain's value") as caught:
+        _run(ow, tmp_path, adopt=True)
+    assert "as password_previous" in caught.value.message
+    assert "--strategy restart" in str(caught.value.hint)
+    assert "adopted-by-hand" not in caught.value.message
+    # a hard cut-over instead: the previous key must repeat the adopted value
+    with pytest.raises(PreflightFailed, match="must hold the adopted value too"):
+        _run(ow, tmp_path, adopt=True, strategy="restart")
+    hand = _by_hand(ow, password_previous="adopted-by-hand-0123456789abcdefghijkl")
+    report = _run(ow, tmp_path, adopt=True, strategy="restart")
+    assert report.status == "succeeded", report.message
+    assert len(ow.vault.versions[PATH]) == hand
+    assert ow.accepted() == {"adopted-by-hand-0123456789abcdefghijkl"}

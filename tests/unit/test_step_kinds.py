@@ -25,7 +25,8 @@ from rotate.engine.kinds.token_mint import TokenMint, TokenMinted
 from rotate.engine.model import PHASES, PlannedStep, RunStart
 
 #: the kind strings of cli.md: the plan/run JSON, the journal and the CLI spell them so
-CLI_KINDS = {"backend.write", "backend.retire", "backend.confirm", "sync.trigger", "sync.wait",
+CLI_KINDS = {"backend.write", "backend.adopt", "backend.retire", "backend.confirm", "sync.trigger",
+             "sync.wait",
              "provider.restart", "provider.wait", "config.harvest", "config.write",
              "token.mint", "consumer.restart", "consumer.wait", "readyz.check", "token.revoke",
              "provider.apply", "provider.verify", "provider.retire", "config.undo",

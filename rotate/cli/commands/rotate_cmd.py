@@ -4,6 +4,10 @@ Without ``--confirm`` nothing is changed: the engine runs preflight and returns 
 steps; exit 0 when preflight passed, 3 when it did not (cli.md). With ``--confirm`` the
 engine runs the chain; the CLI exits with the report's code (0, 5, 10–16, 130).
 
+``--adopt`` carries the value the backend holds now (one no rotate run wrote) instead of a
+new one (rotate.engine.adoption); when the backend holds the chain's value there is nothing
+to do: the plan says so and the command exits 0, with or without ``--confirm``.
+
 ``--value-stdin`` reads the new value from stdin — never from argv, where ``ps`` and shell
 history would see it. On a terminal it is read without echo. The value goes straight into a
 :class:`~rotate.core.secret.Secret`; an empty, non-UTF-8, oversized value or one with control
@@ -43,7 +47,13 @@ from rotate.cli.render import show_plan
 from rotate.cli.running import drive
 from rotate.cli.state import state_of
 from rotate.core import supplied
-from rotate.core.errors import EXIT_OK, EXIT_PREFLIGHT, PreflightFailed, UsageError
+from rotate.core.errors import (
+    EXIT_OK,
+    EXIT_PREFLIGHT,
+    NothingToAdopt,
+    PreflightFailed,
+    UsageError,
+)
 from rotate.core.secret import Secret
 from rotate.core.supplied import strip_line_end
 from rotate.engine.options import Options
@@ -52,6 +62,10 @@ ForceStart = Annotated[bool, typer.Option(
     "--force", help="Start although the credential's last run is unfinished (it failed or "
                     "was interrupted after changing something); that run can then no longer "
                     "be resumed.")]
+Adopt = Annotated[bool, typer.Option(
+    "--adopt", help="Carry the value the backend holds now, which no rotate run wrote (a "
+                    "`bao kv put` by hand), through the chain instead of a new value: no new "
+                    "version. Nothing to adopt is a no-op (exit 0).")]
 Credential = Annotated[str, typer.Argument(
     metavar="CREDENTIAL", show_default=False, help="A credential name from the chain file.")]
 
@@ -105,17 +119,21 @@ def rotate(
     take_over_lock: TakeOverLock = False,
     report_file: ReportFile = None,
     force: ForceStart = False,
+    adopt: Adopt = False,
 ) -> None:
     """Plan the rotation of CREDENTIAL (changes nothing), or run it with --confirm."""
     console = console_for(ctx, output, report_file)
     change = plan_or_confirm(confirm, dry_run)
     chain = existing_chain(ctx, chain)
+    if adopt and value_stdin:
+        raise UsageError("--adopt carries the value the backend holds; --value-stdin gives "
+                         "another: use one of them")
     new_value = read_value_stdin(credential) if (change and value_stdin) else None
     engine = state_of(ctx).engine()
     options = Options(chain_file=chain, state_dir=state_dir_or_default(state_dir),
                       strategy=strategy, max_parallel=max_parallel, timeout=timeout,
                       context=context, kubeconfig=kubeconfig, take_over_lock=take_over_lock,
-                      force=force)
+                      force=force, adopt=adopt)
     if not change:
         plan = engine.plan(options, credential)
         show_plan(console, plan)
@@ -123,6 +141,9 @@ def rotate(
     try:
         drive(ctx, console, lambda observer, cancel: engine.run(
             options, credential, observer, cancel, new_value=new_value))
+    except NothingToAdopt as exc:  # the backend holds the chain's value: a success
+        show_plan(console, exc.plan)  # type: ignore[attr-defined]
+        raise typer.Exit(EXIT_OK) from None
     except PreflightFailed as exc:
         # The engine may attach the plan it refused, so the operator sees which check failed.
         refused = getattr(exc, "plan", None)

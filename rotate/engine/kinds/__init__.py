@@ -28,7 +28,7 @@ from typing import Any
 
 from rotate.engine.kinds.backend_confirm import BackendConfirm
 from rotate.engine.kinds.backend_retire import BackendRetire
-from rotate.engine.kinds.backend_write import BackendRestore, BackendWrite
+from rotate.engine.kinds.backend_write import BackendAdopt, BackendRestore, BackendWrite
 from rotate.engine.kinds.base import StepKind
 from rotate.engine.kinds.config_harvest import ConfigHarvest
 from rotate.engine.kinds.config_write import ConfigRestore, ConfigUndo, ConfigWrite
@@ -58,7 +58,7 @@ Kind = type[StepKind[Any]]
 #: The token mints come first of ④: a token needs nothing else, and taking them out of the
 #: consumers' lanes (document → restart) keeps a mint's requests out of every lane's way.
 ROTATION: tuple[Kind, ...] = (
-    BackendWrite, SyncTrigger, SyncWait, ProviderRestart, ProviderWait, ApplyLive,
+    BackendWrite, BackendAdopt, SyncTrigger, SyncWait, ProviderRestart, ProviderWait, ApplyLive,
     VerifyProvider,
     TokenMint, ConfigHarvest, ConfigWrite, ConsumerRestart, WorkloadRestart, ConsumerWait,
     WorkloadWait, ReadyzCheck,

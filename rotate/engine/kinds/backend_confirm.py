@@ -19,9 +19,12 @@ holds another.  This step reads the path's metadata once more, after everything 
   then ``resume`` — the proof accepts a current version that holds exactly the data the run
   wrote — or, once it is back, ``rollback --force`` (a rollback straight from the other
   write would take that value for the one to replace, which a live provider never held).
-  ``rotate CREDENTIAL --adopt``, once it exists, is the way to keep the other value
-  instead; ``rotate status`` will show the same drift.
+  ``rotate CREDENTIAL --adopt --confirm --force`` is the way to keep the other value
+  instead: it carries the other write's value through the chain (rotate.engine.adoption;
+  ``--force``: this run is left unfinished); ``rotate status`` will show the same drift.
 * **Idempotent**: a proof, repeated on every attempt and on resume, never remembered.
+* **An adopt run** (``--adopt``) also names the proven version as rotate's in the path's
+  custom metadata (``rotate-version``) once proven: the whole chain holds it now.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ from rotate.engine.kinds.base import (
     Told,
 )
 from rotate.engine.targets import backend_target
+from rotate.stages import backend
 
 
 @dataclass(frozen=True)
@@ -80,7 +84,9 @@ class BackendConfirm(StepKind[Confirmed]):
 
     @classmethod
     def plan(cls, inp: PlanInput) -> Iterable[Draft]:
-        what = "the restored version" if inp.restore is not None else "the version this run wrote"
+        what = ("the restored version" if inp.restore is not None
+                else "the adopted version" if inp.adopt is not None
+                else "the version this run wrote")
         yield Draft(backend_target(inp.chain, inp.credential),
                     f"{what} is still the current one (nobody wrote the path since)")
 
@@ -99,15 +105,26 @@ class BackendConfirm(StepKind[Confirmed]):
         read_at = rfc3339(utcnow(), micro=False)
         current = meta.current_version
         if current == wrote:
+            _adopted(run, wrote)
             return Outcome(Confirmed(wrote, read_at),
                            f"v{wrote} is still the current version (read at {read_at})")
         if current > wrote and _same(vault.read(run.path, current), vault.read(run.path, wrote)):
+            _adopted(run, current)
             return Outcome(Confirmed(current, read_at),
                            f"v{current} holds what this run wrote as v{wrote} (read at "
                            f"{read_at})")
         raise StepFailed(_moved(run, wrote, current, read_at,
                                 _created(meta.versions, current)),
                          next_step=_way_out(run, wrote, current))
+
+
+def _adopted(run: Run, version: int) -> None:
+    """An ``--adopt`` run whose chain now holds ``version`` names it as rotate's in the
+    path's custom metadata (``rotate-version``), as a write does, so that the next
+    ``--adopt`` finds nothing to adopt (rotate.engine.adoption).  Only here, at the end: a run
+    stopped half-way must leave the version the rest of the chain may still hold."""
+    if run.start.adopted is not None and run.start.operation == "rotate":
+        backend.adopt(run.adapters.vault, run.path, run.run_id, version)
 
 
 def _same(a: Mapping[str, Secret], b: Mapping[str, Secret]) -> bool:
@@ -138,5 +155,6 @@ def _way_out(run: Run, wrote: int, current: int) -> str:
             "the run; or, once it is back, undo the run with `rotate rollback "
             f"{run.run_id} --confirm --force` (--force: the version number moved since the "
             "run; add the same --chain/--state-dir options as this run). To keep "
-            f"v{current}'s value instead, `rotate {run.credential.name} "
-            "--adopt` will carry it once it exists.")
+            f"v{current}'s value instead, `rotate {run.credential.name} --adopt --confirm "
+            f"--force` carries it through the chain with no new version (--force: this run "
+            "is then left unfinished for good).")

@@ -1,5 +1,13 @@
 """① ``backend.write``: the new value as a new version, check-and-set on the version the run
-read; a rollback's form writes version N's data as a new version instead."""
+read; a rollback's form writes version N's data as a new version instead.
+
+``backend.adopt`` (``rotate CREDENTIAL --adopt``) is planned in its place when the backend
+already holds a value no rotate run wrote: it writes nothing, and proves that the version
+the plan showed (M) is still current;
+its result has the same shape as a write's (``previous_version`` W, the version the chain
+held; ``version`` M), so every later step, the report, resume and rollback read it as they
+read a write's: a rollback of an adopt run writes W's data back as a new version, as it
+would after a write."""
 
 from __future__ import annotations
 
@@ -7,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from rotate.core.errors import StepFailed
+from rotate.core.errors import ConflictError, StepFailed
 from rotate.core.refs import ObjectRef
 from rotate.core.secret import Secret, generate
 from rotate.engine.kinds import objects
@@ -34,8 +42,9 @@ class BackendWritten(StepData):
 
 
 def written_version(run: Run) -> int | None:
-    """The version this run's ``backend.write`` step put in the backend (either form)."""
-    for kind in (BackendWrite, BackendRestore):
+    """The version this run's ``backend.write`` step put in the backend (either form), or
+    the one its ``backend.adopt`` carries."""
+    for kind in (BackendWrite, BackendRestore, BackendAdopt):
         done = run.result(kind)
         if done is not None:
             return done.version
@@ -159,6 +168,8 @@ class BackendWrite(StepKind[BackendWritten]):
 
     @classmethod
     def plan(cls, inp: PlanInput) -> Iterable[Draft]:
+        if inp.adopt is not None:
+            return  # backend.adopt carries the value the backend already holds
         detail = _version_detail(inp.observed.current_version)
         if inp.overlap and inp.credential.overlap is not None:
             detail += f"; {inp.credential.overlap.previous_key} keeps the previous value"
@@ -198,3 +209,61 @@ class BackendWrite(StepKind[BackendWritten]):
     def prove(self, run: Run, io: StepIO,
               acted: Outcome[BackendWritten]) -> Outcome[BackendWritten]:
         return acted  # the check-and-set write is its own proof
+
+
+class BackendAdopt(StepKind[BackendWritten]):
+    """``--adopt``: the backend's current version M, which no rotate run wrote, is the run's
+    value.  Nothing is written: the step proves M is still the current version (a write
+    since the plan fails it, exit 10, nothing changed) and reads its value.  M is named as
+    rotate's in the path's custom metadata only once the whole chain holds it, by the run's
+    last step (``backend.confirm``): a run stopped half-way leaves the metadata naming the
+    version the rest of the chain may still hold, and its rollback nothing to correct."""
+
+    name: ClassVar[str] = "backend.adopt"
+    stage: ClassVar[int] = 1
+    exit_code: ClassVar[int] = 10
+    result: ClassVar[type[StepData]] = BackendWritten
+    #: a rollback writes W's data (the value the chain held before) as a new version
+    undo: ClassVar[tuple[type[StepKind[Any]], ...]] = (BackendRestore,)
+    tells: ClassVar[Mapping[str, tuple[Told, ...]]] = {"done": (Told.BACKEND_WRITTEN,)}
+    writes_value: ClassVar[bool] = True
+    #: its data's ``version`` (M) is the one a rollback expects to find current
+    writes_backend: ClassVar[bool] = True
+
+    @classmethod
+    def objects(cls, run: Run, subject: str) -> list[ObjectRef]:
+        return objects.external_secret(run)  # proves only: a Warning when it fails
+
+    @classmethod
+    def plan(cls, inp: PlanInput) -> Iterable[Draft]:
+        if inp.adopt is None:
+            return
+        a = inp.adopt
+        yield Draft(backend_target(inp.chain, inp.credential),
+                    f"adopt v{a.version} (not written by rotate) in place of "
+                    f"v{a.chain_version}, the chain's; no new version")
+
+    def observe(self, run: Run, io: StepIO) -> Outcome[BackendWritten] | None:
+        return None  # writes nothing: the proof is repeated on every attempt
+
+    def act(self, run: Run, io: StepIO) -> Outcome[BackendWritten]:
+        adopted, chain_version = run.start.adopted, run.start.adopted_from
+        if adopted is None or chain_version is None:
+            raise StepFailed(f"run {run.run_id} is not an adopt run: no version to adopt")
+        current = backend.current_version(run.adapters.vault, run.path)
+        if current != adopted:
+            raise ConflictError(
+                "vault", f"adopt {run.path}",
+                f"version moved from {adopted} to {current} since the plan; nothing was "
+                f"changed: settle this run with `rotate rollback {run.run_id} --confirm` "
+                f"(nothing to roll back), then plan again (`rotate {run.credential.name} "
+                "--adopt`)")
+        run.value = backend.read_value(run.adapters.vault, run.path,
+                                       run.credential.backend.key, adopted)
+        return Outcome(BackendWritten(chain_version, adopted),
+                       f"v{adopted} adopted (the chain held v{chain_version}); no version "
+                       "written")
+
+    def prove(self, run: Run, io: StepIO,
+              acted: Outcome[BackendWritten]) -> Outcome[BackendWritten]:
+        return acted

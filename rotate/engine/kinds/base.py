@@ -55,7 +55,14 @@ from rotate.engine.kinds.declarations import ITSELF as ITSELF
 from rotate.engine.kinds.declarations import PLANNED as PLANNED
 from rotate.engine.kinds.declarations import Told as Told
 from rotate.engine.kinds.declarations import later as later
-from rotate.engine.model import Adapters, Phase, PlannedStep, PreflightResult, RunStart
+from rotate.engine.model import (
+    Adapters,
+    Adoption,
+    Phase,
+    PlannedStep,
+    PreflightResult,
+    RunStart,
+)
 from rotate.stages.harvest import Document
 from rotate.stages.kubecache import KubeCaches
 
@@ -167,6 +174,8 @@ class PlanInput:
     strategy: Strategy
     observed: PreflightResult = field(default_factory=PreflightResult)
     restore: Restore | None = None  # a rollback's
+    #: ``--adopt``: the backend's current version is carried instead of a new value written
+    adopt: Adoption | None = None
 
     @property
     def consumers(self) -> tuple[str, ...]:

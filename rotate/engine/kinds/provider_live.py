@@ -21,7 +21,12 @@ from rotate.chain.model import Credential, ProviderApply
 from rotate.core.errors import EXIT_RESTORE_REFUSED, PermanentError, StepFailed
 from rotate.core.secret import Secret
 from rotate.core.waiting import WaitTimeout
-from rotate.engine.kinds.backend_write import BackendRestore, BackendWrite, ensure_value
+from rotate.engine.kinds.backend_write import (
+    BackendAdopt,
+    BackendRestore,
+    BackendWrite,
+    ensure_value,
+)
 from rotate.engine.kinds.base import Run, StepData
 from rotate.engine.targets import parse_workload
 from rotate.providers import Target, method_of
@@ -93,8 +98,9 @@ def _role_at(run: Run, applied: ProviderApply, version: int) -> str | None:
 
 
 def previous_version(run: Run) -> int:
-    """N: the version the rotation's ``backend.write`` replaced."""
-    done = run.result(BackendWrite)
+    """N: the version the rotation's ``backend.write`` replaced (``--adopt``: W, the version
+    the chain held, whose value the provider is moved off)."""
+    done = run.result(BackendWrite) or run.result(BackendAdopt)
     if done is None or done.previous_version < 1:
         raise StepFailed("the provider steps run after backend.write replaced a version; "
                          "this run has none (the path was created: nothing to change live)")
