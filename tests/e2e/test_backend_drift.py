@@ -177,6 +177,8 @@ def test_adopt_closes_the_chain_on_a_hand_written_value_and_rolls_back(lab: Lab)
     assert lab.dragonfly_auth(BY_HAND) and not lab.dragonfly_auth(before)
     _consistent(lab)  # the Secret, every document, readyz 200: all on the adopted value
     assert BY_HAND not in res.output
+    closed = lab.rotate("status", "dragonfly")  # the loop is closed again, proven link by link
+    assert closed.code == 0, closed.output
     run_id = newest_run(lab, runs)
     assert run_id is not None
     # the backend now holds what the chain holds: nothing to adopt, exit 0
