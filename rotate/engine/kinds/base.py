@@ -318,6 +318,11 @@ class StepKind(ABC, Generic[D]):
     #: (rotate.engine.undo); False for a final proof whose failure leaves every link the run
     #: changed on the run's value, where undoing the consumers would split them
     undoes_prepared: ClassVar[bool] = True
+    #: its steps act on a consumer itself (its tokens, its rollout, its readiness), not on a
+    #: credential's values: a run of several credentials plans one per consumer, for the
+    #: first of its credentials that consumes it (rotate.engine.merge), so a consumer of
+    #: two credentials restarts once
+    one_per_consumer: ClassVar[bool] = False
     #: the reason of the Normal event a done step leaves on each of its :meth:`objects`
     #: (None: the step only proves, and its proof is what the object's success event says;
     #: a failed step of any kind leaves a Warning)
