@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -34,6 +34,7 @@ from rotate.core.errors import (
 from rotate.core.secret import Secret
 from rotate.engine import journal as journal_mod
 from rotate.engine.journal import PREFLIGHT
+from rotate.engine.member import JOIN
 from rotate.engine.model import (
     AdapterFactory,
     Adapters,
@@ -63,6 +64,7 @@ from rotate.engine.starting import (
 if TYPE_CHECKING:
     from rotate.core.waiting import CancelToken
     from rotate.engine.session import Session
+    from rotate.engine.several import Several
 
 T = TypeVar("T")
 
@@ -91,13 +93,13 @@ class Engine:
     def load_chain(self, options: Options) -> Chain:
         return self._load(options.chain_file)
 
-    def _adapters(self, chain: Chain, options: Options, credential: Credential) -> Adapters:
+    def _adapters(self, chain: Chain, options: Options, *credentials: Credential) -> Adapters:
         """Every adapter, or one UsageError listing what each one misses (all at once),
-        the drivers ``credential``'s providers need included (rotate.clients.drivers)."""
+        the drivers ``credentials``' providers need included (rotate.clients.drivers)."""
         from rotate.clients.drivers import missing_drivers
 
         f, env = self._factory, self.environ
-        problems = missing_drivers([credential])
+        problems = missing_drivers(list(credentials))
 
         def build(make: Callable[[], T]) -> T | None:
             try:
@@ -120,16 +122,19 @@ class Engine:
     def _session(
         self, chain: Chain, cred: Credential, adapters: Adapters, options: Options,
         run_id: str, *, reclaim_run: str | None = None,
+        members: tuple[Credential, ...] = (),
     ) -> Iterator[Session]:
-        """The one set-up of ``run``, ``resume`` and ``rollback``: the locks of ``cred`` taken
-        for run ``run_id`` and held for the block, whose :class:`Session` journals and runs
-        the steps; on the way out, whatever happened, the journal is closed, then the locks
-        released."""
+        """The one set-up of ``run``, ``resume`` and ``rollback``: the locks of ``cred`` (of
+        every one of ``members``, a run of several) taken for run ``run_id`` and held for the
+        block, whose :class:`Session` journals and runs the steps; on the way out, whatever
+        happened, the journal is closed, then the locks released."""
         from rotate.engine.session import Session
 
-        lease = lease_for(chain, adapters, cred.name, run_id, options.state_dir)
+        names = [m.name for m in members] if members else cred.name
+        lease = lease_for(chain, adapters, names, run_id, options.state_dir)
         acquire(lease, options, reclaim_run=reclaim_run)
-        session = Session(chain, cred, adapters, options, self.environ, run_id, lease)
+        session = Session(chain, cred, adapters, options, self.environ, run_id, lease,
+                          members=members)
         try:
             yield session
         finally:
@@ -138,7 +143,22 @@ class Engine:
             finally:
                 lease.release()
 
+    def _several(self) -> Several:
+        from rotate.engine.several import Several
+
+        return Several(self.load_chain, self._adapters, self._session, self.environ)
+
     # ------------------------------------------------------------------ plan / run
+
+    def plan_several(self, options: Options, credentials: Sequence[str]) -> Plan:
+        """The plan of one run of several credentials (rotate.engine.several). Changes
+        nothing."""
+        return self._several().plan(options, credentials)
+
+    def run_several(self, options: Options, credentials: Sequence[str], observer: Observer,
+                    cancel: CancelToken) -> RunReport:
+        """Several credentials rotated as one run (rotate.engine.several)."""
+        return self._several().run(options, credentials, observer, cancel)
 
     def plan(self, options: Options, credential: str) -> Plan:
         """Preflight + the ordered steps. Changes nothing."""
@@ -221,6 +241,8 @@ class Engine:
             raise UsageError(f"run {run_id} is {state.status}; nothing to resume")
         refuse_overtaken(options, state)
         new_value = supplied_again(state, new_value)
+        if state.start.members:
+            return self._several().resume(options, state, observer, cancel)
         chain = self.load_chain(options)
         cred = chain.credential(state.credential)
         adapters = self._adapters(chain, options, cred)
@@ -247,6 +269,8 @@ class Engine:
                 f"run {run_id} is a {orig.operation}; roll back the rotation it undid")
         if orig.status == "rolled-back":
             raise UsageError(f"run {run_id} was already rolled back by {orig.rolled_back_by}")
+        if orig.start.members:
+            return self._several().rollback(options, orig, observer, cancel)
         chain = self.load_chain(options)
         cred = chain.credential(orig.credential)
         adapters = self._adapters(chain, options, cred)
@@ -294,7 +318,7 @@ class Engine:
         history = self.runs(options)
         out = []
         for name, cred in chain.credentials.items():
-            last = next((r for r in history if r.credential == name), None)
+            last = next((r for r in history if name in r.credential.split(JOIN)), None)
             out.append(CredentialSummary(name, cred.description,
                                          tuple(str(p) for p in cred.providers),
                                          consumers_of(chain, name), cred.strategy, last))

@@ -27,9 +27,14 @@ The rules, and why:
   the second switch's own duration.
 * **Overlap**: every provider accepts both values, every consumer moves once, then every
   credential retires its old value — ranks by rotation order do exactly that.
-* One strategy per run: a consumer shared by a ``restart`` and an ``overlap`` credential
-  would have to move both before and after a switch, so a run whose credentials' strategies
-  differ is refused (exit 2): pass ``--strategy`` or run them apart.
+* **Both at once** (each credential keeps its own strategy: ``dragonfly`` restart,
+  ``postgres`` overlap in the lab): the overlap credentials first take their new value on
+  their providers *beside* the old one (nothing refuses anything yet); then every
+  consumer's documents, tokens and rollouts are prepared, the restart credentials' beside
+  their syncs; then the restart credentials switch; then every consumer's readiness is
+  proven; then the overlap credentials retire their old values.  A consumer of both restarts
+  once, with both new values, and is unready only for the restart switch's readiness
+  period — as with that credential alone.
 """
 
 from __future__ import annotations
@@ -44,10 +49,8 @@ from rotate.core.strategy import Strategy
 from rotate.engine.journal import RunState
 from rotate.engine.kinds import ROTATION, Kind, find
 from rotate.engine.kinds.base import Draft, PlanInput
+from rotate.engine.member import JOIN
 from rotate.engine.model import Plan, PlannedStep, PreflightResult
-
-#: what joins the credentials' names in a run's ``credential`` and its run id
-JOIN = "+"
 
 Drafted = tuple[str, Kind, Draft]  # (credential, kind, draft)
 
@@ -66,25 +69,23 @@ def distinct(names: Sequence[str]) -> tuple[str, ...]:
     return tuple(seen)
 
 
-def one_strategy(strategies: Mapping[str, Strategy]) -> Strategy:
-    """The run's one strategy; UsageError (exit 2) when the credentials' differ (module doc)."""
-    found = set(strategies.values())
-    if len(found) == 1:
-        return next(iter(found))
-    said = ", ".join(f"{name}: {strategy}" for name, strategy in strategies.items())
-    raise UsageError(f"the credentials of one run must share a strategy ({said})",
-                     hint="pass --strategy restart (or overlap), or rotate them in separate "
-                          "runs")
+def _slot(kind: Kind, draft: Draft, restart: bool, mixed: bool, sync_at: int,
+          at: int) -> int:
+    """Where a step sits among the stages of a merged plan (module doc).
 
-
-def _slot(kind: Kind, draft: Draft, prepare_first: bool, sync_at: int, at: int) -> int:
-    """Where a step sits among the stages of a merged plan (module doc): under ``restart``
-    0 backend writes and triggers, 1 the consumers prepared beside the syncs, 2 the syncs,
-    3 the Secret's readers restarted once every Secret is proven, 4 the switches, 5 the
-    rest; otherwise everything in rotation order."""
-    if not prepare_first:
-        return 0
+    A ``restart`` credential's: 0 its backend write and trigger, 1 its consumers prepared
+    beside the syncs, 2 its sync wait, 3 the Secret's readers restarted once every Secret is
+    proven, 4 its switch, 5 the rest.  An ``overlap`` credential's beside a ``restart`` one
+    (``mixed``): 0 everything up to its provider taking both values, 1 its consumers'
+    documents, tokens and rollouts, 5 the rest — its retire ranks after every consumer's
+    readiness, by rotation order.  Credentials that all overlap: rotation order."""
     early = kind.phase == "main" and not draft.late
+    if not restart:
+        if not mixed or kind.phase != "main":
+            return 0
+        if early and kind.prepares:
+            return 1
+        return 0 if at < sync_at or kind.syncs or kind.stage == 3 else 5
     if early and kind.prepares:
         return 1
     if kind.syncs:
@@ -108,12 +109,14 @@ def owners(members: Sequence[tuple[str, Sequence[tuple[Kind, Draft]]]]) -> dict[
 
 
 def merge_drafts(members: Sequence[tuple[str, Sequence[tuple[Kind, Draft]]]],
-                 kinds: Sequence[Kind], *, prepare_first: bool) -> list[Drafted]:
+                 kinds: Sequence[Kind], *, restart: Sequence[str] = ()) -> list[Drafted]:
     """The credentials' ordered drafts as one list (module doc): each credential's order
     kept, the lowest rank first, the ``one_per_consumer`` steps of a consumer kept for its
     owner only.  ``kinds``: every kind in the order that ranks them (ROTATION, or the
-    rollback's undo kinds)."""
+    rollback's undo kinds); ``restart``: the credentials whose consumers are prepared
+    before their switch (a rotation's under the restart strategy)."""
     order = {kind: i for i, kind in enumerate(kinds)}
+    mixed = bool(restart) and any(name not in restart for name, _ in members)
     sync_at = next((i for i, kind in enumerate(kinds) if kind.syncs), len(kinds))
     owner = owners(members)
     lists = [[(name, kind, draft) for kind, draft in drafted
@@ -122,9 +125,9 @@ def merge_drafts(members: Sequence[tuple[str, Sequence[tuple[Kind, Draft]]]],
              for name, drafted in members]
 
     def rank(item: Drafted) -> tuple[int, int]:
-        _, kind, draft = item
+        name, kind, draft = item
         at = order.get(kind, len(kinds))
-        return _slot(kind, draft, prepare_first, sync_at, at), at
+        return _slot(kind, draft, name in restart, mixed, sync_at, at), at
 
     heads = [0] * len(lists)
     out: list[Drafted] = []
@@ -152,23 +155,24 @@ def _trap(name: str, trap: Trap) -> Trap:
     return Trap(trap.name, trap.target, f"{name}: {trap.problem}", trap.action, trap.blocking)
 
 
-def build_merged_plan(chain: Chain, credentials: Sequence[Credential], strategy: Strategy,
+def build_merged_plan(chain: Chain, credentials: Sequence[Credential],
+                      strategies: Mapping[str, Strategy],
                       observed: Mapping[str, PreflightResult]) -> Plan:
-    """The plan of a run of ``credentials`` (sorted, at least two): each one's own plan as a
-    member, their steps merged."""
+    """The plan of a run of ``credentials`` (sorted, at least two), each with its strategy:
+    each one's own plan as a member, their steps merged."""
     from rotate.engine.plan import build_plan, ordered_drafts
 
-    plans = [build_plan(chain, c, strategy, observed[c.name]) for c in credentials]
-    inputs = [PlanInput(chain, c, strategy, observed[c.name]) for c in credentials]
-    drafted = [(c.name, ordered_drafts(ROTATION, inp)) for c, inp in zip(credentials, inputs,
-                                                                          strict=True)]
-    steps = number(merge_drafts(drafted, ROTATION, prepare_first=inputs[0].prepare_first))
+    plans = [build_plan(chain, c, strategies[c.name], observed[c.name]) for c in credentials]
+    inputs = [PlanInput(chain, c, strategies[c.name], observed[c.name]) for c in credentials]
+    drafted = [(inp.credential.name, ordered_drafts(ROTATION, inp)) for inp in inputs]
+    restart = [inp.credential.name for inp in inputs if inp.prepare_first]
+    steps = number(merge_drafts(drafted, ROTATION, restart=restart))
     first = plans[0]
     readers: dict[str, str] = {}
     for p in plans:
         readers.update(p.readers)
     return Plan(
-        credential=joined([p.credential for p in plans]), strategy=strategy,
+        credential=joined([p.credential for p in plans]), strategy=first.strategy,
         consumers=tuple(dict.fromkeys(c for p in plans for c in p.consumers)),
         providers=tuple(dict.fromkeys(x for p in plans for x in p.providers)),
         backend_path=first.backend_path, current_version=first.current_version,

@@ -146,7 +146,8 @@ class Plan:
                                          for ref, words in self.readers.items()]
         if self.members:  # a one-credential plan keeps the JSON it had
             out["credentials"] = list(self.credentials)
-            out["members"] = [{"credential": m.credential, "consumers": list(m.consumers),
+            out["members"] = [{"credential": m.credential, "strategy": m.strategy,
+                               "consumers": list(m.consumers),
                                "providers": list(m.providers),
                                "backend": {"path": m.backend_path,
                                            "current_version": m.current_version}}
@@ -336,7 +337,7 @@ class RunStart:
         and consumers, the run's id, operation, strategy and every step (``prepared`` asks
         whether *any* provider switches after a step)."""
         m = next(x for x in self.members if x.credential == name)
-        return replace(self, credential=name, backend_path=m.backend_path,
+        return replace(self, credential=name, strategy=m.strategy, backend_path=m.backend_path,
                        current_version=m.current_version, consumers=m.consumers,
                        providers=m.providers, restore_backend_version=m.restore_backend_version,
                        restore_config=m.restore_config,
@@ -345,8 +346,10 @@ class RunStart:
     def prepared(self, step: PlannedStep) -> bool:
         """``step`` runs ahead of the provider switch (rotate.engine.plan): a stage-④ step of
         a rotation with the restart strategy whose plan has a stage-③ step of the same phase
-        after it."""
-        if self.operation != "rotate" or self.strategy != Strategy.restart or step.stage <= 3:
+        after it (in a run of several credentials, any credential's)."""
+        strategy = next((m.strategy for m in self.members if m.credential == step.credential),
+                        self.strategy)  # a run of several: the step's credential's
+        if self.operation != "rotate" or strategy != Strategy.restart or step.stage <= 3:
             return False
         return any(s.index > step.index and s.stage == 3 and s.phase == step.phase
                    for s in self.steps)

@@ -18,7 +18,7 @@ from typing import Annotated
 
 import typer
 
-from rotate.cli.console import console_for
+from rotate.cli.console import Console, console_for
 from rotate.cli.options import (
     DEFAULT_CHAIN,
     Chain,
@@ -51,8 +51,9 @@ ForceStart = Annotated[bool, typer.Option(
     "--force", help="Start although the credential's last run is unfinished (it failed or "
                     "was interrupted after changing something); that run can then no longer "
                     "be resumed.")]
-Credential = Annotated[str, typer.Argument(
-    metavar="CREDENTIAL", show_default=False, help="A credential name from the chain file.")]
+Credentials = Annotated[list[str], typer.Argument(
+    metavar="CREDENTIAL...", show_default=False,
+    help="A credential name from the chain file; several are rotated as one run.")]
 
 
 def read_value_stdin(credential: str) -> Secret:
@@ -89,7 +90,7 @@ def read_value_stdin(credential: str) -> Secret:
 
 def rotate(
     ctx: typer.Context,
-    credential: Credential,
+    credentials: Credentials,
     chain: Chain = DEFAULT_CHAIN,
     confirm: Confirm = False,
     dry_run: DryRun = False,
@@ -105,9 +106,17 @@ def rotate(
     report_file: ReportFile = None,
     force: ForceStart = False,
 ) -> None:
-    """Plan the rotation of CREDENTIAL (changes nothing), or run it with --confirm."""
+    """Plan the rotation of CREDENTIAL (changes nothing), or run it with --confirm.
+    Several credentials are one run: each consumer restarts once (docs/chain.md)."""
     console = console_for(ctx, output, report_file)
     change = plan_or_confirm(confirm, dry_run)
+    if len(credentials) > 1:
+        _several(ctx, console, credentials, change, value_stdin, Options(
+            chain_file=chain, state_dir=state_dir_or_default(state_dir), strategy=strategy,
+            max_parallel=max_parallel, timeout=timeout, context=context,
+            kubeconfig=kubeconfig, take_over_lock=take_over_lock, force=force))
+        return
+    credential = credentials[0]
     new_value = read_value_stdin(credential) if (change and value_stdin) else None
     engine = state_of(ctx).engine()
     options = Options(chain_file=chain, state_dir=state_dir_or_default(state_dir),
@@ -123,6 +132,28 @@ def rotate(
             options, credential, observer, cancel, new_value=new_value))
     except PreflightFailed as exc:
         # The engine may attach the plan it refused, so the operator sees which check failed.
+        refused = getattr(exc, "plan", None)
+        if refused is not None:
+            show_plan(console, refused)
+        raise
+
+
+def _several(ctx: typer.Context, console: Console, credentials: list[str], change: bool,
+             value_stdin: bool, options: Options) -> None:
+    """``rotate A B …``: the plan, or the run, of several credentials as one
+    (rotate.engine.several)."""
+    if value_stdin:
+        raise UsageError("--value-stdin gives one credential its value: rotate that "
+                         "credential alone")
+    engine = state_of(ctx).engine()
+    if not change:
+        plan = engine.plan_several(options, credentials)
+        show_plan(console, plan)
+        raise typer.Exit(EXIT_OK if plan.ok else EXIT_PREFLIGHT)
+    try:
+        drive(ctx, console, lambda observer, cancel: engine.run_several(
+            options, credentials, observer, cancel))
+    except PreflightFailed as exc:
         refused = getattr(exc, "plan", None)
         if refused is not None:
             show_plan(console, refused)
