@@ -62,6 +62,10 @@ HUMAN: tuple[tuple[str, str, str], ...] = (
 #: a credential sharing consumers (not a provider) with the main one, and the offsets (ms) at
 #: which it is started after the main one
 SHARING_OFFSETS_MS = (0, 150, 500)
+#: a run of the main and the sharing credential together (`rotate A B --confirm`) is killed
+#: at the start of each of these kinds: consumers prepared (before the restart credential's
+#: switch, after the overlap one's provider took both values), and their readiness proven
+SEVERAL_AT = ("consumer.restart", "readyz.check")
 #: a human edit of an owned pointer of this consumer's document, at the start of this kind
 #: (after preflight read the versions, well before the parallel document writes)
 HUMAN_EDIT = ("order", "backend.write")
@@ -83,7 +87,8 @@ class Spec:
     value the provider cannot take: exit 2, nothing changed), ``sharing`` (``target``, a
     credential sharing consumers, started
     ``delay_ms`` after ``credential``) or ``human-edit`` (an owned pointer of ``target``'s
-    Config Center document changed by hand at ``kind``)."""
+    Config Center document changed by hand at ``kind``) or ``several`` (``credential`` and
+    ``target`` as one run, ``sig`` at ``kind``)."""
 
     disturbance: str
     credential: str
@@ -116,6 +121,7 @@ class Spec:
                        + (f"{self.target} {self.delay_ms} ms later" if self.delay_ms
                           else "at once"),
             "human-edit": f"human edit of {self.target}'s document at {at}",
+            "several": f"{self.credential} and {self.target} in one run, {self.sig} at {at}",
         }[self.disturbance]
         return f"{cred}{what} → {self.recovery}"
 
@@ -189,12 +195,15 @@ def journal_specs(credential: str, kinds: Sequence[str]) -> list[Spec]:
 def sharing_specs(main: str, sharing: str, main_kinds: Sequence[str]) -> list[Spec]:
     """``sharing`` (consumers in common, no provider) started at each offset after ``main``,
     recovered by resuming whichever failed; a human edit of an owned pointer of a shared
-    consumer's document right before the writes, recovered by resume and by rollback."""
+    consumer's document right before the writes, recovered by resume and by rollback; both
+    as one run, killed at each ``SEVERAL_AT`` kind, recovered by resume and by rollback."""
     out = [Spec("sharing", main, "resume", delay_ms=ms, target=sharing)
            for ms in SHARING_OFFSETS_MS]
     svc, kind = HUMAN_EDIT
     if kind in main_kinds:
         out += [Spec("human-edit", main, how, kind=kind, target=svc) for how in RECOVERIES]
+    out += [Spec("several", main, how, kind=at, sig="kill", target=sharing)
+            for at in SEVERAL_AT if at in main_kinds for how in RECOVERIES]
     return out
 
 

@@ -21,6 +21,8 @@ action and how it is undone.  A kind declares
   reacts (a consumer made ready for the new value while the provider still holds the old
   one), unless a draft says ``late``; ``compensate`` — the kind that undoes such a prepared
   step within the run when a step it was prepared ahead of fails (rotate.engine.undo);
+* ``one_per_consumer`` — its steps act on a consumer itself: a run of several credentials
+  plans them once per consumer (rotate.engine.merge);
 * what generic code asks of a kind instead of knowing it by name: ``event_reason`` and
   :meth:`StepKind.objects` (its Kubernetes Events, rotate.engine.events), ``tells`` (what its
   journaled steps say of the chain's state now, rotate.engine.chain_state), ``writes_value``,
