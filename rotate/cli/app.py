@@ -255,7 +255,8 @@ def _root(
     pass
 
 
-app.command(CREDENTIAL_COMMAND, hidden=True, cls=CredentialCommand)(rotate_cmd.rotate)
+app.command(CREDENTIAL_COMMAND, hidden=True, cls=CredentialCommand,
+            context_settings={"allow_extra_args": True})(rotate_cmd.rotate)
 app.command("list", cls=LightCommand)(list_cmd.list_credentials)
 app.command("runs", cls=LightCommand)(runs.runs)
 app.command("show", cls=LightCommand)(show.show)

@@ -56,9 +56,24 @@ if TYPE_CHECKING:
     from rotate.engine.session import Session
 
 
+def unknown_names(known: Sequence[str], names: Sequence[str]) -> UsageError | None:
+    """The error for words that name no credential — by position, never echoed: a word
+    after the credential may be a value typed into argv by mistake."""
+    unknown = [str(i) for i, name in enumerate(names, start=1) if name not in known]
+    if not unknown:
+        return None
+    return UsageError(
+        f"word {', '.join(unknown)} of the {len(names)} after `rotate` is no credential of "
+        f"the chain file, which defines: {', '.join(known) or 'none'} (not shown: a new "
+        "value is never passed in argv; use --value-stdin)")
+
+
 def credentials_of(chain: Chain, names: Sequence[str]) -> tuple[Credential, ...]:
-    """The run's credentials, sorted; UsageError (exit 2) for one named twice, unknown, or
-    taking its value from stdin."""
+    """The run's credentials, sorted; UsageError (exit 2) for one unknown (not echoed),
+    named twice, or taking its value from stdin."""
+    error = unknown_names(list(chain.credentials), names)
+    if error is not None:
+        raise error
     creds = tuple(chain.credential(name) for name in distinct(names))
     for cred in creds:
         if cred.value_from == "stdin":

@@ -51,9 +51,8 @@ ForceStart = Annotated[bool, typer.Option(
     "--force", help="Start although the credential's last run is unfinished (it failed or "
                     "was interrupted after changing something); that run can then no longer "
                     "be resumed.")]
-Credentials = Annotated[list[str], typer.Argument(
-    metavar="CREDENTIAL...", show_default=False,
-    help="A credential name from the chain file; several are rotated as one run.")]
+Credential = Annotated[str, typer.Argument(
+    metavar="CREDENTIAL", show_default=False, help="A credential name from the chain file.")]
 
 
 def read_value_stdin(credential: str) -> Secret:
@@ -90,7 +89,7 @@ def read_value_stdin(credential: str) -> Secret:
 
 def rotate(
     ctx: typer.Context,
-    credentials: Credentials,
+    credential: Credential,
     chain: Chain = DEFAULT_CHAIN,
     confirm: Confirm = False,
     dry_run: DryRun = False,
@@ -106,8 +105,11 @@ def rotate(
     report_file: ReportFile = None,
     force: ForceStart = False,
 ) -> None:
-    """Plan the rotation of CREDENTIAL (changes nothing), or run it with --confirm.
-    Several credentials are one run: each consumer restarts once (docs/chain.md)."""
+    """Plan the rotation of CREDENTIAL (changes nothing), or run it with --confirm."""
+    # Further words are further credentials, one run of them all (docs/chain.md "Several
+    # credentials in one run"); the command takes them as extra arguments, so that its help
+    # and a one-credential run stay exactly as they were.
+    credentials = [credential, *ctx.args]
     console = console_for(ctx, output, report_file)
     change = plan_or_confirm(confirm, dry_run)
     if len(credentials) > 1:
@@ -116,7 +118,6 @@ def rotate(
             max_parallel=max_parallel, timeout=timeout, context=context,
             kubeconfig=kubeconfig, take_over_lock=take_over_lock, force=force))
         return
-    credential = credentials[0]
     new_value = read_value_stdin(credential) if (change and value_stdin) else None
     engine = state_of(ctx).engine()
     options = Options(chain_file=chain, state_dir=state_dir_or_default(state_dir),
