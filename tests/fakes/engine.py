@@ -204,7 +204,7 @@ class FakeEngine:
 
         self.calls.append(("plan_several", options))
         self._chain(options)
-        error = unknown_names(["dragonfly"], credentials)
+        error = unknown_names(["dragonfly", "postgres"], credentials)
         if error is not None:
             raise error
         return make_plan(self.plan_ok)
