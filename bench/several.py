@@ -55,6 +55,9 @@ def parser() -> argparse.ArgumentParser:
                     help="rounds of the three kinds, alternating their order (default 2)")
     ap.add_argument("--rps", type=_bounded(0.5, 100, float), default=20.0,
                     help="requests per second on each service's /work (default 20)")
+    ap.add_argument("--lab-nice", type=_bounded(0, 19, int), default=LAB_NICE, metavar="N",
+                    help=f"niceness of the lab this run starts (default {LAB_NICE}, as "
+                    "bench.rotation; 0 on a machine too busy for a lab at 19 to start)")
     ap.add_argument("--out", type=Path, help="results directory (default "
                     "bench/results/several-<UTC time>)")
     ap.add_argument("--dir", type=Path, help="lab directory (default OUT/lab)")
@@ -130,8 +133,8 @@ def run(args: argparse.Namespace) -> int:
         if args.no_lab_up:
             lab.borrow()
         else:
-            print(f"lab up (realistic, nice {LAB_NICE}) in {lab.dir} …", file=sys.stderr)
-            lab.up("realistic", None, LAB_NICE)
+            print(f"lab up (realistic, nice {args.lab_nice}) in {lab.dir} …", file=sys.stderr)
+            lab.up("realistic", None, args.lab_nice)
         params = chain_params.load(Path(lab.env["ROTATE_CHAIN"]), "dragonfly", None, None)
         targets = load_targets(lab)
         consumers = sorted({"cart", "inventory", "payment", *SHARED})
@@ -149,6 +152,7 @@ def run(args: argparse.Namespace) -> int:
         print("\n".join(lines))
         (out / "results.json").write_text(json.dumps({
             "command": " ".join(sys.argv), "rps": args.rps, "loadavg": os.getloadavg(),
+            "lab_nice": args.lab_nice,
             "finished": datetime.now(UTC).isoformat(timespec="seconds"),
             "runs": [vars(r) for r in results], "summary": lines}, indent=2) + "\n")
         print(f"\nresults: {out / 'results.json'}")

@@ -238,8 +238,11 @@ def _report_head(report: RunReport) -> list[str]:
         versions = _versions(b)
     lines = [f"Run {report.run_id}  {report.credential}  {report.status}  "
              f"(exit {report.exit_code})"]
+    members = report.extra.get("members") or []
+    backends = [("backend" if i == 0 else "", f"{m.get('credential')}: {_versions(m['backend'])}")
+                for i, m in enumerate(members)] or [("backend", versions)]
     lines += aligned([(k, v) for k, v in (
-        ("backend", versions),
+        *backends,
         ("started", report.started_at or ""),
         ("finished", report.finished_at or ""),
         ("events", _events(report.extra.get("events")))) if v])
