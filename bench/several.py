@@ -20,9 +20,11 @@ import os
 import signal
 import statistics
 import sys
+import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from bench import chain_params
 from bench.measure import COMMAND_TIMEOUT, journal_steps, measure
@@ -64,6 +66,28 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--no-lab-up", action="store_true", help="use the lab already running "
                     "in --dir; do not start or stop it")
     return ap
+
+
+def wait_rolled(lab: Lab, deadline_s: float = 180.0) -> None:
+    """Every Deployment of the shop rolled out (its status observed its generation and every
+    replica updated and available): what preflight's ``consumer.healthy`` asks.  Pods
+    Ready (bench.rotation.wait_steady) is not enough on a busy machine, where a Deployment's
+    status lags its pods."""
+    deadline = time.time() + deadline_s
+    while True:
+        items = lab.kubectl_json("get", "deployments", "-n", "shop")["items"]
+
+        def done(d: dict[str, Any]) -> bool:
+            st, want = d.get("status") or {}, (d.get("spec") or {}).get("replicas", 1)
+            return bool(st.get("observedGeneration") == d["metadata"].get("generation")
+                        and st.get("updatedReplicas") == want
+                        and st.get("availableReplicas") == want)
+
+        if items and all(done(d) for d in items):
+            return
+        if time.time() > deadline:
+            raise BenchError(f"the shop's Deployments did not roll out within {deadline_s:.0f}s")
+        time.sleep(0.5)
 
 
 def revisions(lab: Lab, names: list[str]) -> dict[str, int]:
@@ -143,6 +167,7 @@ def run(args: argparse.Namespace) -> int:
             order = list(KINDS) if i % 2 == 0 else list(KINDS)[::-1]
             for kind in order:
                 wait_steady(lab)
+                wait_rolled(lab)
                 print(f"round {i + 1}/{args.runs}: {kind} …", file=sys.stderr)
                 r = one_run(kind, i, args, lab, targets, params, out, consumers)
                 results.append(r)
