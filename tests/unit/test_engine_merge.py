@@ -231,3 +231,39 @@ def test_a_members_view_of_the_journal_holds_its_steps_and_its_consumers_shared_
     assert ("config.write", "order", "postgres") in kinds
     assert ("consumer.restart", "order", "dragonfly") in kinds  # its consumer, owned there
     assert not any(c == "dragonfly" and k == "config.write" for k, _, c in kinds)
+
+
+def _state_with(steps: list[PlannedStep], done: set[int]) -> RunState:
+    state = RunState("R", _start(steps), [StepState(s) for s in steps], "2026-01-01T00:00:00Z")
+    for st in state.steps:
+        if st.step.index in done:
+            st.status = "done"
+            st.data = {"version": 2, "previous_version": 1, "previous_stamp": None}
+    return state
+
+
+def test_a_failure_before_any_switch_undoes_every_credentials_prepared_steps() -> None:
+    from rotate.engine.undo import plan_undo
+
+    plans, names = CASES["both restart"]
+    steps = _merged(plans, names)
+    wait = next(s for s in steps if s.kind == "sync.wait" and s.credential == "postgres")
+    state = _state_with(steps, {s.index for s in steps if s.index < wait.index})
+    undo = plan_undo(state, wait)
+    undone = {(s.kind, s.subject, s.credential) for s in undo.steps}
+    assert ("config.undo", "order", "dragonfly") in undone
+    assert ("config.undo", "order", "postgres") in undone  # each credential's own pointers
+    assert ("consumer.undo", "order", "dragonfly") in undone  # its one restart
+    assert all(s.index > len(steps) for s in undo.steps)
+
+
+def test_once_a_provider_switched_a_failure_undoes_nothing() -> None:
+    from rotate.engine.undo import plan_undo
+
+    plans, names = CASES["restart and overlap"]
+    steps = _merged(plans, names)
+    failed = next(s for s in steps if s.kind == "provider.apply" and s.credential == "dragonfly")
+    state = _state_with(steps, {s.index for s in steps if s.index < failed.index})
+    assert any(s.kind == "provider.apply" and s.credential == "postgres" and
+               s.index < failed.index for s in steps)
+    assert plan_undo(state, failed).steps == ()
