@@ -48,6 +48,7 @@ class Result:
     exit_code: int
     failed: int
     rollouts: dict[str, int]  # consumer → rollouts during the run
+    failed_by: dict[str, int]  # service → its failed requests
 
 
 def parser() -> argparse.ArgumentParser:
@@ -111,8 +112,12 @@ def one_run(kind: str, i: int, args: argparse.Namespace, lab: Lab, targets: list
                   lambda started, ended: journal_steps(state, started, ended),
                   COMMAND_TIMEOUT)
     after = revisions(lab, consumers)
-    return Result(kind, i, seg.wall, seg.exit_code, sum(not s.ok for s in seg.samples),
-                  {c: after[c] - before[c] for c in consumers})
+    failed_by: dict[str, int] = {}
+    for sample in seg.samples:
+        if not sample.ok:
+            failed_by[sample.service] = failed_by.get(sample.service, 0) + 1
+    return Result(kind, i, seg.wall, seg.exit_code, sum(failed_by.values()),
+                  {c: after[c] - before[c] for c in consumers}, failed_by)
 
 
 def verdict(results: list[Result]) -> tuple[list[str], bool]:
@@ -172,7 +177,7 @@ def run(args: argparse.Namespace) -> int:
                 r = one_run(kind, i, args, lab, targets, params, out, consumers)
                 results.append(r)
                 print(f"  wall {r.wall:.1f} s, exit {r.exit_code}, {r.failed} failed "
-                      f"requests, rollouts {r.rollouts}", file=sys.stderr)
+                      f"requests {r.failed_by}, rollouts {r.rollouts}", file=sys.stderr)
         lines, ok = verdict(results)
         print("\n".join(lines))
         (out / "results.json").write_text(json.dumps({
