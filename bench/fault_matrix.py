@@ -66,6 +66,10 @@ SHARING_OFFSETS_MS = (0, 150, 500)
 ADOPT_AT = ("sync.trigger", "provider.apply")
 #: kinds at whose start the target Secret is changed by hand (after / while the sync proves it)
 SECRET_EDIT_AT = ("sync.wait", "provider.apply")
+#: a run of the main and the sharing credential together (`rotate A B --confirm`) is killed
+#: at the start of each of these kinds: consumers prepared (before the restart credential's
+#: switch, after the overlap one's provider took both values), and their readiness proven
+SEVERAL_AT = ("consumer.restart", "readyz.check")
 #: a human edit of an owned pointer of this consumer's document, at the start of this kind
 #: (after preflight read the versions, well before the parallel document writes)
 HUMAN_EDIT = ("order", "backend.write")
@@ -89,8 +93,9 @@ class Spec:
     ``delay_ms`` after ``credential``) or ``human-edit`` (an owned pointer of ``target``'s
     Config Center document changed by hand at ``kind``), ``adopt-noop`` (``--adopt
     --confirm`` with nothing to adopt: exit 0, nothing changed), ``adopt`` (a ``bao kv
-    put`` by hand, then ``--adopt --confirm`` with ``sig`` at ``kind``) or ``secret-edit``
-    (the target Secret changed by hand at ``kind``); bench/fault_adopt.py."""
+    put`` by hand, then ``--adopt --confirm`` with ``sig`` at ``kind``), ``secret-edit``
+    (the target Secret changed by hand at ``kind``; bench/fault_adopt.py) or ``several``
+    (``credential`` and ``target`` as one run, ``sig`` at ``kind``)."""
 
     disturbance: str
     credential: str
@@ -126,6 +131,7 @@ class Spec:
             "adopt-noop": "--adopt with nothing to adopt",
             "adopt": f"{self.sig} at {at} of --adopt after a bao kv put",
             "secret-edit": f"Secret edited by hand at {at}",
+            "several": f"{self.credential} and {self.target} in one run, {self.sig} at {at}",
         }[self.disturbance]
         return f"{cred}{what} → {self.recovery}"
 
@@ -199,12 +205,15 @@ def journal_specs(credential: str, kinds: Sequence[str]) -> list[Spec]:
 def sharing_specs(main: str, sharing: str, main_kinds: Sequence[str]) -> list[Spec]:
     """``sharing`` (consumers in common, no provider) started at each offset after ``main``,
     recovered by resuming whichever failed; a human edit of an owned pointer of a shared
-    consumer's document right before the writes, recovered by resume and by rollback."""
+    consumer's document right before the writes, recovered by resume and by rollback; both
+    as one run, killed at each ``SEVERAL_AT`` kind, recovered by resume and by rollback."""
     out = [Spec("sharing", main, "resume", delay_ms=ms, target=sharing)
            for ms in SHARING_OFFSETS_MS]
     svc, kind = HUMAN_EDIT
     if kind in main_kinds:
         out += [Spec("human-edit", main, how, kind=kind, target=svc) for how in RECOVERIES]
+    out += [Spec("several", main, how, kind=at, sig="kill", target=sharing)
+            for at in SEVERAL_AT if at in main_kinds for how in RECOVERIES]
     return out
 
 

@@ -164,6 +164,8 @@ class Case:
             a, _ = self.start(MAIN)
             b, _ = self.start(OTHER)
             return {MAIN: self.finish(a), OTHER: self.finish(b)}
+        if s.disturbance == "several":
+            return self.disturb_several()
         if s.disturbance == "sharing":
             a, _ = self.start(s.credential)
             if s.delay_ms:
@@ -183,6 +185,45 @@ class Case:
         if s.disturbance == "fault-during":
             w.fault(s.fault, s.target, clear=True)
         return codes
+
+    def several(self) -> str:
+        """The credential of a run of the spec's two credentials (names sorted, "+")."""
+        return "+".join(sorted((self.spec.credential, self.spec.target)))
+
+    def disturb_several(self) -> dict[str, int]:
+        """Both credentials as one run, killed at the spec's kind: {"A+B": exit code}."""
+        s = self.spec
+        proc = self.world.spawn(s.credential, s.target, "--confirm")
+        journal = Journal(self.world.runs, self.several(), self.known)
+        self.journal = journal
+        try:
+            if self.at_kind(proc, journal):
+                os.kill(proc.pid, SIGS[s.sig])
+        finally:
+            if proc.poll() is None:
+                thaw(proc)
+        return {self.several(): self.finish(proc)}
+
+    def recover_several(self) -> dict[str, str]:
+        """One resume, or one rollback, of the run of both; both credentials then show it."""
+        s, w = self.spec, self.world
+        expect = {c: "unchanged" for c in self.creds}
+        run_id = self.journal.run_id_now() if self.journal else None
+        if run_id is None:
+            self.out.problems.append("no journal for the run of both credentials")
+            return expect
+        code = w.rotate(s.recovery, run_id, "--confirm").returncode
+        self.out.exit_codes.append(code)
+        if code != 0:
+            self.out.problems.append(f"{s.recovery} did not exit 0")
+        for cred in (s.credential, s.target):
+            changed = w.bao_version(self.creds[cred]) != self.v0[cred]
+            expect[cred] = "rotated" if s.recovery == "resume" else (
+                "restored" if changed else "unchanged")
+        settled = "succeeded" if s.recovery == "resume" else "rolled-back"
+        if (status := w.run_status(run_id)) != settled:
+            self.out.problems.append(f"the run of both reads {status}, not {settled}")
+        return expect
 
     def act(self, proc: subprocess.Popen[str]) -> dict[str, int]:
         """Do the spec's disturbance to a frozen run; exit codes of other runs it started."""
@@ -260,6 +301,8 @@ class Case:
 
     def recover(self, codes: dict[str, int]) -> dict[str, str]:
         """Resume or roll back each disturbed run; what each credential should now show."""
+        if self.spec.disturbance == "several":
+            return self.recover_several()
         expect = {c: "unchanged" for c in self.creds}
         if self.spec.disturbance == "adopt-noop":
             return expect  # nothing ran, nothing to recover

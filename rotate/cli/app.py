@@ -329,7 +329,8 @@ def _root(
 #: that does not name its own, which left ``rotate list --help`` an empty usage line)
 OPTIONS = "[OPTIONS]"
 
-app.command(CREDENTIAL_COMMAND, hidden=True, cls=CredentialCommand)(rotate_cmd.rotate)
+app.command(CREDENTIAL_COMMAND, hidden=True, cls=CredentialCommand,
+            context_settings={"allow_extra_args": True})(rotate_cmd.rotate)
 for _name, _function in (("list", list_cmd.list_credentials), ("runs", runs.runs),
                          ("show", show.show), ("resume", resume.resume),
                          ("rollback", rollback.rollback), ("doctor", doctor.doctor),

@@ -92,9 +92,15 @@ def _plan_head(plan: Plan) -> list[tuple[str, str]]:
     version = "absent" if plan.current_version is None else str(plan.current_version)
     reason = [("strategy", plan.strategy_reason)] if plan.strategy_reason else []
     adopt = [("adopt", plan.adopt.detail)] if plan.adopt is not None else []
+    backends = [("backend", f"{plan.backend_path} (current version {version})")]
+    if plan.members:  # several credentials: each one's backend
+        backends = [("backend" if i == 0 else "",
+                     f"{m.credential}: {m.backend_path} (current version "
+                     + ("absent" if m.current_version is None else str(m.current_version))
+                     + ")") for i, m in enumerate(plan.members)]
     return [
         *reason,
-        ("backend", f"{plan.backend_path} (current version {version})"),
+        *backends,
         *adopt,
         *_listed("providers", list(plan.providers)),
         *_listed("consumers", list(plan.consumers), " (derived from the chain file)"),
@@ -124,13 +130,24 @@ def _plan_footer(plan: Plan) -> list[str]:
     adopt = " --adopt" if plan.adopt is not None else ""
     if plan.ok:
         return ["Preflight passed. Nothing was changed.",
-                f"To run these {len(plan.steps)} steps: rotate {plan.credential}{adopt} "
+                f"To run these {len(plan.steps)} steps: rotate {_named(plan)}{adopt} "
                 "--confirm"]
     return ["Preflight failed: nothing was changed. Fix the FAIL lines above and plan again."]
 
 
+def _named(plan: Plan) -> str:
+    """The credentials as the command line names them."""
+    return " ".join(plan.credentials)
+
+
+def _step_cells(plan: Plan, step: PlannedStep) -> tuple[str, ...]:
+    """A step's kind, target and detail — after its credential in a run of several."""
+    cells = (step.kind, step.target, step.detail)
+    return (step.credential, *cells) if plan.members else cells
+
+
 def plan_lines(plan: Plan) -> list[str]:
-    lines = [f"Plan: rotate {plan.credential} (strategy {plan.strategy})"]
+    lines = [f"Plan: rotate {_named(plan)} (strategy {plan.strategy})"]
     lines += aligned(_plan_head(plan))
     if plan.adopt is not None and plan.adopt.noop:  # nothing checked, nothing to run
         return [*lines, "", *_plan_footer(plan)]
@@ -143,7 +160,7 @@ def plan_lines(plan: Plan) -> list[str]:
                            "→ " + t.action + (" (blocking)" if t.blocking else ""))
                           for t in plan.traps])
     lines += ["", "Steps"]
-    rows = aligned([(str(s.index).rjust(3), s.kind, s.target, s.detail) for s in plan.steps],
+    rows = aligned([(str(s.index).rjust(3), *_step_cells(plan, s)) for s in plan.steps],
                    indent="  ")
     stage = None
     for i, (step, row) in enumerate(zip(plan.steps, rows, strict=True)):
@@ -155,7 +172,7 @@ def plan_lines(plan: Plan) -> list[str]:
 
 
 def plan_tables(plan: Plan) -> list[Any]:
-    head = _table(f"Plan: rotate {plan.credential} (strategy {plan.strategy})", ["", ""])
+    head = _table(f"Plan: rotate {_named(plan)} (strategy {plan.strategy})", ["", ""])
     head.show_header = False
     head.columns[1].no_wrap = False  # the strategy's reason is prose; the labels stay whole
     for key, value in _plan_head(plan):
@@ -174,12 +191,13 @@ def plan_tables(plan: Plan) -> list[Any]:
                           t.action + (" (blocking)" if t.blocking else ""),
                           style="bold red" if t.blocking else None)
         out.append(traps)
-    steps = _table("Steps", ["#", "stage", "step", "target", "detail"])
+    steps = _table("Steps", ["#", "stage", *(["credential"] if plan.members else []), "step",
+                             "target", "detail"])
     for i, step in enumerate(plan.steps):
         last_of_stage = i + 1 == len(plan.steps) or plan.steps[i + 1].stage != step.stage
         first = i == 0 or plan.steps[i - 1].stage != step.stage
-        steps.add_row(str(step.index), group_label(plan.steps, i) if first else "", step.kind,
-                      step.target, step.detail, end_section=last_of_stage)
+        steps.add_row(str(step.index), group_label(plan.steps, i) if first else "",
+                      *_step_cells(plan, step), end_section=last_of_stage)
     out.append(steps)
     return out
 
@@ -216,8 +234,11 @@ def _report_head(report: RunReport) -> list[str]:
         versions = _versions(b)
     lines = [f"Run {report.run_id}  {report.credential}  {report.status}  "
              f"(exit {report.exit_code})"]
+    members = report.extra.get("members") or []
+    backends = [("backend" if i == 0 else "", f"{m.get('credential')}: {_versions(m['backend'])}")
+                for i, m in enumerate(members)] or [("backend", versions)]
     lines += aligned([(k, v) for k, v in (
-        ("backend", versions),
+        *backends,
         ("started", report.started_at or ""),
         ("finished", report.finished_at or ""),
         ("events", _events(report.extra.get("events")))) if v])

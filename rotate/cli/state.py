@@ -52,6 +52,11 @@ class Engine(Protocol):
         new_value: Secret | None = None,
     ) -> RunReport: ...
 
+    def plan_several(self, options: Options, credentials: Sequence[str]) -> Plan: ...
+
+    def run_several(self, options: Options, credentials: Sequence[str], observer: Observer,
+                    cancel: CancelToken) -> RunReport: ...
+
     def resume(
         self, options: Options, run_id: str, observer: Observer, cancel: CancelToken,
         new_value: Secret | None = None,

@@ -18,31 +18,26 @@ whatever happened.
 
 from __future__ import annotations
 
-import dataclasses
 import os
-import secrets as _secrets
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from rotate.chain.model import Chain, Credential, consumers_of, strategy_problem
+from rotate.chain.model import Chain, Credential, consumers_of
 from rotate.core.errors import (
-    ClientError,
     JournalUnreadable,
-    LockHeld,
     NothingToAdopt,
     PreflightFailed,
     RotateError,
     UsageError,
 )
-from rotate.core.fingerprint import fingerprint
-from rotate.core.secret import Secret, generate
+from rotate.core.secret import Secret
 from rotate.core.strategy import Strategy
 from rotate.core.timestamps import utcnow
 from rotate.engine import journal as journal_mod
-from rotate.engine.journal import PREFLIGHT, Journal
+from rotate.engine.journal import PREFLIGHT
+from rotate.engine.member import JOIN
 from rotate.engine.model import (
     AdapterFactory,
     Adapters,
@@ -51,111 +46,33 @@ from rotate.engine.model import (
     Check,
     CredentialSummary,
     Observer,
-    Operation,
     Options,
     Plan,
     PlannedStep,
     PreflightResult,
     RunReport,
-    RunStart,
     RunSummary,
     StepRecord,
 )
-from rotate.engine.targets import backend_target
+from rotate.engine.starting import (
+    acquire,
+    candidate_for,
+    lease_for,
+    mark_rolled_back,
+    new_run_id,
+    refuse_overtaken,
+    run_start_record,
+    strategy_for,
+    with_unfinished,
+)
 
 if TYPE_CHECKING:
     from rotate.core.waiting import CancelToken
-    from rotate.engine.kinds.base import Restore
-    from rotate.engine.lock import Locks
     from rotate.engine.session import Session
+    from rotate.engine.several import Several
     from rotate.engine.status import CredentialStatus
 
 T = TypeVar("T")
-
-def _strategy(options: Options, credential: Credential) -> Strategy:
-    strategy = options.strategy or credential.strategy
-    if strategy not in set(Strategy):
-        raise UsageError(f"unknown strategy {strategy!r} (restart or overlap)")
-    problem = strategy_problem(credential, strategy)
-    if problem is not None:
-        raise UsageError(problem)
-    return Strategy(strategy)
-
-
-def _candidate(credential: Credential, new_value: Secret | None) -> Secret:
-    if new_value is not None:
-        return new_value
-    gen = credential.generate
-    if gen is None:
-        # Plan of a stdin credential: validate the documents with a value of the usual shape.
-        return generate()
-    return generate(gen.length, gen.alphabet)
-
-
-def new_run_id(credential: str) -> str:
-    return f"{utcnow():%Y%m%dT%H%M%SZ}-{credential}-{_secrets.token_hex(2)}"
-
-
-def _holder(run_id: str) -> str:
-    import getpass
-    import socket
-
-    try:
-        user = getpass.getuser()
-    except (KeyError, OSError):
-        user = "unknown"
-    return f"{user}@{socket.gethostname()}/{run_id}"
-
-
-def _lease(chain: Chain, adapters: Adapters, credential: str, run_id: str,
-           state_dir: Path) -> Locks:
-    """The credential's Lease and one per provider it rolls (lock.py): a second credential
-    on a shared provider exits 4 naming the holder instead of rolling it at the same time."""
-    from rotate.engine.lock import Lease, Locks, provider_lease_name
-
-    holder = _holder(run_id)
-
-    def one(name: str | None = None) -> Lease:
-        return Lease(adapters.kube, chain.cluster.lock_namespace, credential, holder,
-                     duration=chain.defaults.lease_duration, name=name,
-                     run_ended=lambda rid: journal_mod.has_ended(state_dir, rid),
-                     run_started=lambda rid: journal_mod.journal_path(state_dir, rid).exists())
-
-    providers = chain.credentials[credential].providers if credential in chain.credentials \
-        else ()
-    return Locks(one(), [one(provider_lease_name(p)) for p in providers])
-
-
-def _acquire(lease: Locks, options: Options, reclaim_run: str | None = None) -> None:
-    """Take the lock; a failure other than "held" means nothing could start (exit 3)."""
-    try:
-        lease.acquire(take_over=options.take_over_lock, reclaim_run=reclaim_run)
-    except LockHeld:
-        raise
-    except ClientError as exc:
-        raise PreflightFailed(
-            f"cannot take the lock Lease {lease.namespace}/{lease.name}: {exc.message} "
-            f"(does namespace {lease.namespace} exist, may you create leases in it?)") from None
-
-
-def _run_start(
-    chain: Chain, cred: Credential, run_id: str, operation: Operation, strategy: Strategy,
-    steps: list[PlannedStep], current_version: int | None, consumers: tuple[str, ...],
-    holder: str, *, of_run: str | None = None, restore: Restore | None = None,
-    supplied: Secret | None = None, adopt: Adoption | None = None,
-) -> RunStart:
-    return RunStart(
-        run_id=run_id, credential=cred.name, operation=operation, strategy=strategy,
-        chain_file=str(chain.file), backend_path=backend_target(chain, cred).split("#")[0],
-        current_version=current_version, consumers=consumers,
-        providers=tuple(str(p) for p in cred.providers), steps=tuple(steps), holder=holder,
-        of_run=of_run,
-        restore_backend_version=restore.backend_version if restore else None,
-        restore_config=dict(restore.config_versions) if restore else {},
-        restore_config_match=dict(restore.config_match) if restore else {},
-        value_fingerprint=fingerprint(supplied) if supplied is not None else None,
-        adopted=adopt.version if adopt is not None else None,
-        adopted_from=adopt.chain_version if adopt is not None else None)
 
 
 def _nothing_to_adopt(chain: Chain, cred: Credential, strategy: Strategy,
@@ -168,16 +85,6 @@ def _nothing_to_adopt(chain: Chain, cred: Credential, strategy: Strategy,
         current_version=adopt.version, consumers=consumers_of(chain, cred.name)), adopt)
 
 
-def _mark_rolled_back(options: Options, original: str | None, by: str) -> None:
-    if not original:
-        return
-    j = Journal.open(options.state_dir, original)
-    try:
-        j.append("run.rolled-back", data={"by": by})
-    finally:
-        j.close()
-
-
 def _summary(state: journal_mod.RunState) -> RunSummary:
     failed = next((f"{s.step.kind} {s.step.target}" for s in state.steps
                    if s.status in ("failed", "interrupted")), None)
@@ -185,28 +92,6 @@ def _summary(state: journal_mod.RunState) -> RunSummary:
                       state.status,  # type: ignore[arg-type]
                       failed, state.operation)
 
-
-def _with_unfinished(observed: PreflightResult, options: Options,
-                     cred: Credential) -> PreflightResult:
-    """Preflight's checks with ``runs.unfinished`` first (rotate.engine.unfinished)."""
-    from rotate.engine.unfinished import unfinished_check
-
-    check = unfinished_check(options.state_dir, cred.name, force=options.force)
-    return dataclasses.replace(observed, checks=(check, *observed.checks))
-
-
-def _refuse_overtaken(options: Options, state: journal_mod.RunState) -> None:
-    """PreflightFailed (exit 3, nothing changed) when a later run of the credential changed
-    the chain: resuming this one would continue with a value the chain no longer holds."""
-    from rotate.engine.unfinished import describe, later_runs
-
-    later = later_runs(options.state_dir, state)
-    if later:
-        raise PreflightFailed(
-            f"run {state.run_id} cannot be resumed, nothing was changed: a later run of "
-            f"{state.credential} changed the chain since — {describe(later[0])}",
-            hint=f"act on the latest run instead (`rotate resume {later[0].run_id} --confirm` "
-                 f"or `rotate rollback {later[0].run_id} --confirm`)")
 
 
 class Engine:
@@ -229,11 +114,11 @@ class Engine:
 
     def _adapters(self, chain: Chain, options: Options, *credentials: Credential) -> Adapters:
         """Every adapter, or one UsageError listing what each one misses (all at once),
-        the drivers the ``credentials``' providers need included (rotate.clients.drivers)."""
+        the drivers ``credentials``' providers need included (rotate.clients.drivers)."""
         from rotate.clients.drivers import missing_drivers
 
         f, env = self._factory, self.environ
-        problems = missing_drivers(credentials)
+        problems = missing_drivers(list(credentials))
 
         def build(make: Callable[[], T]) -> T | None:
             try:
@@ -256,16 +141,19 @@ class Engine:
     def _session(
         self, chain: Chain, cred: Credential, adapters: Adapters, options: Options,
         run_id: str, *, reclaim_run: str | None = None,
+        members: tuple[Credential, ...] = (),
     ) -> Iterator[Session]:
-        """The one set-up of ``run``, ``resume`` and ``rollback``: the locks of ``cred`` taken
-        for run ``run_id`` and held for the block, whose :class:`Session` journals and runs
-        the steps; on the way out, whatever happened, the journal is closed, then the locks
-        released."""
+        """The one set-up of ``run``, ``resume`` and ``rollback``: the locks of ``cred`` (of
+        every one of ``members``, a run of several) taken for run ``run_id`` and held for the
+        block, whose :class:`Session` journals and runs the steps; on the way out, whatever
+        happened, the journal is closed, then the locks released."""
         from rotate.engine.session import Session
 
-        lease = _lease(chain, adapters, cred.name, run_id, options.state_dir)
-        _acquire(lease, options, reclaim_run=reclaim_run)
-        session = Session(chain, cred, adapters, options, self.environ, run_id, lease)
+        names = [m.name for m in members] if members else cred.name
+        lease = lease_for(chain, adapters, names, run_id, options.state_dir)
+        acquire(lease, options, reclaim_run=reclaim_run)
+        session = Session(chain, cred, adapters, options, self.environ, run_id, lease,
+                          members=members)
         try:
             yield session
         finally:
@@ -274,7 +162,22 @@ class Engine:
             finally:
                 lease.release()
 
+    def _several(self) -> Several:
+        from rotate.engine.several import Several
+
+        return Several(self.load_chain, self._adapters, self._session, self.environ)
+
     # ------------------------------------------------------------------ plan / run
+
+    def plan_several(self, options: Options, credentials: Sequence[str]) -> Plan:
+        """The plan of one run of several credentials (rotate.engine.several). Changes
+        nothing."""
+        return self._several().plan(options, credentials)
+
+    def run_several(self, options: Options, credentials: Sequence[str], observer: Observer,
+                    cancel: CancelToken) -> RunReport:
+        """Several credentials rotated as one run (rotate.engine.several)."""
+        return self._several().run(options, credentials, observer, cancel)
 
     def plan(self, options: Options, credential: str) -> Plan:
         """Preflight + the ordered steps. Changes nothing."""
@@ -284,18 +187,18 @@ class Engine:
 
         chain = self.load_chain(options)
         cred = chain.credential(credential)
-        strategy = _strategy(options, cred)
+        strategy = strategy_for(options, cred)
         if not options.adopt:
             check_new_value(cred, None)
         adapters = self._adapters(chain, options, cred)
         adopt, adopted = self._adoption(options, adapters, cred, strategy)
         if adopt is not None and adopt.noop:
             return _nothing_to_adopt(chain, cred, strategy, adopt)
-        candidate = adopted if adopted is not None else _candidate(cred, None)
+        candidate = adopted if adopted is not None else candidate_for(cred, None)
         observed = preflight(chain, cred, adapters, strategy=strategy,
                              candidate=candidate, environ=self.environ,
                              held_version=adopt.chain_version if adopt is not None else None)
-        return build_plan(chain, cred, strategy, _with_unfinished(observed, options, cred),
+        return build_plan(chain, cred, strategy, with_unfinished(observed, options, cred),
                           adopt)
 
     @staticmethod
@@ -320,7 +223,7 @@ class Engine:
 
         chain = self.load_chain(options)
         cred = chain.credential(credential)
-        strategy = _strategy(options, cred)
+        strategy = strategy_for(options, cred)
         if options.adopt and new_value is not None:
             raise UsageError("--adopt carries the value the backend holds; --value-stdin gives "
                              "another: use one of them")
@@ -338,11 +241,11 @@ class Engine:
             raise nothing
         run_id = new_run_id(cred.name)
         with self._session(chain, cred, adapters, options, run_id) as session:
-            candidate = adopted if adopted is not None else _candidate(cred, new_value)
+            candidate = adopted if adopted is not None else candidate_for(cred, new_value)
             pre = PlannedStep(0, 0, PREFLIGHT, cred.name, "connectivity, permissions, traps")
             observer.step_started(pre)
             began = time.monotonic()
-            observed = _with_unfinished(
+            observed = with_unfinished(
                 preflight(chain, cred, adapters, strategy=strategy, candidate=candidate,
                           environ=self.environ,
                           held_version=adopt.chain_version if adopt is not None else None),
@@ -357,7 +260,7 @@ class Engine:
                 exc = PreflightFailed(describe_failures(the_plan.preflight, the_plan.traps))
                 exc.plan = the_plan  # type: ignore[attr-defined]
                 raise exc
-            start = _run_start(chain, cred, run_id, "rotate", strategy,
+            start = run_start_record(chain, cred, run_id, "rotate", strategy,
                                [pre, *the_plan.steps], observed.current_version,
                                tuple(observed.consumers), session.lease.holder,
                                supplied=new_value, adopt=adopt)
@@ -385,8 +288,10 @@ class Engine:
         state = journal_mod.load(options.state_dir, run_id)
         if state.status in ("succeeded", "rolled-back"):
             raise UsageError(f"run {run_id} is {state.status}; nothing to resume")
-        _refuse_overtaken(options, state)
+        refuse_overtaken(options, state)
         new_value = supplied_again(state, new_value)
+        if state.start.members:
+            return self._several().resume(options, state, observer, cancel)
         chain = self.load_chain(options)
         cred = chain.credential(state.credential)
         adapters = self._adapters(chain, options, cred)
@@ -397,7 +302,7 @@ class Engine:
                             lambda executor: resume_steps(state, executor), new_value=new_value)
             final = session.finish()
             if final.operation == "rollback" and final.status == "succeeded":
-                _mark_rolled_back(options, final.start.of_run, run_id)
+                mark_rolled_back(options, final.start.of_run, run_id)
             return report_from(journal_mod.load(options.state_dir, run_id))
 
     def rollback(
@@ -413,6 +318,8 @@ class Engine:
                 f"run {run_id} is a {orig.operation}; roll back the rotation it undid")
         if orig.status == "rolled-back":
             raise UsageError(f"run {run_id} was already rolled back by {orig.rolled_back_by}")
+        if orig.start.members:
+            return self._several().rollback(options, orig, observer, cancel)
         chain = self.load_chain(options)
         cred = chain.credential(orig.credential)
         adapters = self._adapters(chain, options, cred)
@@ -423,7 +330,7 @@ class Engine:
             steps, restore, consumers = build_rollback(chain, cred, orig, written_from)
             if restore is not None and written_from is not None:
                 restore = guard(chain, cred, adapters, orig, written_from, restore, options)
-            start = _run_start(chain, cred, rb_id, "rollback", orig.strategy, steps,
+            start = run_start_record(chain, cred, rb_id, "rollback", orig.strategy, steps,
                                written_from, consumers, session.lease.holder, of_run=run_id,
                                restore=restore)
             journal = session.open_journal("run.start", start.to_json())
@@ -436,7 +343,7 @@ class Engine:
                                 lambda executor: executor.execute(steps))
             final = session.finish()
             if final.status == "succeeded":  # nothing to roll back also settles the run
-                _mark_rolled_back(options, run_id, rb_id)
+                mark_rolled_back(options, run_id, rb_id)
             return report_from(final)
 
     # ------------------------------------------------------------------ read-only views
@@ -460,7 +367,7 @@ class Engine:
         history = self.runs(options)
         out = []
         for name, cred in chain.credentials.items():
-            last = next((r for r in history if r.credential == name), None)
+            last = next((r for r in history if name in r.credential.split(JOIN)), None)
             out.append(CredentialSummary(name, cred.description,
                                          tuple(str(p) for p in cred.providers),
                                          consumers_of(chain, name), cred.strategy, last))

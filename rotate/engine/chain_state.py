@@ -14,6 +14,7 @@ its name.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 
 from rotate.engine import journal as journal_mod
 from rotate.engine.kinds import find
@@ -37,6 +38,14 @@ class _Told:
 
     def subjects(self, told: Told) -> set[str]:
         return {st.step.subject for st in self.steps(told)}
+
+
+def describe_members(runs: Mapping[str, Run], state: journal_mod.RunState) -> str:
+    """:func:`describe_state` of a run of several credentials: each one's words in turn."""
+    from rotate.engine.merge import member_state
+
+    return " — ".join(f"{name}: {describe_state(run, member_state(state, name))}"
+                      for name, run in runs.items())
 
 
 def describe_state(run: Run, state: journal_mod.RunState) -> str:

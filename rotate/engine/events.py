@@ -53,7 +53,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from datetime import datetime
@@ -136,8 +136,12 @@ class _Gate:
 class RunEvents:
     """Emits a run's events through the Kube seam; thread-safe (parallel steps)."""
 
-    def __init__(self, run: Run, uids: Mapping[ObjectRef, str] | None = None) -> None:
+    def __init__(self, run: Run, uids: Mapping[ObjectRef, str] | None = None,
+                 run_of: Callable[[PlannedStep], Run] | None = None) -> None:
+        """``run_of``: the run a step acts through (a run of several credentials: its
+        credential's, whose objects its events go to); ``run`` by default."""
         self._run = run
+        self._run_of: Callable[[PlannedStep], Run] = run_of or (lambda _step: run)
         self._kube: Kube = run.adapters.kube
         self._lock = threading.Lock()
         self._uids: dict[ObjectRef, str] = dict(uids or {})  # known: no GET
@@ -158,7 +162,7 @@ class RunEvents:
     def _suffix(self) -> str:
         run = self._run
         what = "rollback" if run.start.operation == "rollback" else "rotate"
-        return f"({what} run {run.run_id}, credential {run.credential.name})"
+        return f"({what} run {run.run_id}, credential {run.start.credential})"
 
     def expect(self, steps: Sequence[PlannedStep]) -> None:
         """The steps the run is about to execute: an object whose last step among them is of
@@ -167,7 +171,7 @@ class RunEvents:
         (module doc)."""
         last: dict[ObjectRef, PlannedStep] = {}
         for step in steps:
-            for ref in objects_of(self._run, step):
+            for ref in objects_of(self._run_of(step), step):
                 last[ref] = step
         with self._lock:
             self._finishing = {ref: st.index for ref, st in last.items()
@@ -255,7 +259,7 @@ class RunEvents:
     # ------------------------------------------------------------------ internals
 
     def _touch(self, step: PlannedStep) -> list[ObjectRef]:
-        refs = objects_of(self._run, step)
+        refs = objects_of(self._run_of(step), step)
         with self._lock:
             for ref in refs:
                 self._touched.setdefault(ref, None)

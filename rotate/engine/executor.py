@@ -50,14 +50,15 @@ from rotate.core.waiting import wait_for
 from rotate.engine import grouping, lock_loss
 from rotate.engine import journal as journal_mod
 from rotate.engine import undo as undo_mod
-from rotate.engine.chain_state import describe_state
+from rotate.engine.chain_state import describe_members, describe_state
 from rotate.engine.events import RunEvents
-from rotate.engine.kinds import find, kind_of
+from rotate.engine.kinds import kind_of
 from rotate.engine.kinds.base import Outcome, Run, StepData, StepIO
 from rotate.engine.lock import Lease, Locks
-from rotate.engine.model import Observer, PlannedStep, RunReport, StepRecord
+from rotate.engine.model import Observer, PlannedStep, StepRecord
 from rotate.engine.next_commands import resume_command, rollback_command
 from rotate.engine.notify import RunNotifier
+from rotate.engine.report import report_from as report_from  # where callers find it
 
 
 class _StepError(Exception):
@@ -79,15 +80,28 @@ class Executor:
         self, run: Run, observer: Observer, *, lease: Lease | Locks | None = None,
         prior: dict[int, dict[str, Any]] | None = None,
         uids: Mapping[ObjectRef, str] | None = None,
+        members: Mapping[str, Run] | None = None,
     ) -> None:
-        """``uids``: of objects already read (preflight), so their events need no GET."""
+        """``uids``: of objects already read (preflight), so their events need no GET.
+        ``members``: a run of several credentials, each one's :class:`Run` (the steps
+        naming a credential act through it; ``run`` is the first of them, whose journal,
+        cancel token and settings they all share — rotate.engine.merge)."""
         self.run = run
+        self.members = dict(members or {})
         self.observer = observer
         self.lease = lease
         self.prior = prior or {}
-        self.events = RunEvents(run, uids)
+        self.events = RunEvents(run, uids, run_of=self.run_of)
         #: webhooks and Pushgateway metrics (rotate.engine.notify); warnings on the observer
         self.notices = RunNotifier(run, observer.note)
+
+    def run_of(self, step: PlannedStep) -> Run:
+        """The run a step acts through: its credential's in a run of several, else the one."""
+        return self.members.get(step.credential, self.run) if step.credential else self.run
+
+    def _state_words(self, state: journal_mod.RunState) -> str:
+        return describe_members(self.members, state) if self.members \
+            else describe_state(self.run, state)
 
     # ------------------------------------------------------------------ one step
 
@@ -119,7 +133,7 @@ class Executor:
             raise _StepError(step, exc) from None
         seconds = round(time.monotonic() - started, 3)
         self._check_lock(step, ending=True)
-        run.remember(step, outcome.data)
+        self.run_of(step).remember(step, outcome.data)
         journal.append("step.done", step=step, data={**outcome.data.to_json(),
                                                      "detail": outcome.detail,
                                                      "seconds": seconds})
@@ -143,8 +157,9 @@ class Executor:
         """Attempt the step, again after a TemporaryError, until the step deadline.  What its
         waits observe goes to the observer meanwhile (rotate.core.observation)."""
         kind = kind_of(step)()
+        run = self.run_of(step)
         with observed_by(lambda seen: self.observer.step_observed(step, seen)):
-            return wait_for(lambda: kind.execute(self.run, io), deadline=self.run.deadline(),
+            return wait_for(lambda: kind.execute(run, io), deadline=self.run.deadline(),
                             what=f"{step.kind} {step.target}", cancel=self.run.cancel)
 
     def _finished(self, step: PlannedStep, status: Any, detail: str, seconds: float) -> None:
@@ -194,27 +209,33 @@ class Executor:
         while i < len(groups):
             side = grouping.beside(groups, i)
             if side:
-                self._run_beside(groups[i:i + side], groups[i + side][0])
-                i += side + 1
+                waits = grouping.waits(groups, i + side)
+                self._run_beside(groups[i:i + side],
+                                 [group[0] for group in groups[i + side:i + side + waits]])
+                i += side + waits
             else:
                 self._run_group(groups[i])
                 i += 1
 
-    def _run_beside(self, side: Sequence[Sequence[PlannedStep]], wait: PlannedStep) -> None:
+    def _run_beside(self, side: Sequence[Sequence[PlannedStep]],
+                    waits: Sequence[PlannedStep]) -> None:
         """The ``side`` groups (the prepared steps), in order, on a thread of their own while
-        ``wait`` (sync.wait) runs on this one: the consumers are prepared in the time ESO
-        takes to react.  Both finish before the run goes on; a failed wait starts no further
-        prepared step (those running finish); a failure of either is raised as a group's
-        would be (an interruption first, else the lowest-numbered step)."""
+        ``waits`` (sync.wait: one per credential of the run) run one after the other on this
+        one: the consumers are prepared in the time ESO takes to react.  Both finish before
+        the run goes on; a failed wait starts no further wait or prepared step (those
+        running finish); a failure of either is raised as a group's would be (an
+        interruption first, else the lowest-numbered step)."""
         errors: list[_StepError] = []
         stop = threading.Event()
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="rotate-beside") as pool:
             prepared = pool.submit(self._run_groups, side, stop)
-            try:
-                self._run_step(wait)
-            except _StepError as err:
-                errors.append(err)
-                stop.set()
+            for wait in waits:
+                try:
+                    self._run_step(wait)
+                except _StepError as err:
+                    errors.append(err)
+                    stop.set()
+                    break
             _gather(errors, prepared.exception())
         if errors:
             raise _first(errors)
@@ -245,7 +266,7 @@ class Executor:
         except Interrupted:
             state = journal_mod.load_file(run.journal.path, run.run_id)
             self._end("interrupted", EXIT_INTERRUPTED,
-                      f"Interrupted between steps. State now: {describe_state(run, state)}. "
+                      f"Interrupted between steps. State now: {self._state_words(state)}. "
                       + self._next_commands())
             return
         self._end("succeeded", EXIT_OK)
@@ -274,7 +295,7 @@ class Executor:
         state = journal_mod.load_file(run.journal.path, run.run_id)
         rollback = rollback_command(run.run_id) if run.start.operation == "rotate" else ""
         self._end("failed" if run.start.operation == "rotate" else "rollback-failed",
-                  error.exit_code, lock_loss.explain(error, step, describe_state(run, state),
+                  error.exit_code, lock_loss.explain(error, step, self._state_words(state),
                                                      run.run_id, resume_command(run.run_id),
                                                      rollback))
 
@@ -335,7 +356,7 @@ class Executor:
         if undone:
             head += (f"What was prepared ahead of it was undone: {undo_mod.summary(state)}; "
                      "no consumer uses the new value. ")
-        head += f"State now: {describe_state(run, state)}. "
+        head += f"State now: {self._state_words(state)}. "
         if undone:
             return head + (f"Fix what failed, then resume with `{resume_command(run.run_id)}` "
                            f"(it prepares the consumers again and retries step {step.index}) "
@@ -373,59 +394,3 @@ def _first(errors: Sequence[_StepError]) -> _StepError:
         if isinstance(err.error, Interrupted):
             return err
     return min(errors, key=lambda e: e.step.index)
-
-
-
-
-
-
-def report_from(state: journal_mod.RunState) -> RunReport:
-    """The run report is a view of the journal (cli.md "Run report")."""
-    steps = []
-    failed = False
-    undone_by = {old: new for new, old in state.undo_of.items()}
-    for st in state.steps:
-        status = st.status
-        detail = st.detail or st.step.detail
-        if status == "interrupted":
-            status = "pending"
-        elif status == "running":
-            status = "failed" if state.status != "running" else "running"
-        elif st.step.index in state.undone:
-            # undone within the run: it runs again on resume
-            status = "pending"
-            detail = f"undone by step {undone_by[st.step.index]} (was: {detail})"
-        failed = failed or status == "failed"
-        steps.append(StepRecord(st.step.index, st.step.stage, st.step.kind, st.step.target,
-                                status,  # type: ignore[arg-type]
-                                st.started_at, st.finished_at, st.seconds, detail))
-    wrote = [s for s in state.steps
-             if s.status == "done" and (kind := find(s.step)) is not None and kind.writes_value]
-    backend: dict[str, Any] = {"path": state.start.backend_path,
-                               "previous_version": state.start.current_version,
-                               "version": None}
-    if wrote:
-        backend["previous_version"] = wrote[0].data.get("previous_version")
-        backend["version"] = wrote[0].data.get("version")
-    status = state.status
-    exit_code = state.exit_code if state.exit_code is not None else (
-        EXIT_OK if status in ("succeeded", "rolled-back") else EXIT_INTERNAL)
-    resumable = status in ("failed", "interrupted", "running", "rollback-failed")
-    extra: dict[str, Any] = {"operation": state.operation, "strategy": state.strategy,
-                             "consumers": list(state.start.consumers)}
-    if state.start.of_run:
-        extra["of_run"] = state.start.of_run
-    if state.rolled_back_by:
-        extra["rolled_back_by"] = state.rolled_back_by
-    if state.events is not None:
-        extra["events"] = state.events
-    return RunReport(
-        run_id=state.run_id, credential=state.credential,
-        status=status,  # type: ignore[arg-type]
-        exit_code=exit_code, started_at=state.started_at, finished_at=state.finished_at,
-        backend=backend, steps=tuple(steps), message=state.message,
-        resume=resume_command(state.run_id) if resumable else "",
-        rollback=(rollback_command(state.run_id)
-                  if state.operation == "rotate" and status != "rolled-back" else ""),
-        extra=extra,
-    )

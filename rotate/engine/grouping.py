@@ -52,8 +52,16 @@ def beside(groups: Sequence[Sequence[PlannedStep]], i: int) -> int:
         j += 1
     if j == i or j == len(groups):
         return 0
-    then = groups[j]
-    return j - i if len(then) == 1 and kind_of(then[0]).syncs else 0
+    return j - i if waits(groups, j) else 0
+
+
+def waits(groups: Sequence[Sequence[PlannedStep]], j: int) -> int:
+    """How many groups from ``groups[j]`` are one step of a ``syncs`` kind each: the waits
+    the prepared steps run beside (one per credential of the run: rotate.engine.merge)."""
+    n = 0
+    while j + n < len(groups) and len(groups[j + n]) == 1 and kind_of(groups[j + n][0]).syncs:
+        n += 1
+    return n
 
 
 def lanes(group: Sequence[PlannedStep]) -> list[list[PlannedStep]]:

@@ -23,13 +23,14 @@ from rotate.core.findings import Check, Trap
 from rotate.core.observation import Observation
 from rotate.core.refs import ObjectRef
 from rotate.core.strategy import Strategy
+from rotate.engine.member import Member
 from rotate.engine.options import Options
 
 if TYPE_CHECKING:  # annotations only: the seams' Protocols cost start-up (bench/startup.py)
     from rotate.clients.seams import ConfigCenter, Kube, ProviderConnector, Readyz, Vault
 
 #: re-exported: the CLI and tests import them from here
-__all__ = ["Check", "Options", "Strategy", "Trap"]
+__all__ = ["Check", "Member", "Options", "Strategy", "Trap"]
 
 StepStatus = Literal["pending", "running", "done", "failed", "skipped"]
 RunStatus = Literal[
@@ -89,6 +90,9 @@ class PlannedStep:
     #: ObjectRef string ("deployment/ns/name") for provider steps, "" otherwise
     subject: str = ""
     phase: Phase = "main"
+    #: the credential whose run acts: set only in a run of several credentials
+    #: (rotate.engine.merge); "" — the run's one credential
+    credential: str = ""
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"index": self.index, "stage": self.stage, "kind": self.kind,
@@ -96,6 +100,8 @@ class PlannedStep:
                                "subject": self.subject}
         if self.phase != "main":  # the plan JSON of a plain rotation stays as it was
             out["phase"] = self.phase
+        if self.credential:  # and so does a one-credential run's
+            out["credential"] = self.credential
         return out
 
     @classmethod
@@ -104,7 +110,7 @@ class PlannedStep:
         return cls(int(data["index"]), int(data["stage"]), str(data["kind"]),
                    str(data["target"]), str(data.get("detail", "")),
                    str(data.get("subject", "")),
-                   phase if phase in PHASES else "main")
+                   phase if phase in PHASES else "main", str(data.get("credential", "")))
 
 
 @dataclass(frozen=True)
@@ -146,11 +152,17 @@ class Plan:
     #: ``--adopt``: the backend's version the run carries through the chain (None: a
     #: rotation with a new value)
     adopt: Adoption | None = None
+    #: a run of several credentials: each one's own plan (its steps are in ``steps``)
+    members: tuple[Plan, ...] = ()
 
     @property
     def ok(self) -> bool:
         return all(c.ok or not c.fatal for c in self.preflight) and not any(
             t.blocking for t in self.traps)
+
+    @property
+    def credentials(self) -> tuple[str, ...]:
+        return tuple(m.credential for m in self.members) or (self.credential,)
 
     def to_json(self) -> dict[str, Any]:
         out = self._json()
@@ -159,6 +171,14 @@ class Plan:
         if self.readers:  # chains without consumers.namespaces keep the JSON they had
             out["workload_consumers"] = [{"workload": ref, "reads": words}
                                          for ref, words in self.readers.items()]
+        if self.members:  # a one-credential plan keeps the JSON it had
+            out["credentials"] = list(self.credentials)
+            out["members"] = [{"credential": m.credential, "strategy": m.strategy,
+                               "consumers": list(m.consumers),
+                               "providers": list(m.providers),
+                               "backend": {"path": m.backend_path,
+                                           "current_version": m.current_version}}
+                              for m in self.members]
         return out
 
     def _json(self) -> dict[str, Any]:
@@ -339,12 +359,32 @@ class RunStart:
     #: before it (W); None for a rotation that writes a new value
     adopted: int | None = None
     adopted_from: int | None = None
+    #: a run of several credentials: each one (``credential`` joins their names with "+")
+    members: tuple[Member, ...] = ()
+
+    @property
+    def credentials(self) -> tuple[str, ...]:
+        """The run's credentials: its members', or its one."""
+        return tuple(m.credential for m in self.members) or (self.credential,)
+
+    def member(self, name: str) -> RunStart:
+        """What member ``name``'s steps see as their run's start: its own credential, backend
+        and consumers, the run's id, operation, strategy and every step (``prepared`` asks
+        whether *any* provider switches after a step)."""
+        m = next(x for x in self.members if x.credential == name)
+        return replace(self, credential=name, strategy=m.strategy, backend_path=m.backend_path,
+                       current_version=m.current_version, consumers=m.consumers,
+                       providers=m.providers, restore_backend_version=m.restore_backend_version,
+                       restore_config=m.restore_config,
+                       restore_config_match=m.restore_config_match, members=())
 
     def prepared(self, step: PlannedStep) -> bool:
         """``step`` runs ahead of the provider switch (rotate.engine.plan): a stage-④ step of
         a rotation with the restart strategy whose plan has a stage-③ step of the same phase
-        after it."""
-        if self.operation != "rotate" or self.strategy != Strategy.restart or step.stage <= 3:
+        after it (in a run of several credentials, any credential's)."""
+        strategy = next((m.strategy for m in self.members if m.credential == step.credential),
+                        self.strategy)  # a run of several: the step's credential's
+        if self.operation != "rotate" or strategy != Strategy.restart or step.stage <= 3:
             return False
         return any(s.index > step.index and s.stage == 3 and s.phase == step.phase
                    for s in self.steps)
@@ -364,6 +404,8 @@ class RunStart:
             out.update(of_run=self.of_run, restore_backend_version=self.restore_backend_version,
                        restore_config=dict(self.restore_config),
                        restore_config_match=dict(self.restore_config_match))
+        if self.members:  # a one-credential run keeps the record it had
+            out["members"] = [m.to_json() for m in self.members]
         return out
 
     @classmethod
@@ -397,6 +439,7 @@ class RunStart:
             adopted=int(adopt["version"]) if adopt.get("version") is not None else None,
             adopted_from=int(adopt["chain_version"])
             if adopt.get("chain_version") is not None else None,
+            members=tuple(Member.from_json(m) for m in data.get("members") or []),
         )
 
 

@@ -171,7 +171,7 @@ class RunNotifier:
             return
         run = self._run
         document = {"run_id": run.run_id, "operation": run.start.operation,
-                    "credential": run.credential.name, "at": rfc3339(utcnow(), micro=False),
+                    "credential": run.start.credential, "at": rfc3339(utcnow(), micro=False),
                     **fields}
         client = self._webhook_client()
         for shown, url, hook in self._hooks:
@@ -190,7 +190,7 @@ class RunNotifier:
     def _push(self, url: str, samples: list[Any]) -> None:
         from rotate.clients.pushgateway import push
 
-        grouping = {"credential": self._run.credential.name}
+        grouping = {"credential": self._run.start.credential}
         self._outbox.put(Job(f"pushgateway ({shown_address(url)})",
                              functools.partial(push, url, run_metrics.JOB, grouping, samples)))
 

@@ -38,7 +38,8 @@ def resume_steps(state: journal_mod.RunState, executor: Executor) -> None:
                if st.step.kind != PREFLIGHT and st.step.index not in state.undo_of]
     for st in planned:
         if st.status == "done" and st.step.index not in state.undone:
-            executor.run.remember(st.step, kind_of(st.step).result.from_json(st.data))
+            executor.run_of(st.step).remember(
+                st.step, kind_of(st.step).result.from_json(st.data))
     executor.prior.update({st.step.index: st.data for st in [*planned, *undo_steps]
                            if st.status != "done"})
     pending = undo_mod.pending_undo(state)

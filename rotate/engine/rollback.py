@@ -32,7 +32,7 @@ from rotate.clients.seams import ConfigCenter, Vault
 from rotate.core.errors import ClientError, NotFoundError, PreflightFailed, UsageError
 from rotate.core.strategy import Strategy
 from rotate.engine.journal import RunState, StepState
-from rotate.engine.kinds import find, undo_of
+from rotate.engine.kinds import Kind, find, undo_of
 from rotate.engine.kinds.base import PlanInput, Restore
 from rotate.engine.model import Adapters, Options, Phase, PlannedStep, PreflightResult
 from rotate.engine.plan import number_steps
@@ -71,8 +71,21 @@ def build_rollback(
 ) -> tuple[list[PlannedStep], Restore | None, tuple[str, ...]]:
     """The rollback steps, what they restore, and the consumers they roll;
     ([], None, ()) when the run changed nothing."""
-    if written_from is None:
+    got = rollback_input(chain, credential, orig, written_from)
+    if got is None:
         return [], None, ()
+    kinds, inp = got
+    assert inp.restore is not None
+    return number_steps(kinds, inp), inp.restore, inp.consumers
+
+
+def rollback_input(
+    chain: Chain, credential: Credential, orig: RunState, written_from: int | None
+) -> tuple[list[Kind], PlanInput] | None:
+    """The kinds a rollback of ``orig`` runs and what they plan from (its ``restore`` and
+    consumers included); None when the run changed nothing."""
+    if written_from is None:
+        return None
     if written_from == 0:
         raise UsageError(f"run {orig.run_id} created {credential.backend.path}; there is no "
                          "previous value to restore")
@@ -89,7 +102,7 @@ def build_rollback(
                                     external_secrets=_synced_others(orig)),
                     restore=restore)
     planned: set[tuple[str, Phase]] = {(s.step.kind, s.step.phase) for s in orig.steps}
-    return number_steps(undo_of(planned), inp), restore, consumers
+    return undo_of(planned), inp
 
 
 def _synced_others(orig: RunState) -> tuple[str, ...]:

@@ -52,6 +52,9 @@ class Session:
     run_id: str
     lease: Locks
     journal: Journal | None = None
+    #: a run of several credentials (rotate.engine.merge): all of them, ``credential`` the
+    #: first; () for a run of one
+    members: tuple[Credential, ...] = ()
 
     def open_journal(self, event: str, data: Mapping[str, Any]) -> Journal:
         """The run's journal, with this operation's first record (``run.start``,
@@ -64,9 +67,16 @@ class Session:
         self, start: RunStart, observer: Observer, cancel: CancelToken,
         steps: Callable[[Executor], None], *, new_value: Secret | None = None,
         observed: PreflightResult | None = None,
+        observed_by: Mapping[str, PreflightResult] | None = None,
+        values: Mapping[str, Secret] | None = None,
     ) -> None:
         """``steps`` driven by an executor over this operation's run, in the open journal.
-        ``observed``: what preflight read moments ago (a fresh run's only)."""
+        ``observed``: what preflight read moments ago (a fresh run's only); of a run of
+        several credentials, ``observed_by`` and ``values`` (each one's candidate)."""
+        if self.members:
+            self._execute_members(start, observer, cancel, steps, observed_by or {},
+                                  values or {})
+            return
         from rotate.engine.executor import Executor
         from rotate.engine.kinds.base import Run
 
@@ -78,6 +88,35 @@ class Session:
                   parallel, start, new_value=new_value, environ=self.environ, observed=seen)
         with closing(run):
             steps(Executor(run, observer, lease=self.lease, uids=seen.uids))
+
+    def _execute_members(
+        self, start: RunStart, observer: Observer, cancel: CancelToken,
+        steps: Callable[[Executor], None], observed_by: Mapping[str, PreflightResult],
+        values: Mapping[str, Secret],
+    ) -> None:
+        """A run of several credentials: one :class:`Run` per credential (its own start, value
+        and results: what its steps read), sharing the journal, the cancel token, the
+        settings and the watched caches of the lead run, which holds the whole start."""
+        from rotate.engine.executor import Executor
+        from rotate.engine.kinds.base import Run
+
+        assert self.journal is not None
+        timeout, parallel = settings(self.chain, self.credential, self.options)
+        lead = Run(self.chain, self.credential, self.adapters, self.journal, cancel, timeout,
+                   parallel, start, environ=self.environ)
+        runs: dict[str, Run] = {}
+        uids: dict[Any, str] = {}
+        for cred in self.members:
+            seen = observed_by.get(cred.name, PreflightResult())
+            uids.update(seen.uids)
+            member = Run(self.chain, cred, self.adapters, self.journal, cancel, timeout,
+                         parallel, start.member(cred.name), new_value=values.get(cred.name),
+                         environ=self.environ, observed=seen)
+            member.caches.close()
+            member.caches = lead.caches  # one informer per namespace for the whole run
+            runs[cred.name] = member
+        with closing(lead):
+            steps(Executor(lead, observer, lease=self.lease, uids=uids, members=runs))
 
     def close(self) -> None:
         """Close the journal, if open (again: nothing)."""

@@ -19,6 +19,12 @@ they are numbered after every step the journal knows, and are journaled like any
 ``run.undo`` record lists them first, so a ``kill -9`` at any boundary leaves a run whose
 ``resume`` finishes the undo (rotate.engine.api).  Tokens have no compensation: the old
 token stays valid until ``token.revoke``, the run's last step.
+
+A run of several credentials (rotate.engine.merge) undoes what it prepared only while no
+provider has switched: once one took its new value, its consumers' prepared documents and
+pods are what that provider accepts now, and undoing them would break them.  The run then
+ends failed with nothing undone; ``resume`` retries the failed switch (the consumers'
+new pods wait for it, unready), ``rollback`` puts every credential back as one unit.
 """
 
 from __future__ import annotations
@@ -71,6 +77,9 @@ def prepared_ahead(state: RunState, failed: PlannedStep) -> list[StepState]:
     if start.prepared(failed):
         return [st for st in state.steps
                 if start.prepared(st.step) and _changed(st) and _undoable(state, st)]
+    if start.members and any(st.status == "done" and st.step.stage == 3
+                             and st.step.phase == failed.phase for st in state.steps):
+        return []  # several credentials, one provider switched: see the module doc
     return [st for st in state.steps
             if st.status == "done" and st.step.index < failed.index
             and st.step.stage > failed.stage and st.step.phase == failed.phase
@@ -90,7 +99,7 @@ def plan_undo(state: RunState, failed: PlannedStep) -> UndoPlan:
         index += 1
         steps.append(PlannedStep(index, comp.stage, comp.name, st.step.target,
                                  f"undo step {st.step.index} ({st.step.kind})",
-                                 st.step.subject, comp.phase))
+                                 st.step.subject, comp.phase, st.step.credential))
         undoes[index] = st.step.index
         seeds[index] = {k: v for k, v in st.data.items() if k not in ("detail", "seconds")}
     return UndoPlan(tuple(steps), undoes, seeds)

@@ -45,8 +45,9 @@ def changed_something(state: RunState) -> bool:
 
 
 def _runs_of(state_dir: Path, credential: str) -> Iterator[RunState]:
-    """The credential's runs, newest first, read as asked (unreadable journals skipped)."""
-    return (s for s in journal_mod.load_runs(state_dir) if s.credential == credential)
+    """The credential's runs, newest first, read as asked (unreadable journals skipped): its
+    own and the runs of several credentials it was one of."""
+    return (s for s in journal_mod.load_runs(state_dir) if credential in s.start.credentials)
 
 
 def latest_unfinished(state_dir: Path, credential: str) -> RunState | None:
@@ -58,14 +59,17 @@ def latest_unfinished(state_dir: Path, credential: str) -> RunState | None:
 
 
 def later_runs(state_dir: Path, orig: RunState) -> list[RunState]:
-    """Runs of ``orig``'s credential started after it that changed something, newest first.
+    """Runs of ``orig``'s credential (of any of a run of several's) started after it that
+    changed something, newest first.
     Reading stops at ``orig`` itself: the runs listed after it are older (a resume or a
     rollback need not read the journal of every run the state directory ever kept)."""
     later: list[RunState] = []
-    for state in _runs_of(state_dir, orig.credential):
+    mine = set(orig.start.credentials)
+    for state in journal_mod.load_runs(state_dir):
         if state.run_id == orig.run_id:
             break
-        if state.started_at > orig.started_at and changed_something(state):
+        if mine & set(state.start.credentials) and state.started_at > orig.started_at \
+                and changed_something(state):
             later.append(state)
     return later
 

@@ -6,6 +6,10 @@ pointers its credential owns of a shared document and merges onto the other's ve
 every consumer ends with both new values, readyz 200 and one live token.  A human edit of an
 owned pointer between preflight and ``config.write`` stops the run (exit 13) without losing
 the edit; rollback refuses without ``--force`` and with it restores only owned pointers.
+
+Rotated as one run (``rotate dragonfly postgres --confirm``, rotate.engine.several), each
+consumer rolls exactly once — a shared one too — and a run killed mid-way resumes, and rolls
+back, as one unit.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ pytestmark = pytest.mark.lab
 
 DF_CONSUMERS = ("cart", "order", "user")
 PG_CONSUMERS = ("inventory", "order", "payment", "user")
+BOTH = tuple(sorted({*DF_CONSUMERS, *PG_CONSUMERS}))
 
 
 def _pg_login(lab: Lab) -> dict[str, str]:
@@ -153,3 +158,49 @@ def test_a_human_edit_before_config_write_is_never_lost(lab: Lab) -> None:
     assert doc["dragonfly"]["host"] == edited["dragonfly"]["host"]  # not owned: kept
     assert doc["dragonfly"]["password"] == lab.bao_password()
     _settled(lab)
+
+
+def _revisions(lab: Lab) -> dict[str, int]:
+    """Each consumer's Deployment revision: one more per rollout."""
+    return {svc: lab.revision("shop", svc) for svc in BOTH}
+
+
+def _rolled_once(lab: Lab, before: dict[str, int]) -> None:
+    after = _revisions(lab)
+    assert after == {svc: rev + 1 for svc, rev in before.items()}, (before, after)
+
+
+def test_a_run_killed_mid_way_resumes_and_rolls_back_as_one_unit(lab: Lab) -> None:
+    """One run of both (one journal naming both), killed (SIGKILL) once the consumers'
+    rollouts began: before the restart credential's switch, after the overlap one's
+    provider took both values.  The resume finishes every credential and still rolls each
+    consumer — a shared one too — exactly once; the rollback puts both values back, rolling
+    each consumer once more.  (One case for the three: a lab run costs a minute.)"""
+    known = set(lab.run_ids())
+    df0, pg0 = lab.bao_password(), _pg_login(lab)["password"]
+    before = _revisions(lab)
+    proc = lab.spawn_rotate("dragonfly", "postgres", "--confirm")
+    run_id = _frozen_at(lab, proc, known, "consumer.restart")
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.communicate(timeout=30)
+    assert "+" in run_id
+    start = lab.journal_events(run_id)[0]
+    assert [m["credential"] for m in start["data"]["members"]] == ["dragonfly", "postgres"]
+    resumed = lab.rotate("resume", run_id, "--confirm", "-o", "json")
+    assert resumed.code == 0, resumed.output
+    doc = json.loads(resumed.stdout)
+    assert (doc["credential"], doc["credentials"]) == ("dragonfly+postgres",
+                                                      ["dragonfly", "postgres"])
+    assert all(m["backend"]["version"] for m in doc["members"])
+    restarts = [s["target"] for s in doc["steps"] if s["kind"] == "consumer.restart"]
+    assert sorted(restarts) == [f"deployment/shop/{svc}" for svc in BOTH]  # once each
+    assert lab.bao_password() != df0 and _pg_login(lab)["password"] != pg0
+    _rolled_once(lab, before)
+    _settled(lab)
+    rolled = _revisions(lab)
+    back = lab.rotate("rollback", run_id, "--confirm")
+    assert back.code == 0, back.output
+    assert lab.bao_password() == df0 and _pg_login(lab)["password"] == pg0
+    _rolled_once(lab, rolled)
+    _settled(lab)
+    assert json.loads(lab.rotate("show", run_id, "-o", "json").stdout)["status"] == "rolled-back"

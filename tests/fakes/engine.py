@@ -211,6 +211,21 @@ class FakeEngine:
             observer.note(f"using the value from stdin: {new_value}")
         return self._operate("run", options, observer, cancel)
 
+    def plan_several(self, options: FakeOptions, credentials: list[str]) -> Plan:
+        from rotate.engine.several import unknown_names
+
+        self.calls.append(("plan_several", options))
+        self._chain(options)
+        error = unknown_names(["dragonfly", "postgres"], credentials)
+        if error is not None:
+            raise error
+        return make_plan(self.plan_ok)
+
+    def run_several(self, options: FakeOptions, credentials: list[str], observer: Observer,
+                    cancel: CancelToken) -> RunReport:
+        self.plan_several(options, credentials)
+        return make_report(self.outcome)
+
     def resume(self, options: FakeOptions, run_id: str, observer: Observer,
                cancel: CancelToken, new_value: Any = None) -> RunReport:
         self.received.append(new_value)

@@ -22,7 +22,7 @@ from typing import Annotated
 
 import typer
 
-from rotate.cli.console import console_for
+from rotate.cli.console import Console, console_for
 from rotate.cli.options import (
     DEFAULT_CHAIN,
     Chain,
@@ -122,12 +122,25 @@ def rotate(
     adopt: Adopt = False,
 ) -> None:
     """Plan the rotation of CREDENTIAL (changes nothing), or run it with --confirm."""
+    # Further words are further credentials, one run of them all (docs/chain.md "Several
+    # credentials in one run"); the command takes them as extra arguments, so that its help
+    # and a one-credential run stay exactly as they were.
+    credentials = [credential, *ctx.args]
     console = console_for(ctx, output, report_file)
     change = plan_or_confirm(confirm, dry_run)
     chain = existing_chain(ctx, chain)
     if adopt and value_stdin:
         raise UsageError("--adopt carries the value the backend holds; --value-stdin gives "
                          "another: use one of them")
+    if len(credentials) > 1:
+        if adopt:
+            raise UsageError("--adopt carries one credential's backend value: name one "
+                             "credential")
+        _several(ctx, console, credentials, change, value_stdin, Options(
+            chain_file=chain, state_dir=state_dir_or_default(state_dir), strategy=strategy,
+            max_parallel=max_parallel, timeout=timeout, context=context,
+            kubeconfig=kubeconfig, take_over_lock=take_over_lock, force=force))
+        return
     new_value = read_value_stdin(credential) if (change and value_stdin) else None
     engine = state_of(ctx).engine()
     options = Options(chain_file=chain, state_dir=state_dir_or_default(state_dir),
@@ -146,6 +159,28 @@ def rotate(
         raise typer.Exit(EXIT_OK) from None
     except PreflightFailed as exc:
         # The engine may attach the plan it refused, so the operator sees which check failed.
+        refused = getattr(exc, "plan", None)
+        if refused is not None:
+            show_plan(console, refused)
+        raise
+
+
+def _several(ctx: typer.Context, console: Console, credentials: list[str], change: bool,
+             value_stdin: bool, options: Options) -> None:
+    """``rotate A B …``: the plan, or the run, of several credentials as one
+    (rotate.engine.several)."""
+    if value_stdin:
+        raise UsageError("--value-stdin gives one credential its value: rotate that "
+                         "credential alone")
+    engine = state_of(ctx).engine()
+    if not change:
+        plan = engine.plan_several(options, credentials)
+        show_plan(console, plan)
+        raise typer.Exit(EXIT_OK if plan.ok else EXIT_PREFLIGHT)
+    try:
+        drive(ctx, console, lambda observer, cancel: engine.run_several(
+            options, credentials, observer, cancel))
+    except PreflightFailed as exc:
         refused = getattr(exc, "plan", None)
         if refused is not None:
             show_plan(console, refused)

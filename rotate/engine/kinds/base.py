@@ -21,6 +21,8 @@ action and how it is undone.  A kind declares
   reacts (a consumer made ready for the new value while the provider still holds the old
   one), unless a draft says ``late``; ``compensate`` — the kind that undoes such a prepared
   step within the run when a step it was prepared ahead of fails (rotate.engine.undo);
+* ``one_per_consumer`` — its steps act on a consumer itself: a run of several credentials
+  plans them once per consumer (rotate.engine.merge);
 * what generic code asks of a kind instead of knowing it by name: ``event_reason`` and
   :meth:`StepKind.objects` (its Kubernetes Events, rotate.engine.events), ``tells`` (what its
   journaled steps say of the chain's state now, rotate.engine.chain_state), ``writes_value``,
@@ -327,6 +329,11 @@ class StepKind(ABC, Generic[D]):
     #: (rotate.engine.undo); False for a final proof whose failure leaves every link the run
     #: changed on the run's value, where undoing the consumers would split them
     undoes_prepared: ClassVar[bool] = True
+    #: its steps act on a consumer itself (its tokens, its rollout, its readiness), not on a
+    #: credential's values: a run of several credentials plans one per consumer, for the
+    #: first of its credentials that consumes it (rotate.engine.merge), so a consumer of
+    #: two credentials restarts once
+    one_per_consumer: ClassVar[bool] = False
     #: the reason of the Normal event a done step leaves on each of its :meth:`objects`
     #: (None: the step only proves, and its proof is what the object's success event says;
     #: a failed step of any kind leaves a Warning)

@@ -66,6 +66,7 @@ class ConsumerRestart(RestartKind):
     exit_code: ClassVar[int] = 15
     parallel: ClassVar[bool] = True
     lane: ClassVar[str | None] = "prepare"
+    one_per_consumer: ClassVar[bool] = True
     prepares: ClassVar[bool] = True
     #: the template was patched (or about to be) once the previous stamp was journaled
     compensate: ClassVar[type[StepKind[Any]] | None] = ConsumerUndo

@@ -19,6 +19,7 @@ class ConsumerWait(WaitKind):
     exit_code: ClassVar[int] = 15
     parallel: ClassVar[bool] = True
     lane: ClassVar[str | None] = "finish"
+    one_per_consumer: ClassVar[bool] = True
     result: ClassVar[type[StepData]] = RolledOut
     undo: ClassVar[tuple[type[StepKind[Any]], ...]] = ITSELF
     restarted_by: ClassVar[type[RestartKind]] = ConsumerRestart

@@ -29,6 +29,7 @@ class ReadyzCheck(StepKind[NoData]):
     exit_code: ClassVar[int] = 16
     parallel: ClassVar[bool] = True
     lane: ClassVar[str | None] = "finish"
+    one_per_consumer: ClassVar[bool] = True
     result: ClassVar[type[StepData]] = NoData
     undo: ClassVar[tuple[type[StepKind[Any]], ...]] = ITSELF
 

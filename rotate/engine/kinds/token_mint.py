@@ -44,6 +44,7 @@ class TokenMint(StepKind[TokenMinted]):
     exit_code: ClassVar[int] = 14
     parallel: ClassVar[bool] = True  # one consumer each: independent requests
     lane: ClassVar[str | None] = "prepare"
+    one_per_consumer: ClassVar[bool] = True
     #: prepared before stage ③ and never compensated: the old token stays valid until
     #: token.revoke, the last step, so old pods keep working with it either way
     prepares: ClassVar[bool] = True

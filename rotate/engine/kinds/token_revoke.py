@@ -38,6 +38,7 @@ class TokenRevoke(StepKind[TokensRevoked]):
     exit_code: ClassVar[int] = 14
     parallel: ClassVar[bool] = True  # one consumer each: independent requests
     lane: ClassVar[str | None] = "finish"
+    one_per_consumer: ClassVar[bool] = True
     result: ClassVar[type[StepData]] = TokensRevoked
     #: a rollback mints fresh tokens, then revokes every other one the consumer held —
     #: those the rolled-back run minted included (a revoked token stays revoked)
