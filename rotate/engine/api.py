@@ -254,6 +254,7 @@ class Engine:
         finally:
             try:
                 session.close()
+                adapters.kube.close_forwards()  # the run's port-forwards to providers
             finally:
                 lease.release()
 
@@ -270,8 +271,11 @@ class Engine:
         strategy = _strategy(options, cred)
         check_new_value(cred, None)
         adapters = self._adapters(chain, options, cred)
-        observed = preflight(chain, cred, adapters, strategy=strategy,
-                             candidate=_candidate(cred, None), environ=self.environ)
+        try:
+            observed = preflight(chain, cred, adapters, strategy=strategy,
+                                 candidate=_candidate(cred, None), environ=self.environ)
+        finally:
+            adapters.kube.close_forwards()  # preflight's provider logins, if any
         return build_plan(chain, cred, strategy, _with_unfinished(observed, options, cred))
 
     def run(
@@ -449,4 +453,4 @@ class Engine:
             cc = None
         else:
             cc = build("configcenter", lambda: f.config_center(chain, env))
-        return checks + doctor_checks(chain, vault, kube, cc)
+        return checks + doctor_checks(chain, vault, kube, cc, env)
