@@ -27,6 +27,7 @@ import pytest
 import redis
 from rotate_lab.systems import postgres
 
+from tests.support import pg_connections
 from tests.support.labtools import SHOP, Lab, newest_run
 from tests.support.paths import EXAMPLE_CHAIN
 from tests.support.polling import eventually
@@ -151,16 +152,37 @@ def test_admin_missing_or_refused_stops_in_preflight(lab: Lab, tmp_path: Path,
 # --------------------------------------------------------------------------- postgres
 
 
+def port_forwards(lab: Lab, pod: str) -> int:
+    """Port-forward streams the lab's API server opened to ``pod`` (its record)."""
+    doc = json.loads(lab.kubectl("get", "--raw", "/lab/api-requests"))
+    return sum(f["streams"] for f in doc["port_forwards"] if f["pod"] == pod)
+
+
 def test_postgres_alternating_users_then_rollback(lab: Lab) -> None:
+    """Run as from a laptop — no KUBERNETES_SERVICE_HOST, no addressEnv — rotate reaches
+    PostgreSQL through the API server's port-forward: every login of its admin came from the
+    pod's own address (the lab's port-forward path), none through the Service, and the API
+    server recorded the streams."""
     old, version = bao_data(lab, postgres.BAO_PATH)
     pid = pid_of(lab, "db/postgres-")
     assert psql_ok(lab, old["username"], old["password"])
+    assert "KUBERNETES_SERVICE_HOST" not in lab.process_env
+    pod_ip = lab.kjson("get", "pod", "-n", "db", "postgres-0")["status"]["podIP"]
+    log = pg_connections.log_path(lab.dir)
+    offset, streams = log.stat().st_size, port_forwards(lab, "postgres-0")
 
     with load_on(lab, PG_CONSUMERS) as loads:
         res = lab.rotate("postgres", "--confirm", "-o", "json")
     assert res.code == 0, res.output
     assert_no_failure(loads)
     run_id = json.loads(res.stdout)["run_id"]
+    with log.open("rb") as fh:
+        fh.seek(offset)
+        seen = pg_connections.connections(fh.read().decode(errors="replace"))
+    admin = [c.host for c in seen if c.user == "postgres"]  # only rotate logs in as admin
+    assert admin and set(admin) == {pod_ip}, seen
+    forwarded = sum(1 for c in seen if c.host == pod_ip)
+    assert port_forwards(lab, "postgres-0") - streams >= forwarded > len(admin)
 
     new, new_version = bao_data(lab, postgres.BAO_PATH)
     assert new_version == version + 1

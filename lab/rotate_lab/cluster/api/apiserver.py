@@ -33,12 +33,13 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from rotate_lab.cluster.api import discovery, portforward, rest, tables
+from rotate_lab.cluster.api import discovery, portforward, rest, spdy_forward, tables
 from rotate_lab.cluster.api.apierrors import ApiError, bad_request
 from rotate_lab.cluster.api.auth import Authorizer, Identity, access_review, forbidden, unauthorized
 from rotate_lab.cluster.api.proxy import ProxyResolver, forward
@@ -509,28 +510,49 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(status, payload, content_type)
 
     def _portforward(self, identity: Authorizer, route: Route, raw_query: str) -> None:
-        """Upgrade to a port-forward stream (:mod:`rotate_lab.cluster.api.portforward`) and
-        relay until either side ends; the connection is not reused afterwards."""
+        """Upgrade to a port-forward session and relay until either side ends: a websocket
+        (``GET``, the Python client: :mod:`~rotate_lab.cluster.api.portforward`) or SPDY/3.1
+        (``POST``, kubectl: :mod:`~rotate_lab.cluster.api.spdy_forward`).  The connection is
+        not reused afterwards."""
         assert route.name is not None and route.namespace is not None
         api = self.server.api
         pod = api.store.get("Pod", route.namespace, route.name)  # 404 first
         ports = portforward.parse_ports(parse_qs(raw_query).get("ports", []))
         upgrade = (self.headers.get("Upgrade") or "").lower()
-        if upgrade != "websocket":
+        if upgrade == "websocket":
+            protocol = portforward.choose_protocol(self.headers.get("Sec-WebSocket-Protocol"))
+            if not ports:
+                raise bad_request("at least one port is required (?ports=N)")
+            target = portforward.target_of(pod, ports)
+            key = self.headers.get("Sec-WebSocket-Key") or ""
+            if not key:
+                raise bad_request("Sec-WebSocket-Key is required")
+            self.close_connection = True
+            self.connection.sendall(portforward.upgrade_response(key, protocol))
+            api.count_forward(identity.name, target, "websocket")
+            log.info("port-forward %s/%s %s for %s (websocket)", target.namespace,
+                     target.pod, ",".join(map(str, ports)), identity.name)
+            portforward.WebSocketForward(self.connection, target, lambda: api.stopping).run()
+            return
+        if upgrade != "spdy/3.1":
             raise bad_request("Upgrade request required")
-        if not ports:
-            raise bad_request("at least one port is required (?ports=N)")
+        wanted = [p.strip() for p in (self.headers.get_all("X-Stream-Protocol-Version")
+                                      or []) for p in p.split(",")]
+        if spdy_forward.PROTOCOL not in wanted:
+            raise bad_request(f"unable to upgrade: {spdy_forward.PROTOCOL} was not offered")
         target = portforward.target_of(pod, ports)
-        protocol = portforward.choose_protocol(self.headers.get("Sec-WebSocket-Protocol"))
-        key = self.headers.get("Sec-WebSocket-Key") or ""
-        if not key:
-            raise bad_request("Sec-WebSocket-Key is required")
         self.close_connection = True
-        self.connection.sendall(portforward.upgrade_response(key, protocol))
-        api.count_forward(identity.name, target, "websocket")
-        log.info("port-forward %s/%s %s for %s (websocket)", target.namespace, target.pod,
-                 ",".join(map(str, ports)), identity.name)
-        portforward.WebSocketForward(self.connection, target, lambda: api.stopping).run()
+        self.connection.sendall(
+            b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\n"
+            b"Upgrade: SPDY/3.1\r\nX-Stream-Protocol-Version: "
+            + spdy_forward.PROTOCOL.encode() + b"\r\n\r\n")
+        log.info("port-forward %s/%s for %s (spdy)", target.namespace, target.pod,
+                 identity.name)
+
+        def opened(port: int) -> None:
+            api.count_forward(identity.name, replace(target, ports=(port,)), "spdy")
+
+        spdy_forward.SpdyForward(self.connection, target, lambda: api.stopping, opened).run()
 
     def _log(self, route: Route, query: dict[str, str]) -> None:
         assert route.name is not None and route.namespace is not None
