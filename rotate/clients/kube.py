@@ -153,7 +153,7 @@ class KubeClient:
         from rotate.clients.portforward import PortForwards
 
         if self._forwards is None:
-            self._forwards = PortForwards(self._api.configuration)
+            self._forwards = PortForwards(self._api)
         found: Endpoint = self._forwards.endpoint(namespace, pod, port)
         return found
 

@@ -3,10 +3,16 @@
 Outside the cluster a provider's ClusterIP and pod IPs are not routable; the API server is.
 :class:`PortForwards` opens, per ``(namespace, pod, port)``, one listener on ``127.0.0.1``
 (an ephemeral port) and relays each connection accepted there over a port-forward stream of
-its own to the pod (``pods/portforward``: the official client's
-``kubernetes.stream.portforward`` over ``connect_get_namespaced_pod_portforward``, a websocket
-speaking ``v4.channel.k8s.io``).  The drivers (redis-py, psycopg, a plug-in's) are handed the
-listener's address and never know.
+its own to the pod (``pods/portforward``: the official client's websocket port-forward,
+``kubernetes.stream.ws_client.portforward_call``, speaking ``v4.channel.k8s.io``).  The
+drivers (redis-py, psycopg, a plug-in's) are handed the listener's address and never know.
+
+Why ``portforward_call`` and not ``kubernetes.stream.portforward`` over
+``CoreV1Api.connect_get_namespaced_pod_portforward``: that wrapper only builds the same URL
+and headers, but importing ``CoreV1Api`` builds the client's whole pydantic model set — 7 to
+14 s measured on a loaded 2-core machine, every run.  The request is serialised by the
+KubeClient's own ApiClient (``param_serialize``: the URL and the bearer token, refreshed as
+for every request), then handed to the client's websocket port-forward.
 
 Invariants:
 
@@ -17,9 +23,6 @@ Invariants:
 * The first stream is opened before the address is handed out, so that a refusal (no
   ``pods/portforward`` permission, the pod gone) is a translated error naming the pod, the
   port and the fix — not a connection the driver sees closed.
-* The official client's ``stream`` helpers swap ``call_api`` on the ApiClient they are given
-  while a call is being set up: the streams get an ApiClient of their own, and one lock
-  serialises their set-up, so the requests of the rest of the run never go through it.
 * :meth:`PortForwards.close` (the end of a run) closes every listener and every stream.
 """
 
@@ -32,6 +35,7 @@ import socket
 import threading
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import quote
 
 from rotate.clients.seams import Endpoint
 from rotate.core.errors import ClientError, ForbiddenError, NotFoundError, TemporaryError
@@ -78,12 +82,8 @@ class _Listener:
 class PortForwards:
     """The port-forward listeners of one run (see the module docstring)."""
 
-    def __init__(self, configuration: Any) -> None:
-        from kubernetes import client
-
-        self._api = client.ApiClient(configuration)
-        self._core = client.CoreV1Api(self._api)
-        self._setup = threading.Lock()
+    def __init__(self, api_client: Any) -> None:
+        self._api = api_client  # the KubeClient's: it serialises (URL, token), never sends
         self._lock = threading.Lock()
         self._listeners: dict[tuple[str, str, int], _Listener] = {}
 
@@ -107,7 +107,6 @@ class PortForwards:
             self._listeners.clear()
         for listener in listeners:
             self._close_listener(listener)
-        self._api.close()  # type: ignore[no-untyped-call]
 
     # ------------------------------------------------------------------ internals
 
@@ -130,17 +129,23 @@ class PortForwards:
     def _stream(self, listener: _Listener) -> Any:
         """One port-forward stream to the listener's pod and port (its own websocket)."""
         from kubernetes.client.exceptions import ApiException
-        from kubernetes.stream import portforward
+        from kubernetes.stream.ws_client import portforward_call
 
         operation = f"port-forward to {listener}"
+        path = (f"/api/v1/namespaces/{quote(listener.namespace, safe='')}/pods/"
+                f"{quote(listener.pod, safe='')}/portforward")
         try:
-            with self._setup:
-                stream = portforward(self._core.connect_get_namespaced_pod_portforward,
-                                     listener.pod, listener.namespace,
-                                     ports=str(listener.port))
+            _, url, headers, _, _ = self._api.param_serialize(
+                "GET", path, query_params=[("ports", str(listener.port))],
+                auth_settings=["BearerToken"])
+            stream = portforward_call(  # type: ignore[no-untyped-call]
+                self._api.configuration, "GET", url, headers=headers)
         except ApiException as exc:
             status = _status_of(exc)
-            if status in (401, 403):
+            if status == 401:
+                raise ForbiddenError(SYSTEM, operation, "the API server refused rotate's "
+                                     "credentials", status=401) from None
+            if status == 403:
                 raise ForbiddenError(SYSTEM, operation,
                                      f"not allowed: {_fix(listener.namespace)}",
                                      status=status) from None
@@ -148,6 +153,9 @@ class PortForwards:
                 raise NotFoundError(SYSTEM, operation, "the pod is gone (a restart "
                                     "replaces it: the next attempt resolves the Service "
                                     "again)", status=404) from None
+            if status == 400:  # the pod is not running (yet): a restart may bring it back
+                raise TemporaryError(SYSTEM, operation, "the pod is not running",
+                                     status=400) from None
             raise TemporaryError(SYSTEM, operation,
                                  f"the API server refused the stream (HTTP {status})"
                                  if status else "the API server cannot be reached") from None
@@ -188,6 +196,8 @@ class PortForwards:
 
     def _close_listener(self, listener: _Listener) -> None:
         listener.closed.set()
+        with contextlib.suppress(OSError):  # wakes the accept() blocked on it (Linux)
+            listener.sock.shutdown(socket.SHUT_RDWR)
         with contextlib.suppress(OSError):
             listener.sock.close()
         with self._lock:
