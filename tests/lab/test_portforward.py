@@ -11,11 +11,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
-import shutil
 import socket
 import socketserver
-import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,8 +24,8 @@ from rotate.clients.kube import KubeClient
 from rotate.core.errors import ForbiddenError, NotFoundError, TemporaryError
 from tests.support.apiserver import ApiLab
 from tests.support.polling import eventually
+from tests.support.port_forward import KUBECTL, kubectl_port_forward
 
-KUBECTL = shutil.which("kubectl")
 NS = "pf"
 
 
@@ -141,24 +138,11 @@ def test_a_port_nothing_listens_on_ends_the_connection(apiserver: ApiLab, pods: 
 
 @contextlib.contextmanager
 def kubectl_forward(apiserver: ApiLab, *args: str) -> Iterator[int]:
-    """``kubectl port-forward ARGS``, its local port once it says it forwards; stopped (by
-    its pid) at the end."""
-    assert KUBECTL is not None
     env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
-    env["HOME"] = str(apiserver.kubeconfig.parent)
-    proc = subprocess.Popen([KUBECTL, "--kubeconfig", str(apiserver.kubeconfig), "--context",
-                             "lab", "port-forward", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env)
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()  # blocks until kubectl forwards or exits
-        match = re.search(r"Forwarding from 127\.0\.0\.1:(\d+)", line)
-        assert match, (line, proc.stderr.read() if proc.poll() is not None and proc.stderr
-                       else "")
-        yield int(match.group(1))
-    finally:
-        proc.terminate()
-        proc.wait(10)
+    env["HOME"] = str(apiserver.kubeconfig.parent)  # discovery cache inside the test's tmp
+    with kubectl_port_forward(["--kubeconfig", str(apiserver.kubeconfig), "--context", "lab",
+                               "port-forward", *args], env) as port:
+        yield port
 
 
 @pytest.mark.kubectl
@@ -177,3 +161,32 @@ def test_kubectl_port_forward_over_spdy(apiserver: ApiLab, pods: str, echo_port:
             assert a.recv(100) == b"first"
     eventually(lambda: _streams(apiserver, "spdy") - before == 3, timeout=10,
                what="three SPDY stream pairs recorded")
+
+
+def test_the_portforward_drop_fault_ends_open_streams_and_refuses_new_ones(
+        apiserver: ApiLab, pods: str, echo_port: int) -> None:
+    """What the lab fault ``portforward-drop`` does (the cluster process wires it to
+    ``DIR/faults.json``): a stream in use ends — the driver sees its connection closed —
+    and a new one is refused (500), until the fault is cleared."""
+    dropped = threading.Event()
+    apiserver.server.forwards_dropped = dropped.is_set
+    kube = KubeClient(kubeconfig=str(apiserver.kubeconfig), context="lab")
+    try:
+        endpoint = kube.port_forward(pods, "echo", echo_port)
+        with socket.create_connection(("127.0.0.1", endpoint.port), timeout=10) as conn:
+            conn.sendall(b"before")
+            assert conn.recv(100) == b"before"
+            dropped.set()
+            assert conn.recv(100) == b""  # the relay notices within its poll (0.5 s)
+        # accepted, then closed or reset: the driver's "unreachable"
+        with contextlib.suppress(ConnectionResetError):
+            assert _exchange(endpoint.port, b"during") == b""
+        kube.close_forwards()
+        with pytest.raises(TemporaryError, match="HTTP 500"):
+            kube.port_forward(pods, "echo", echo_port)
+        dropped.clear()
+        endpoint = kube.port_forward(pods, "echo", echo_port)
+        assert _exchange(endpoint.port, b"after") == b"after"
+    finally:
+        apiserver.server.forwards_dropped = lambda: False
+        kube.close()

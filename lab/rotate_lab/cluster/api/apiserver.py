@@ -107,8 +107,11 @@ class ApiServer:
     def __init__(self, store: Store, *, host: str = "127.0.0.1", port: int = 0,
                  tls: TlsMaterial, identities: dict[str, Identity],
                  proxy: ProxyResolver | None = None, logs: LogReader | None = None,
-                 tokens: TokenIssuer | None = None) -> None:
+                 tokens: TokenIssuer | None = None,
+                 forwards_dropped: Callable[[], bool] = lambda: False) -> None:
         self.store = store
+        #: the lab fault ``portforward-drop``: open port-forward sessions end, new ones fail
+        self.forwards_dropped = forwards_dropped
         self.tokens = tokens or TokenIssuer()
         self.logs = logs
         self.identities = dict(identities)
@@ -166,6 +169,11 @@ class ApiServer:
     @property
     def stopping(self) -> bool:
         return self._stopping.is_set()
+
+    def forward_ends(self) -> bool:
+        """Whether an open port-forward session must end now: the server stops, or the lab
+        fault ``portforward-drop`` is on."""
+        return self._stopping.is_set() or self.forwards_dropped()
 
     def start(self) -> ApiServer:
         self._thread = threading.Thread(target=self._server.serve_forever,
@@ -517,6 +525,9 @@ class _Handler(BaseHTTPRequestHandler):
         assert route.name is not None and route.namespace is not None
         api = self.server.api
         pod = api.store.get("Pod", route.namespace, route.name)  # 404 first
+        if api.forwards_dropped():
+            raise ApiError(500, "InternalError", "error dialing backend: lab fault "
+                           "portforward-drop")
         ports = portforward.parse_ports(parse_qs(raw_query).get("ports", []))
         upgrade = (self.headers.get("Upgrade") or "").lower()
         if upgrade == "websocket":
@@ -532,7 +543,7 @@ class _Handler(BaseHTTPRequestHandler):
             api.count_forward(identity.name, target, "websocket")
             log.info("port-forward %s/%s %s for %s (websocket)", target.namespace,
                      target.pod, ",".join(map(str, ports)), identity.name)
-            portforward.WebSocketForward(self.connection, target, lambda: api.stopping).run()
+            portforward.WebSocketForward(self.connection, target, api.forward_ends).run()
             return
         if upgrade != "spdy/3.1":
             raise bad_request("Upgrade request required")
@@ -552,7 +563,7 @@ class _Handler(BaseHTTPRequestHandler):
         def opened(port: int) -> None:
             api.count_forward(identity.name, replace(target, ports=(port,)), "spdy")
 
-        spdy_forward.SpdyForward(self.connection, target, lambda: api.stopping, opened).run()
+        spdy_forward.SpdyForward(self.connection, target, api.forward_ends, opened).run()
 
     def _log(self, route: Route, query: dict[str, str]) -> None:
         assert route.name is not None and route.namespace is not None
