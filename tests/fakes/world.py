@@ -168,10 +168,10 @@ class World:
     def adapters(self) -> Adapters:
         return Adapters(self.vault, self.kube, self.cc, self.readyz, self.connector)
 
-    def engine(self) -> Engine:
+    def engine(self, environ: Mapping[str, str] = IN_CLUSTER) -> Engine:
         """A real Engine whose adapters are these fakes and whose chain is this chain."""
         # rotate plays inside the cluster here: providers by ClusterIP (rotate.chain.routes)
-        return Engine(WorldAdapters(self), self.load_chain, environ=IN_CLUSTER)
+        return Engine(WorldAdapters(self), self.load_chain, environ=environ)
 
     def load_chain(self, path: Path) -> Chain:
         return self.chain
