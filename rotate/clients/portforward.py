@@ -98,8 +98,12 @@ class PortForwards:
                 return found.endpoint
         listener = self._open(namespace, pod, port)
         with self._lock:
-            self._listeners[key] = listener
-        return listener.endpoint
+            found = self._listeners.get(key)
+            if found is None or found.closed.is_set():
+                self._listeners[key] = listener
+                return listener.endpoint
+        self._close_listener(listener)  # another thread opened one meanwhile: use that
+        return found.endpoint
 
     def close(self) -> None:
         with self._lock:
