@@ -38,7 +38,7 @@ from typing import Any
 from urllib.parse import quote
 
 from rotate.clients.seams import Endpoint
-from rotate.core.errors import ClientError, ForbiddenError, NotFoundError, TemporaryError
+from rotate.core.errors import ClientError, ForbiddenError, TemporaryError
 
 SYSTEM = "kubernetes"
 LOOPBACK = "127.0.0.1"
@@ -89,8 +89,9 @@ class PortForwards:
 
     def endpoint(self, namespace: str, pod: str, port: int) -> Endpoint:
         """The loopback address relaying to ``pod``'s ``port``; opened on first use and kept
-        until :meth:`close`.  ForbiddenError without the permission, NotFoundError for a
-        pod that is gone, TemporaryError when the API server or the pod cannot be reached."""
+        until :meth:`close`.  ForbiddenError without the permission; TemporaryError for a pod
+        gone or not running (a restart: the next attempt resolves the Service again) and
+        when the API server cannot be reached."""
         key = (namespace, pod, port)
         with self._lock:
             found = self._listeners.get(key)
@@ -153,10 +154,10 @@ class PortForwards:
                 raise ForbiddenError(SYSTEM, operation,
                                      f"not allowed: {_fix(listener.namespace)}",
                                      status=status) from None
-            if status == 404:
-                raise NotFoundError(SYSTEM, operation, "the pod is gone (a restart "
-                                    "replaces it: the next attempt resolves the Service "
-                                    "again)", status=404) from None
+            if status == 404:  # deleted since the Endpoints named it: retried, re-resolved
+                raise TemporaryError(SYSTEM, operation, "the pod is gone (a restart "
+                                     "replaces it: the next attempt resolves the Service "
+                                     "again)", status=404) from None
             if status == 400:  # the pod is not running (yet): a restart may bring it back
                 raise TemporaryError(SYSTEM, operation, "the pod is not running",
                                      status=400) from None

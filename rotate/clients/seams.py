@@ -224,7 +224,8 @@ class Kube(Protocol):
         """A loopback address on this machine that relays each connection to ``pod``'s
         ``port`` through the API server (``pods/portforward``, as ``kubectl port-forward``
         does); kept open until :meth:`close_forwards`.  ForbiddenError without the
-        permission, NotFoundError for a pod that is gone, TemporaryError when unreachable."""
+        permission; TemporaryError for a pod gone or not running, or the API server
+        unreachable."""
 
     def close_forwards(self) -> None:
         """Close every port-forward listener opened (the end of a run or a plan)."""

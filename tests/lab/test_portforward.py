@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from rotate.clients.kube import KubeClient
-from rotate.core.errors import ForbiddenError, NotFoundError, TemporaryError
+from rotate.core.errors import ForbiddenError, TemporaryError
 from tests.support.apiserver import ApiLab
 from tests.support.polling import eventually
 from tests.support.port_forward import KUBECTL, kubectl_port_forward
@@ -105,7 +105,7 @@ def test_rotate_translates_refusals(apiserver: ApiLab, pods: str, echo_port: int
                                     tmp_path: Path) -> None:
     kube = KubeClient(kubeconfig=str(apiserver.kubeconfig), context="lab")
     try:
-        with pytest.raises(NotFoundError, match="pod pf/ghost port"):
+        with pytest.raises(TemporaryError, match=r"pod pf/ghost port .* gone"):
             kube.port_forward(pods, "ghost", echo_port)
         with pytest.raises(TemporaryError, match="pod pf/pending port"):
             kube.port_forward(pods, "pending", echo_port)
