@@ -37,6 +37,9 @@ FAULTS: tuple[tuple[str, str | None, str], ...] = (
     ("crashloop", "cart", "consumer.restart"),
     ("readyz-fail", "cart", "consumer.wait"),
     ("provider-crashloop", None, "provider.apply"),
+    # the API server's port-forward to Dragonfly drops mid-step and refuses new streams
+    # (rotate runs from the host, outside the lab's cluster: it reaches Dragonfly that way)
+    ("portforward-drop", None, "provider.apply"),
     # a workload that reads the Secret itself and never becomes ready
     ("crashloop", "report-env", "workload.restart"),
     # one ExternalSecret of the two the path has never syncs

@@ -23,6 +23,7 @@ FAULT_KINDS = (
     "provider-crashloop",
     "rotator-fail",
     "rotator-hang",
+    "portforward-drop",
 )
 
 

@@ -31,7 +31,7 @@ from urllib.parse import quote, urlencode
 
 from rotate import __version__
 from rotate.clients.kube_kinds import ESO_GROUP, ESO_VERSIONS, KINDS, SYSTEM, KindInfo, kind_info
-from rotate.clients.seams import KubeEvent, PatchType, WatchEvent
+from rotate.clients.seams import Endpoint, KubeEvent, PatchType, WatchEvent
 from rotate.clients.tls import tls_failure, tls_reason
 from rotate.core.errors import (
     ClientError,
@@ -142,6 +142,7 @@ class KubeClient:
         self._server = str(cfg.host)
         self._kinds = dict(KINDS)
         self._eso_version: str | None = None  # discovered on first use of an ESO kind
+        self._forwards: Any = None  # rotate.clients.portforward.PortForwards, on first use
 
     def __repr__(self) -> str:
         return f"KubeClient({display_url(self._server)!r})"
@@ -151,7 +152,21 @@ class KubeClient:
         return self._server
 
     def close(self) -> None:
+        self.close_forwards()
         self._api.close()  # type: ignore[no-untyped-call]
+
+    def port_forward(self, namespace: str, pod: str, port: int) -> Endpoint:
+        from rotate.clients.portforward import PortForwards
+
+        if self._forwards is None:
+            self._forwards = PortForwards(self._api)
+        found: Endpoint = self._forwards.endpoint(namespace, pod, port)
+        return found
+
+    def close_forwards(self) -> None:
+        forwards, self._forwards = self._forwards, None
+        if forwards is not None:
+            forwards.close()
 
     # ------------------------------------------------------------------ kinds
 

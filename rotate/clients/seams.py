@@ -220,6 +220,16 @@ class Kube(Protocol):
         """Create a core/v1 Event in the involved object's namespace (source.component and
         reportingComponent ``rotate``)."""
 
+    def port_forward(self, namespace: str, pod: str, port: int) -> Endpoint:
+        """A loopback address on this machine that relays each connection to ``pod``'s
+        ``port`` through the API server (``pods/portforward``, as ``kubectl port-forward``
+        does); kept open until :meth:`close_forwards`.  ForbiddenError without the
+        permission; TemporaryError for a pod gone or not running, or the API server
+        unreachable."""
+
+    def close_forwards(self) -> None:
+        """Close every port-forward listener opened (the end of a run or a plan)."""
+
 
 # --------------------------------------------------------------------------- Config Center
 

@@ -32,7 +32,7 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from rotate.chain.methods import KubeAccess, VaultAccess, find_spec
@@ -44,6 +44,7 @@ from rotate.chain.model import (
     ServiceSource,
     consumers_of,
 )
+from rotate.chain.routes import may_port_forward
 from rotate.clients.seams import Kube, Vault
 from rotate.core.errors import ForbiddenError, NotFoundError
 from rotate.core.refs import ObjectRef
@@ -94,8 +95,11 @@ def deduplicate(perms: Iterable[Permission]) -> list[Permission]:
             if p.name is None or (p.verb, p.kind, p.namespace, p.subresource) not in unnamed]
 
 
-def permissions_needed(chain: Chain, credential: Credential) -> list[Permission]:
-    """Every Kubernetes request a run of ``credential`` makes (SelfSubjectAccessReview each)."""
+def permissions_needed(chain: Chain, credential: Credential,
+                       environ: Mapping[str, str] | None = None) -> list[Permission]:
+    """Every Kubernetes request a run of ``credential`` makes (SelfSubjectAccessReview each).
+    ``environ``: the environment the run happens in, which decides whether providers are
+    port-forwarded to (rotate.chain.routes); None (``rotate rbac``): wherever it may run."""
     perms: list[Permission] = []
     es = credential.external_secret
     perms += [Permission(v, "ExternalSecret", es.namespace, name=es.name)
@@ -157,14 +161,18 @@ def permissions_needed(chain: Chain, credential: Credential) -> list[Permission]
     for ns in dict.fromkeys([es.namespace, sec.namespace, *token_ns,
                              *(ref.namespace for ref in workloads), *discovered]):
         perms.append(Permission("create", "Event", ns))
-    perms += _provider_connections(credential)
+    perms += _provider_connections(credential, environ)
     return deduplicate(perms)
 
 
-def _provider_connections(credential: Credential) -> list[Permission]:
+def _provider_connections(credential: Credential,
+                          environ: Mapping[str, str] | None) -> list[Permission]:
     """Live methods and probes: what the method declares (MethodSpec.access), the Service
-    rotate connects to (its Endpoints when headless), and an admin Secret other than the
-    credential's own."""
+    rotate connects to (its Endpoints: headless, or the pod to port-forward to), an admin
+    Secret other than the credential's own, and — from outside the cluster —
+    ``pods/portforward`` in the Service's namespace: ``create`` (kubectl's SPDY POST, and
+    what API servers since 1.35 also require of a websocket upgrade) and ``get`` (the
+    websocket upgrade of the Python client is a GET; older servers authorize only that)."""
     perms: list[Permission] = []
     for ref in credential.providers:
         applied = credential.apply_of(ref)
@@ -175,6 +183,9 @@ def _provider_connections(credential: Credential) -> list[Permission]:
         svc = applied.connection.service
         perms += [Permission("get", kind, svc.namespace, name=svc.name)
                   for kind in ("Service", "Endpoints")]
+        if may_port_forward(applied.connection, environ):
+            perms += [Permission(verb, "Pod", svc.namespace, "portforward")
+                      for verb in ("create", "get")]
         admin = applied.admin
         if admin is not None and admin.password is not None \
                 and not applied.admin_is_credential(credential.secret):

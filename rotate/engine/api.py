@@ -159,6 +159,7 @@ class Engine:
         finally:
             try:
                 session.close()
+                adapters.kube.close_forwards()  # the run's port-forwards to providers
             finally:
                 lease.release()
 
@@ -195,9 +196,13 @@ class Engine:
         if adopt is not None and adopt.noop:
             return _nothing_to_adopt(chain, cred, strategy, adopt)
         candidate = adopted if adopted is not None else candidate_for(cred, None)
-        observed = preflight(chain, cred, adapters, strategy=strategy,
-                             candidate=candidate, environ=self.environ,
-                             held_version=adopt.chain_version if adopt is not None else None)
+        try:
+            observed = preflight(chain, cred, adapters, strategy=strategy,
+                                 candidate=candidate, environ=self.environ,
+                                 held_version=adopt.chain_version if adopt is not None
+                                 else None)
+        finally:
+            adapters.kube.close_forwards()  # preflight's provider logins, if any
         return build_plan(chain, cred, strategy, with_unfinished(observed, options, cred),
                           adopt)
 
@@ -383,7 +388,10 @@ class Engine:
         creds = [chain.credential(name) for name in dict.fromkeys(credentials)] or list(
             chain.credentials.values())
         adapters = self._adapters(chain, options, *creds)
-        found = observe(chain, creds, adapters, self.environ, options.state_dir, utcnow)
+        try:
+            found = observe(chain, creds, adapters, self.environ, options.state_dir, utcnow)
+        finally:
+            adapters.kube.close_forwards()  # the provider probes' port-forwards, if any
         self.status_warning = push_closed(chain, found, self.environ)
         return found
 
@@ -417,4 +425,4 @@ class Engine:
             cc = None
         else:
             cc = build("configcenter", lambda: f.config_center(chain, env))
-        return checks + doctor_checks(chain, vault, kube, cc)
+        return checks + doctor_checks(chain, vault, kube, cc, env)

@@ -68,7 +68,8 @@ def preflight(
                             thread_name_prefix="rotate-preflight-part") as pool:
         backend_f = pool.submit(_backend_and_access, chain, credential, adapters, strategy,
                                 environ or {}, held_version)
-        sync_f = pool.submit(_sync_objects, chain, credential, kube, overlap, uids)
+        sync_f = pool.submit(_sync_objects, chain, credential, kube, overlap, uids,
+                             environ or {})
         workloads_f = pool.submit(workload_findings, chain, credential, kube, consumers, uids)
         cc_f = pool.submit(_config_center, chain, adapters.config_center, consumers)
         docs_f = pool.submit(_documents, chain, credential, kube, consumers, candidate)
@@ -142,10 +143,10 @@ def _backend_and_access(
 
 
 def _sync_objects(chain: Chain, credential: Credential, kube: Kube, overlap: bool,
-                  uids: dict[ObjectRef, str]) -> Collector:
+                  uids: dict[ObjectRef, str], environ: Mapping[str, str]) -> Collector:
     """The permissions, the lock's namespace, and ② the ExternalSecret and its Secret."""
     col = Collector()
-    col.run("kubernetes.permissions", _perms_fn(kube, chain, credential))
+    col.run("kubernetes.permissions", _perms_fn(kube, chain, credential, environ))
     col.run("kubernetes.lock-namespace", lambda: _lock_namespace(kube, chain))
     es_ref = credential.external_secret
     es_ref = ObjectRef("ExternalSecret", es_ref.namespace, es_ref.name)
@@ -339,7 +340,8 @@ def _healthy(health: Callable[[], None], where: str) -> str:
 
 
 def doctor_checks(
-    chain: Chain, vault: Vault | None, kube: Kube | None, cc: ConfigCenter | None
+    chain: Chain, vault: Vault | None, kube: Kube | None, cc: ConfigCenter | None,
+    environ: Mapping[str, str] | None = None,
 ) -> list[Check]:
     """Connectivity + every permission any credential's run needs; no credential required.
     An adapter that could not be built (None) is reported by the caller and skipped here.
@@ -357,13 +359,14 @@ def doctor_checks(
         if vault is not None and vault_ok:
             col.run(f"{BACKEND_CAPABILITIES} {name}", _caps_fn(vault, chain, cred))
         if kube is not None:
-            col.run(f"kubernetes.permissions {name}", _perms_fn(kube, chain, cred))
+            col.run(f"kubernetes.permissions {name}", _perms_fn(kube, chain, cred, environ))
     return col.checks
 
 
-def _perms_fn(kube: Kube, chain: Chain, credential: Credential) -> Callable[[], str]:
+def _perms_fn(kube: Kube, chain: Chain, credential: Credential,
+              environ: Mapping[str, str] | None) -> Callable[[], str]:
     def check() -> str:
-        needed = permissions_needed(chain, credential)
+        needed = permissions_needed(chain, credential, environ or {})
         missing = check_permissions(kube, needed)
         if missing:
             raise NotFoundError("kubernetes", "permissions", "missing: " + "; ".join(missing))

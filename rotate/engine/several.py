@@ -146,8 +146,11 @@ class Several:
             check_new_value(cred, None)
         adapters = self.adapters(chain, options, *creds)
         candidates = {c.name: candidate_for(c, None) for c in creds}
-        observed = self._preflight(chain, creds, adapters, strategies, candidates,
+        try:
+            observed = self._preflight(chain, creds, adapters, strategies, candidates,
                                        options)
+        finally:
+            adapters.kube.close_forwards()  # preflight's provider logins, if any
         return build_merged_plan(chain, creds, strategies, observed)
 
     def run(self, options: Options, names: Sequence[str], observer: Observer,

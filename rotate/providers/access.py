@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from rotate.chain.model import Generate, ProviderApply, ProviderConnection, SecretKeyRef
+from rotate.chain.routes import ROUTE_ENV, BadRoute, provider_route
 from rotate.clients.seams import AuthProbe, Endpoint, Kube, ProviderConnector
 from rotate.core.errors import ForbiddenError, NotFoundError, PermanentError, RejectedError
 from rotate.core.secret import Secret
@@ -26,10 +27,16 @@ T = TypeVar("T")
 
 def resolve_endpoint(kube: Kube, connection: ProviderConnection,
                      environ: Mapping[str, str]) -> Endpoint:
-    """``addressEnv`` (host:port) when set in the environment; else the Service's ClusterIP and
-    port; a headless Service resolves to its first ready endpoint address."""
-    override = environ.get(connection.address_env or "")
-    if override:
+    """Where this attempt connects (rotate.chain.routes): ``addressEnv`` (host:port) when set
+    in the environment; inside the cluster the Service's ClusterIP and port (a headless
+    Service: its first ready endpoint address); outside it a loopback port relaying through
+    the API server's port-forward to a ready pod behind the Service."""
+    try:
+        route = provider_route(connection, environ)
+    except BadRoute as exc:
+        raise RejectedError("rotate", f"read {ROUTE_ENV}", str(exc)) from None
+    if route == "address":
+        override = environ.get(connection.address_env or "", "")
         host, _, port = override.rpartition(":")
         if not host or not port.isdigit():
             raise RejectedError("rotate", f"read {connection.address_env}",
@@ -39,6 +46,9 @@ def resolve_endpoint(kube: Kube, connection: ProviderConnection,
     svc = kube.get("Service", svc_ref.namespace, svc_ref.name)
     spec = svc.get("spec", {})
     entry = _service_port(spec.get("ports", []), svc_ref.port, str(svc_ref))
+    if route == "port-forward":
+        pod, number = backing_pod(kube, connection, entry)
+        return kube.port_forward(svc_ref.namespace, pod, number)
     ip = spec.get("clusterIP")
     if ip and ip != "None":
         return Endpoint(str(ip), int(entry["port"]))
@@ -49,6 +59,36 @@ def resolve_endpoint(kube: Kube, connection: ProviderConnection,
         for address in subset.get("addresses", []) or []:
             return Endpoint(str(address["ip"]), number)
     raise NotFoundError("kubernetes", f"service {svc_ref}", "no ready endpoint")
+
+
+def backing_pod(kube: Kube, connection: ProviderConnection,
+                entry: Mapping[str, Any]) -> tuple[str, int]:
+    """A ready pod behind the Service and the pod's port for the Service port ``entry``,
+    from the Service's Endpoints (the endpoints controller resolved the selector, readiness
+    and a named ``targetPort`` already).  NotFoundError without a ready pod (retried until
+    the step's deadline: a restarting provider comes back); PermanentError for endpoints
+    that name no pod (a Service without a selector), which port-forward cannot reach."""
+    svc_ref = connection.service
+    eps = kube.get("Endpoints", svc_ref.namespace, svc_ref.name)
+    target = entry.get("targetPort", entry["port"])
+    for subset in eps.get("subsets", []) or []:
+        ports = subset.get("ports", []) or []
+        number = next((int(p["port"]) for p in ports
+                       if entry.get("name") and p.get("name") == entry.get("name")), None)
+        if number is None:
+            number = int(ports[0]["port"]) if len(ports) == 1 else (
+                int(target) if str(target).isdigit() else None)
+        for address in subset.get("addresses", []) or []:
+            ref = address.get("targetRef") or {}
+            if ref.get("kind") != "Pod" or not ref.get("name") or number is None:
+                raise PermanentError(
+                    "kubernetes", f"port-forward to service {svc_ref}",
+                    "its endpoints name no pod (a Service without a selector): rotate "
+                    "cannot port-forward to it from outside the cluster; set the provider's "
+                    "addressEnv, or run rotate inside the cluster")
+            return str(ref["name"]), number
+    raise NotFoundError("kubernetes", f"service {svc_ref}",
+                        "no ready pod to port-forward to")
 
 
 def _service_port(ports: Sequence[Mapping[str, Any]], wanted: int | str,

@@ -27,9 +27,11 @@ import pytest
 import redis
 from rotate_lab.systems import postgres
 
+from tests.support import pg_connections
 from tests.support.labtools import SHOP, Lab, newest_run
 from tests.support.paths import EXAMPLE_CHAIN
 from tests.support.polling import eventually
+from tests.support.port_forward import KUBECTL, kubectl_port_forward
 from tests.support.proxy_load import Load, acl_auth
 
 pytestmark = pytest.mark.lab
@@ -89,11 +91,13 @@ def pid_of(lab: Lab, prefix: str) -> int:
     return found[0]
 
 
-def psql_ok(lab: Lab, user: str, password: str) -> bool:
-    ip = lab.kjson("get", "service", "-n", "db", "postgres")["spec"]["clusterIP"]
+def psql_ok(lab: Lab, user: str, password: str, port: int | None = None) -> bool:
+    """A login through the Service's ClusterIP, or through 127.0.0.1:``port``."""
+    ip = "127.0.0.1" if port else \
+        lab.kjson("get", "service", "-n", "db", "postgres")["spec"]["clusterIP"]
     done = subprocess.run(
-        [str(postgres.bindir() / "psql"), "-XAt", "-h", ip, "-U", user, "-d", "shop", "-c",
-         "SELECT count(*) FROM products"],
+        [str(postgres.bindir() / "psql"), "-XAt", "-h", ip, "-p", str(port or 5432), "-U",
+         user, "-d", "shop", "-c", "SELECT count(*) FROM products"],
         env={**os.environ, "PGPASSWORD": password}, capture_output=True, text=True,
         timeout=20, check=False)
     return done.returncode == 0
@@ -151,16 +155,37 @@ def test_admin_missing_or_refused_stops_in_preflight(lab: Lab, tmp_path: Path,
 # --------------------------------------------------------------------------- postgres
 
 
+def port_forwards(lab: Lab, pod: str) -> int:
+    """Port-forward streams the lab's API server opened to ``pod`` (its record)."""
+    doc = json.loads(lab.kubectl("get", "--raw", "/lab/api-requests"))
+    return sum(f["streams"] for f in doc["port_forwards"] if f["pod"] == pod)
+
+
 def test_postgres_alternating_users_then_rollback(lab: Lab) -> None:
+    """Run as from a laptop — no KUBERNETES_SERVICE_HOST, no addressEnv — rotate reaches
+    PostgreSQL through the API server's port-forward: every login of its admin came from the
+    pod's own address (the lab's port-forward path), none through the Service, and the API
+    server recorded the streams."""
     old, version = bao_data(lab, postgres.BAO_PATH)
     pid = pid_of(lab, "db/postgres-")
     assert psql_ok(lab, old["username"], old["password"])
+    assert "KUBERNETES_SERVICE_HOST" not in lab.process_env
+    pod_ip = lab.kjson("get", "pod", "-n", "db", "postgres-0")["status"]["podIP"]
+    log = pg_connections.log_path(lab.dir)
+    offset, streams = log.stat().st_size, port_forwards(lab, "postgres-0")
 
     with load_on(lab, PG_CONSUMERS) as loads:
         res = lab.rotate("postgres", "--confirm", "-o", "json")
     assert res.code == 0, res.output
     assert_no_failure(loads)
     run_id = json.loads(res.stdout)["run_id"]
+    with log.open("rb") as fh:
+        fh.seek(offset)
+        seen = pg_connections.connections(fh.read().decode(errors="replace"))
+    admin = [c.host for c in seen if c.user == "postgres"]  # only rotate logs in as admin
+    assert admin and set(admin) == {pod_ip}, seen
+    forwarded = sum(1 for c in seen if c.host == pod_ip)
+    assert port_forwards(lab, "postgres-0") - streams >= forwarded > len(admin)
 
     new, new_version = bao_data(lab, postgres.BAO_PATH)
     assert new_version == version + 1
@@ -179,6 +204,22 @@ def test_postgres_alternating_users_then_rollback(lab: Lab) -> None:
     assert not psql_ok(lab, new["username"], new["password"])
     assert pid_of(lab, "db/postgres-") == pid
     assert all_ready(lab) == {}
+
+
+@pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
+def test_kubectl_port_forward_reaches_the_providers(lab: Lab) -> None:
+    """The real ``kubectl port-forward`` (SPDY/3.1) against the lab, to a pod and to a
+    Service, as an operator reaches a provider from a laptop."""
+    login, _ = bao_data(lab, postgres.BAO_PATH)
+    with kubectl_port_forward(["port-forward", "-n", "db", "pod/postgres-0", ":5432"],
+                              lab.process_env) as port:
+        assert psql_ok(lab, login["username"], login["password"], port)
+        assert not psql_ok(lab, login["username"], "not-the-password", port)
+    password = lab.secret_value("dragonfly", "dragonfly-password-secret", "password")
+    with kubectl_port_forward(["port-forward", "-n", "dragonfly", "svc/dragonfly", ":6379"],
+                              lab.process_env) as port:
+        assert acl_auth(f"127.0.0.1:{port}", "default", password)
+        assert not acl_auth(f"127.0.0.1:{port}", "default", "not-the-password")
 
 
 # --------------------------------------------------------------------------- dragonfly

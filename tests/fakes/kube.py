@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from rotate.clients.seams import (
+    Endpoint,
     KubeEvent,
     PatchType,
     WatchEvent,
@@ -57,6 +58,8 @@ class FakeKube:
         self.watches_started = 0
         self.kube_events: list[KubeEvent] = []  # create_event, in order
         self.pod_logs: dict[tuple[str, str], str] = {}  # pod_log_tail's source
+        self.forwards: list[tuple[str, str, int]] = []  # port_forward calls, in order
+        self.forwards_closed = 0  # close_forwards calls
 
     @property
     def server(self) -> str:
@@ -281,6 +284,15 @@ class FakeKube:
     def proxy_get(self, namespace: str, service: str, port: str | int, path: str, *,
                   timeout: float = 5) -> int:
         return 200
+
+    def port_forward(self, namespace: str, pod: str, port: int) -> Endpoint:
+        """Recorded; the fake connector ignores endpoints, so any loopback one will do."""
+        self.faults.hit("port_forward")
+        self.forwards.append((namespace, pod, port))
+        return Endpoint("127.0.0.1", 40000 + len(self.forwards))
+
+    def close_forwards(self) -> None:
+        self.forwards_closed += 1
 
     def create_event(self, event: KubeEvent) -> None:
         """Stored as an Event object too, so ``list("Event", ns)`` shows it as the API does."""

@@ -66,6 +66,8 @@ def deployment(ns: str, name: str, *, replicas: int = 1, probe: bool = True,
 
 
 CONSUMERS = ("cart", "order", "user")
+#: an environment inside the cluster (rotate.chain.routes): providers reached by ClusterIP
+IN_CLUSTER: Mapping[str, str] = {"KUBERNETES_SERVICE_HOST": "10.0.0.1"}
 SCHEMA = {
     "type": "object",
     "required": ["service", "dragonfly"],
@@ -166,9 +168,10 @@ class World:
     def adapters(self) -> Adapters:
         return Adapters(self.vault, self.kube, self.cc, self.readyz, self.connector)
 
-    def engine(self) -> Engine:
+    def engine(self, environ: Mapping[str, str] = IN_CLUSTER) -> Engine:
         """A real Engine whose adapters are these fakes and whose chain is this chain."""
-        return Engine(WorldAdapters(self), self.load_chain, environ={})
+        # rotate plays inside the cluster here: providers by ClusterIP (rotate.chain.routes)
+        return Engine(WorldAdapters(self), self.load_chain, environ=environ)
 
     def load_chain(self, path: Path) -> Chain:
         return self.chain

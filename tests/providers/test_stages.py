@@ -264,12 +264,13 @@ def test_accounts_for_alternating_users() -> None:
         accounts_for(applied, "overlap", "intruder")
 
 
-def test_resolve_endpoint() -> None:
+def test_resolve_endpoint_inside_the_cluster() -> None:
     conn = ProviderConnection("redis", ServicePortRef("dragonfly", "dragonfly", "redis"),
                               address_env="DF_ADDR")
+    inside = {"KUBERNETES_SERVICE_HOST": "10.0.0.1"}
     svc = {"spec": {"clusterIP": "10.0.0.7", "ports": [{"name": "redis", "port": 6379}]}}
     kube: Any = StubKube({("Service", "dragonfly", "dragonfly"): svc})
-    assert access.resolve_endpoint(kube, conn, {}) == Endpoint("10.0.0.7", 6379)
+    assert access.resolve_endpoint(kube, conn, inside) == Endpoint("10.0.0.7", 6379)
     assert access.resolve_endpoint(kube, conn, {"DF_ADDR": "127.0.0.1:16379"}) \
         == Endpoint("127.0.0.1", 16379)
     with pytest.raises(RejectedError):
@@ -279,7 +280,58 @@ def test_resolve_endpoint() -> None:
     eps = {"subsets": [{"addresses": [{"ip": "127.5.0.3"}]}]}
     kube = StubKube({("Service", "dragonfly", "dragonfly"): headless,
                      ("Endpoints", "dragonfly", "dragonfly"): eps})
-    assert access.resolve_endpoint(kube, conn, {}) == Endpoint("127.5.0.3", 7000)
+    assert access.resolve_endpoint(kube, conn, inside) == Endpoint("127.5.0.3", 7000)
+    assert kube.forwards == []
+
+
+def _pod_address(ip: str, pod: str) -> dict[str, Any]:
+    return {"ip": ip, "targetRef": {"kind": "Pod", "namespace": "db", "name": pod}}
+
+
+def test_resolve_endpoint_outside_the_cluster_port_forwards_to_a_ready_pod() -> None:
+    """No KUBERNETES_SERVICE_HOST, no addressEnv: the ClusterIP is not routable from here, so
+    rotate port-forwards to a ready pod behind the Service, on the pod's port for the
+    Service port (a named targetPort resolved by the endpoints controller)."""
+    conn = ProviderConnection("postgres", ServicePortRef("db", "postgres", 5432),
+                              address_env="PG_ADDR")
+    svc = {"spec": {"clusterIP": "10.0.0.9", "ports": [
+        {"name": "metrics", "port": 9187, "targetPort": 9187},
+        {"name": "postgres", "port": 5432, "targetPort": "postgres"}]}}
+    eps = {"subsets": [{"addresses": [_pod_address("127.5.1.4", "postgres-0")],
+                        "notReadyAddresses": [_pod_address("127.5.1.5", "postgres-1")],
+                        "ports": [{"name": "metrics", "port": 9187},
+                                  {"name": "postgres", "port": 15432}]}]}
+    kube: Any = StubKube({("Service", "db", "postgres"): svc,
+                          ("Endpoints", "db", "postgres"): eps})
+    assert access.resolve_endpoint(kube, conn, {}) == Endpoint("127.0.0.1", 40001)
+    assert kube.forwards == [("db", "postgres-0", 15432)]
+    # the override: a VPN that routes the Service network
+    assert access.resolve_endpoint(kube, conn, {"ROTATE_PROVIDER_ROUTE": "direct"}) \
+        == Endpoint("10.0.0.9", 5432)
+    # inside the cluster, forced to port-forward (a NetworkPolicy in the way)
+    access.resolve_endpoint(kube, conn, {"KUBERNETES_SERVICE_HOST": "10.0.0.1",
+                                         "ROTATE_PROVIDER_ROUTE": "port-forward"})
+    assert len(kube.forwards) == 2
+    with pytest.raises(RejectedError, match="ROTATE_PROVIDER_ROUTE must be one of"):
+        access.resolve_endpoint(kube, conn, {"ROTATE_PROVIDER_ROUTE": "vpn"})
+
+
+def test_port_forward_needs_a_ready_pod_behind_the_service() -> None:
+    conn = ProviderConnection("postgres", ServicePortRef("db", "postgres", 5432))
+    svc = {"spec": {"ports": [{"name": "postgres", "port": 5432, "targetPort": 5432}]}}
+    unready = {"subsets": [{"notReadyAddresses": [_pod_address("127.5.1.4", "postgres-0")],
+                            "ports": [{"name": "postgres", "port": 5432}]}]}
+    kube: Any = StubKube({("Service", "db", "postgres"): svc,
+                          ("Endpoints", "db", "postgres"): unready})
+    with pytest.raises(NotFoundError, match="no ready pod to port-forward to"):
+        access.resolve_endpoint(kube, conn, {})
+    external = {"subsets": [{"addresses": [{"ip": "192.0.2.10"}],
+                             "ports": [{"name": "postgres", "port": 5432}]}]}
+    kube = StubKube({("Service", "db", "postgres"): svc,
+                     ("Endpoints", "db", "postgres"): external})
+    with pytest.raises(PermanentError, match=r"endpoints name no pod.*addressEnv"):
+        access.resolve_endpoint(kube, conn, {})
+    assert kube.forwards == []
 
 
 def test_admin_candidates() -> None:

@@ -70,7 +70,7 @@ def test_the_other_credential_covers_the_kinds_the_first_lacks() -> None:
 def test_every_lab_fault_before_and_during_with_both_recoveries() -> None:
     specs = matrix({"a": LIVE, "b": ROLLED}, "a", "b")
     faults = {(s.fault, s.disturbance, s.recovery) for s in specs if s.fault}
-    assert len(faults) == 7 * 2 * 2
+    assert len(faults) == 8 * 2 * 2  # seven lab faults and portforward-drop
     assert all(s.kind in plan_kinds(LIVE) for s in specs if s.disturbance == "fault-during")
 
 

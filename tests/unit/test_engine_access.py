@@ -34,11 +34,27 @@ def test_named_where_rbac_can_restrict_and_only_there() -> None:
     # pods, started before the provider switches), never named
     assert {p.kind for p in perms if p.verb == "watch" and p.name} == {"ExternalSecret",
                                                                        "Deployment"}
-    pods = {(p.verb, p.namespace, p.name) for p in perms if p.kind == "Pod"}
+    pods = {(p.verb, p.namespace, p.name) for p in perms
+            if p.kind == "Pod" and p.subresource is None}
     # and in reports (consumers.namespaces) every Pod verb a discovered reader's roll needs:
     # its name is known only at run time
     assert pods == {("list", "shop", None), ("watch", "shop", None),
                     *((v, "reports", None) for v in ("get", "list", "watch", "delete"))}
+
+
+def test_port_forward_is_needed_from_outside_the_cluster_only() -> None:
+    """A provider rotate logs in to (dragonfly's probe) is port-forwarded to from outside the
+    cluster (rotate.chain.routes): `rotate rbac` (no environment) grants it, preflight from
+    a laptop checks it, and neither does inside the cluster or with the address given."""
+    chain = load_chain(CHAIN)
+    cred = chain.credential("dragonfly")
+    forward = {Permission(v, "Pod", "dragonfly", "portforward") for v in ("create", "get")}
+    assert forward <= set(permissions_needed(chain, cred))
+    assert forward <= set(permissions_needed(chain, cred, {}))
+    inside = {"KUBERNETES_SERVICE_HOST": "10.0.0.1"}
+    assert not forward & set(permissions_needed(chain, cred, inside))
+    direct = {"ROTATE_PROVIDER_ROUTE": "direct"}
+    assert not forward & set(permissions_needed(chain, cred, direct))
 
 
 class NamedKube(FakeKube):

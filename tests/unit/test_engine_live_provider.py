@@ -111,6 +111,42 @@ def test_overlap_adds_then_retires_and_never_rolls_the_provider(world: LiveWorld
     assert all(world.running[c] == _new(world) for c in CONSUMERS)
 
 
+def _behind_the_service(world: LiveWorld) -> None:
+    """Endpoints naming the pod behind Dragonfly's Service (what the endpoints controller
+    writes): where a run from outside the cluster port-forwards to."""
+    world.kube.put({"kind": "Endpoints", "metadata": {"name": "dragonfly",
+                                                      "namespace": "dragonfly"},
+                    "subsets": [{"addresses": [{"ip": "10.1.0.5", "targetRef": {
+                        "kind": "Pod", "namespace": "dragonfly", "name": "dragonfly-0"}}],
+                                 "ports": [{"port": 6379}]}]})
+
+
+def test_from_outside_the_cluster_the_provider_is_port_forwarded_to(
+        world: LiveWorld, tmp_path: Path) -> None:
+    """No KUBERNETES_SERVICE_HOST, no addressEnv: every step reaches Dragonfly through the
+    port-forward to the pod behind its Service, and the run closes the forwards at its end."""
+    _behind_the_service(world)
+    report = world.engine(environ={}).run(options(tmp_path, strategy=Strategy.overlap),
+                                          "dragonfly", RecordingObserver(), CancelToken())
+    assert report.exit_code == 0, report.message
+    assert set(world.kube.forwards) == {("dragonfly", "dragonfly-0", 6379)}
+    assert world.kube.forwards_closed >= 1
+    assert world.passwords() == [_new(world)]
+
+
+def test_preflight_checks_the_port_forward_permission_only_from_outside(
+        world: LiveWorld, tmp_path: Path) -> None:
+    _behind_the_service(world)
+    world.kube.denied.add(("create", "Pod", "dragonfly"))  # create pods/portforward
+    outside = world.engine(environ={}).plan(options(tmp_path), "dragonfly")
+    refused = [c for c in outside.preflight if not c.ok]
+    assert [c.check for c in refused] == ["kubernetes.permissions"]
+    assert "create pods/portforward in dragonfly" in refused[0].detail
+    assert world.kube.forwards_closed >= 1  # the plan's own logins closed too
+    inside = world.engine().plan(options(tmp_path), "dragonfly")
+    assert all(c.ok for c in inside.preflight), inside.preflight
+
+
 def test_restart_on_redis_acl_swaps_at_once(world: LiveWorld, tmp_path: Path) -> None:
     report = _run(world, tmp_path, Strategy.restart)
     assert report.exit_code == 0, report.message

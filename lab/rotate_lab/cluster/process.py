@@ -199,7 +199,8 @@ def run(lab_dir: Path, profile: str, octet: int, reloader: bool,
             store, host="127.0.0.1", port=0, tls=tls,
             identities={cfg["tokens"]["admin"]: Identity.admin(),
                         cfg["tokens"]["restricted"]: Identity.restricted()},
-            proxy=services.proxy_target, logs=pod_log_reader(kubelet), tokens=ctx.tokens)
+            proxy=services.proxy_target, logs=pod_log_reader(kubelet), tokens=ctx.tokens,
+            forwards_dropped=lambda: ctx.faults.active("portforward-drop"))
         ctx.api = ApiEndpoint.from_url(str(server.url), tls.ca_pem)
         for part in [*controllers, kubelet]:
             part.start()

@@ -4,7 +4,8 @@ Faithful enough that unmodified kubectl and the official Python client work: dis
 CRUD at namespaced and all-namespaces paths, status/scale subresources, the three patch
 types, ``watch=true`` streams (chunked, one JSON event per line), selectors, Status errors,
 SelfSubjectAccessReview, TokenRequest/TokenReview (service-account JWTs, see
-:mod:`rotate_lab.cluster.api.tokens`), and the service proxy.
+:mod:`rotate_lab.cluster.api.tokens`), the service proxy, and pods' port-forward
+(:mod:`rotate_lab.cluster.api.portforward`).
 
 Why these choices:
 
@@ -32,12 +33,13 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from rotate_lab.cluster.api import discovery, rest, tables
+from rotate_lab.cluster.api import discovery, portforward, rest, spdy_forward, tables
 from rotate_lab.cluster.api.apierrors import ApiError, bad_request
 from rotate_lab.cluster.api.auth import Authorizer, Identity, access_review, forbidden, unauthorized
 from rotate_lab.cluster.api.proxy import ProxyResolver, forward
@@ -105,8 +107,11 @@ class ApiServer:
     def __init__(self, store: Store, *, host: str = "127.0.0.1", port: int = 0,
                  tls: TlsMaterial, identities: dict[str, Identity],
                  proxy: ProxyResolver | None = None, logs: LogReader | None = None,
-                 tokens: TokenIssuer | None = None) -> None:
+                 tokens: TokenIssuer | None = None,
+                 forwards_dropped: Callable[[], bool] = lambda: False) -> None:
         self.store = store
+        #: the lab fault ``portforward-drop``: open port-forward sessions end, new ones fail
+        self.forwards_dropped = forwards_dropped
         self.tokens = tokens or TokenIssuer()
         self.logs = logs
         self.identities = dict(identities)
@@ -121,6 +126,8 @@ class ApiServer:
         #: (client, verb, resource) → requests served; the client is the User-Agent's first
         #: product token (``kubectl``, ``rotate``, ``python-httpx``...)
         self._requests: dict[tuple[str, str, str], int] = {}
+        #: (user, namespace, pod, port, framing) → port-forward streams opened
+        self._forwards: dict[tuple[str, str, str, int, str], int] = {}
 
     def count(self, agent: str | None, verb: str, resource: str) -> None:
         client = (agent or "unknown").split("/", 1)[0].split(" ", 1)[0] or "unknown"
@@ -128,15 +135,26 @@ class ApiServer:
             key = (client, verb, resource)
             self._requests[key] = self._requests.get(key, 0) + 1
 
+    def count_forward(self, user: str, target: portforward.Target, framing: str) -> None:
+        with self._watch_lock:
+            for port in target.ports:
+                key = (user, target.namespace, target.pod, port, framing)
+                self._forwards[key] = self._forwards.get(key, 0) + 1
+
     def request_counts(self) -> dict[str, Any]:
         """What ``GET /lab/api-requests`` answers: every resource request counted by client,
-        verb (watch included) and resource, since the server started."""
+        verb (watch included) and resource, since the server started; and ``port_forwards``:
+        the port-forward streams opened, by user, pod, port and framing (``websocket``,
+        ``spdy``) — the record of which provider connections came through the API server."""
         with self._watch_lock:
             rows = [{"client": c, "verb": v, "resource": r, "count": n}
                     for (c, v, r), n in sorted(self._requests.items())]
+            forwards = [{"user": u, "namespace": ns, "pod": pod, "port": port,
+                         "framing": f, "streams": n}
+                        for (u, ns, pod, port, f), n in sorted(self._forwards.items())]
             served = self._watches_served
         return {"kind": "ApiRequestCounts", "total": sum(r["count"] for r in rows),
-                "watches_served": served, "requests": rows}
+                "watches_served": served, "requests": rows, "port_forwards": forwards}
 
     @property
     def url(self) -> str:
@@ -151,6 +169,11 @@ class ApiServer:
     @property
     def stopping(self) -> bool:
         return self._stopping.is_set()
+
+    def forward_ends(self) -> bool:
+        """Whether an open port-forward session must end now: the server stops, or the lab
+        fault ``portforward-drop`` is on."""
+        return self._stopping.is_set() or self.forwards_dropped()
 
     def start(self) -> ApiServer:
         self._thread = threading.Thread(target=self._server.serve_forever,
@@ -352,6 +375,15 @@ class _Handler(BaseHTTPRequestHandler):
         if not identity.allows(verb, route.kind.group, route.resource, route.namespace, name):
             raise forbidden(identity.name, verb, route.kind.group, route.resource,
                             route.namespace, route.name)
+        if route.sub == "portforward":
+            # a websocket upgrade is a GET; since Kubernetes 1.35 it also needs `create`,
+            # what kubectl's SPDY POST always needed
+            if verb == "get" and not identity.allows("create", route.kind.group,
+                                                     route.resource, route.namespace, name):
+                raise forbidden(identity.name, "create", route.kind.group, route.resource,
+                                route.namespace, route.name)
+            self._portforward(identity, route, raw_query)
+            return
         if route.sub == "proxy":
             self._proxy(route, raw_query)
             return
@@ -484,6 +516,54 @@ class _Handler(BaseHTTPRequestHandler):
             resolver, route.namespace, route.name, self.command, "/" + route.rest.lstrip("/"),
             raw_query, self._raw, self.headers.get("Content-Type"))
         self._send(status, payload, content_type)
+
+    def _portforward(self, identity: Authorizer, route: Route, raw_query: str) -> None:
+        """Upgrade to a port-forward session and relay until either side ends: a websocket
+        (``GET``, the Python client: :mod:`~rotate_lab.cluster.api.portforward`) or SPDY/3.1
+        (``POST``, kubectl: :mod:`~rotate_lab.cluster.api.spdy_forward`).  The connection is
+        not reused afterwards."""
+        assert route.name is not None and route.namespace is not None
+        api = self.server.api
+        pod = api.store.get("Pod", route.namespace, route.name)  # 404 first
+        if api.forwards_dropped():
+            raise ApiError(500, "InternalError", "error dialing backend: lab fault "
+                           "portforward-drop")
+        ports = portforward.parse_ports(parse_qs(raw_query).get("ports", []))
+        upgrade = (self.headers.get("Upgrade") or "").lower()
+        if upgrade == "websocket":
+            protocol = portforward.choose_protocol(self.headers.get("Sec-WebSocket-Protocol"))
+            if not ports:
+                raise bad_request("at least one port is required (?ports=N)")
+            target = portforward.target_of(pod, ports)
+            key = self.headers.get("Sec-WebSocket-Key") or ""
+            if not key:
+                raise bad_request("Sec-WebSocket-Key is required")
+            self.close_connection = True
+            self.connection.sendall(portforward.upgrade_response(key, protocol))
+            api.count_forward(identity.name, target, "websocket")
+            log.info("port-forward %s/%s %s for %s (websocket)", target.namespace,
+                     target.pod, ",".join(map(str, ports)), identity.name)
+            portforward.WebSocketForward(self.connection, target, api.forward_ends).run()
+            return
+        if upgrade != "spdy/3.1":
+            raise bad_request("Upgrade request required")
+        wanted = [p.strip() for p in (self.headers.get_all("X-Stream-Protocol-Version")
+                                      or []) for p in p.split(",")]
+        if spdy_forward.PROTOCOL not in wanted:
+            raise bad_request(f"unable to upgrade: {spdy_forward.PROTOCOL} was not offered")
+        target = portforward.target_of(pod, ports)
+        self.close_connection = True
+        self.connection.sendall(
+            b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\n"
+            b"Upgrade: SPDY/3.1\r\nX-Stream-Protocol-Version: "
+            + spdy_forward.PROTOCOL.encode() + b"\r\n\r\n")
+        log.info("port-forward %s/%s for %s (spdy)", target.namespace, target.pod,
+                 identity.name)
+
+        def opened(port: int) -> None:
+            api.count_forward(identity.name, replace(target, ports=(port,)), "spdy")
+
+        spdy_forward.SpdyForward(self.connection, target, api.forward_ends, opened).run()
 
     def _log(self, route: Route, query: dict[str, str]) -> None:
         assert route.name is not None and route.namespace is not None

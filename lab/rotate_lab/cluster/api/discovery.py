@@ -74,6 +74,8 @@ def resource_list(group: str, version: str) -> dict[str, Any] | None:
                         "version": "v1", "kind": "Scale"})
         if k.kind == "Pod":
             out.append({"name": "pods/log", **sub, "verbs": ["get"]})
+            out.append({"name": "pods/portforward", **sub, "kind": "PodPortForwardOptions",
+                        "verbs": ["create", "get"]})
         if k.kind == "ServiceAccount":
             out.append({"name": "serviceaccounts/token", **sub, "group": "authentication.k8s.io",
                         "version": "v1", "kind": "TokenRequest", "verbs": ["create"]})

@@ -29,7 +29,7 @@ PATCH_TYPES = {
 }
 _VERB_BY_METHOD = {"GET": "get", "HEAD": "get", "POST": "create", "PUT": "update",
                    "PATCH": "patch", "DELETE": "delete"}
-_SUBRESOURCES = ("status", "scale", "proxy", "log", "token")
+_SUBRESOURCES = ("status", "scale", "proxy", "log", "token", "portforward")
 
 
 @dataclass(frozen=True)
@@ -107,9 +107,13 @@ def verb_of(method: str, route: Route, query: dict[str, str]) -> str:
     if route.sub is None and (not verb or verb not in k.verbs):
         raise method_not_allowed()
     served = {"status": k.status, "scale": k.scale, "log": k.kind == "Pod",
-              "token": k.kind == "ServiceAccount", None: True}
+              "token": k.kind == "ServiceAccount", "portforward": k.kind == "Pod", None: True}
     if not served.get(route.sub, False):
         raise not_found_path()
+    if route.sub == "portforward":  # POST: kubectl's SPDY upgrade; GET: a websocket upgrade
+        if verb not in ("create", "get"):
+            raise method_not_allowed()
+        return verb
     if route.sub == "token":  # TokenRequest: create-only
         if verb != "create":
             raise method_not_allowed()
