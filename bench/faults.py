@@ -99,7 +99,7 @@ class Case:
     # -- disturb
     def start(self, credential: str) -> tuple[subprocess.Popen[str], Journal]:
         timeout = ("--timeout", FAULT_TIMEOUT) if self.spec.fault else ()
-        proc = self.world.spawn(credential, "--confirm", *timeout)
+        proc = self.world.spawn(credential, "--confirm", *timeout, *pinned(credential))
         return proc, Journal(self.world.runs, credential, self.known)
 
     def finish(self, proc: subprocess.Popen[str]) -> int:
@@ -135,7 +135,7 @@ class Case:
             self.out.reached = journal.last()
             return {s.credential: code}
         if s.disturbance == "oversized":  # what rotate's own stdin check lets through
-            done = w.rotate(s.credential, "--confirm", "--value-stdin",
+            done = w.rotate(s.credential, "--confirm", *pinned(s.credential), "--value-stdin",
                             stdin="x" * 65536 + "\n")
             self.out.reached = "preflight"
             if done.returncode != 2:
@@ -393,6 +393,12 @@ class JobCase(Case):
             p += fault_job.check_job(w, value, version)
 
 
+def pinned(credential: str) -> tuple[str, ...]:
+    """The ``--strategy`` the matrix names for ``credential`` (fault_world.CREDENTIALS)."""
+    cred = CREDENTIALS.get(credential)
+    return cred.strategy_args() if cred else ()
+
+
 def heal_job(world: World) -> list[str]:
     """After an inconsistent job case: faults off, a fresh rotation (resumed if it fails)."""
     world.lab.run("fault", "--clear")
@@ -411,7 +417,7 @@ def heal(world: World, creds: dict[str, Credential]) -> list[str]:
     world.lab.run("fault", "--clear")
     for name in creds:
         known = world.known_runs()
-        if world.rotate(name, "--confirm").returncode != 0:
+        if world.rotate(name, "--confirm", *pinned(name)).returncode != 0:
             run_id = Journal(world.runs, name, known).run_id_now()
             if run_id:
                 world.rotate("resume", run_id, "--confirm")

@@ -11,6 +11,7 @@ import pytest
 
 from bench import chain_params, rotation
 from bench.world import BenchError, Lab
+from tests.support.paths import EXAMPLE_CHAIN
 
 
 @pytest.mark.parametrize("argv", [["--runs", "0"], ["--rps", "-1"], ["--max-parallel", "x"],
@@ -125,3 +126,12 @@ def test_the_measured_commands_may_write_their_bytecode(tmp_path: Path,
     lab.load_env()
     assert "PYTHONDONTWRITEBYTECODE" not in lab.env
     assert lab.env["ROTATE_CHAIN"] == "/x/rotate.yaml" and lab.env["NO_COLOR"] == "1"
+
+
+def test_without_strategy_the_command_is_the_plain_one() -> None:
+    """No --strategy: the measured command is `rotate CRED --confirm` and rotate picks the
+    strategy itself (the lab chain's dragonfly: overlap); with one, it is passed on."""
+    plain = chain_params.load(EXAMPLE_CHAIN, "dragonfly", None, None)
+    assert plain.strategy_args() == [] and plain.strategy_label() == "the chain's default"
+    pinned = chain_params.load(EXAMPLE_CHAIN, "dragonfly", "restart", None)
+    assert pinned.strategy_args() == ["--strategy", "restart"]
