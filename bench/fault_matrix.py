@@ -83,7 +83,8 @@ class Spec:
     value the provider cannot take: exit 2, nothing changed), ``sharing`` (``target``, a
     credential sharing consumers, started
     ``delay_ms`` after ``credential``) or ``human-edit`` (an owned pointer of ``target``'s
-    Config Center document changed by hand at ``kind``)."""
+    Config Center document changed by hand at ``kind``) or ``provider-freeze`` (the
+    provider's process SIGSTOPped at ``kind`` until the run ended; bench/fault_plugin.py)."""
 
     disturbance: str
     credential: str
@@ -116,6 +117,7 @@ class Spec:
                        + (f"{self.target} {self.delay_ms} ms later" if self.delay_ms
                           else "at once"),
             "human-edit": f"human edit of {self.target}'s document at {at}",
+            "provider-freeze": f"provider frozen (SIGSTOP) at {at}",
         }[self.disturbance]
         return f"{cred}{what} → {self.recovery}"
 

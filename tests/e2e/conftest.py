@@ -46,3 +46,23 @@ def bugsink_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
             yield Lab(lab_dir, read_env_file(lab_dir / "env"))
         finally:
             control.down(lab_dir)
+
+
+@pytest.fixture(scope="module")
+def mariadb_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    """A lab started with ``--with mariadb`` (MariaDB, its reader ``catalog`` and the chain's
+    credential ``mariadb``, which needs the plug-in examples/provider-mariadb installed)."""
+    from rotate_lab import control
+    from rotate_lab.systems import mariadb
+
+    try:
+        mariadb.check_available()
+    except mariadb.NoMariaDb as exc:
+        pytest.fail(str(exc))
+    with labdirs.lab_dir(tmp_path_factory, "mariadb-lab") as lab_dir:
+        try:
+            control.up(lab_dir, "fast", False, on_progress=lambda _msg: None,
+                       extras=("mariadb",))
+            yield Lab(lab_dir, read_env_file(lab_dir / "env"))
+        finally:
+            control.down(lab_dir)
