@@ -19,6 +19,7 @@ import pytest
 
 from tests.e2e.test_live_providers import bao_data, pid_of
 from tests.support.labtools import Lab
+from tests.support.polling import eventually
 from tests.support.proxy_load import Load, api_client
 
 pytestmark = pytest.mark.lab
@@ -53,9 +54,16 @@ def locked(lab: Lab, user: str) -> bool:
         conn.close()
 
 
+def catalog_ready(lab: Lab) -> bool:
+    status = lab.kjson("get", "deployment", "-n", "mariadb", "catalog").get("status") or {}
+    return bool(status.get("readyReplicas") == 1 and status.get("updatedReplicas") == 1
+                and status.get("replicas") == 1)
+
+
 def test_rotation_under_load_moves_catalog_and_locks_the_account_it_left(
         mariadb_lab: Lab) -> None:
     lab = mariadb_lab
+    eventually(lambda: catalog_ready(lab) or None, 120, "mariadb/catalog Ready")
     old, version = bao_data(lab, "infra/mariadb")
     assert logs_in(lab, old["username"], old["password"]) == 0
     pid = pid_of(lab, "mariadb/mariadb-")
@@ -76,7 +84,7 @@ def test_rotation_under_load_moves_catalog_and_locks_the_account_it_left(
     assert new["username"] != old["username"] and new["password"] != old["password"]
     assert {k: lab.secret_value("mariadb", "mariadb-password-secret", k)
             for k in ("username", "password")} == new
-    # catalog moved: rolled once, Ready, serving while the account it left cannot log in
+    # catalog moved: rolled once, serving while the account it left cannot log in
     after = lab.kjson("get", "deployment", "-n", "mariadb", "catalog")["metadata"]["generation"]
     assert after == before + 1
     assert logs_in(lab, new["username"], new["password"]) == 0

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-IO_TIMEOUT = 2
+IO_TIMEOUT = 4  # seconds: a login on a loaded 2-core machine, within a request's 5 s
 
 
 class MariaDb:
