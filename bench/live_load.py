@@ -5,7 +5,7 @@ Deployment (``mariadb``: a StatefulSet changed by a plug-in), consumers that rea
 themselves — and to prove the claim of the default strategy: where every provider holds two
 values, the command without ``--strategy`` is the overlap and fails no request.
 
-What one invocation does: ``rotate lab up --profile realistic --nice 19`` (``--with`` parts
+What one invocation does: ``rotate lab up --profile realistic --nice N`` (``--with`` parts
 as asked; stopped again at the end) or a running lab (``--no-lab-up --dir``); then per run,
 once every pod is Ready and none terminating: open-loop load (:class:`bench.load.Load`) on
 ``/work`` of every Service of the namespaces that serve it (``shop``, ``reports`` and, when
@@ -79,13 +79,15 @@ def main(argv: list[str] | None = None) -> int:
                     choices=("mariadb", "bugsink"), help="an optional part of the lab")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--rps", type=float, default=20.0, help="per service (default 20)")
+    ap.add_argument("--lab-nice", type=int, default=LAB_NICE, metavar="N",
+                    help=f"the lab's niceness (default {LAB_NICE}, as bench.rotation)")
     ap.add_argument("--command-timeout", type=float, default=300.0)
     ap.add_argument("--no-lab-up", action="store_true")
     ap.add_argument("--dir", type=Path)
     ap.add_argument("--out", type=Path)
     args = ap.parse_args(argv)
-    if not 1 <= args.runs <= 20 or not 0.5 <= args.rps <= 100:
-        ap.error("--runs is 1-20 and --rps 0.5-100")
+    if not 1 <= args.runs <= 20 or not 0.5 <= args.rps <= 100 or not 0 <= args.lab_nice <= 19:
+        ap.error("--runs is 1-20, --rps 0.5-100 and --lab-nice 0-19")
     out: Path = (args.out or BENCH_DIR / "results" /
                  datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")).resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -95,8 +97,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.no_lab_up:
             lab.borrow()
         else:
-            print(f"lab up (realistic, nice {LAB_NICE}) in {lab.dir} …", file=sys.stderr)
-            lab.up("realistic", None, LAB_NICE, tuple(args.extras))
+            print(f"lab up (realistic, nice {args.lab_nice}) in {lab.dir} …", file=sys.stderr)
+            lab.up("realistic", None, args.lab_nice, tuple(args.extras))
         targets = targets_of(lab)
         for i in range(args.runs):
             wait_steady(lab)
