@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -29,7 +30,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from bench.load import Load
-from bench.rotation import LAB_NICE, wait_steady
+from bench.rotation import LAB_NICE, _sigterm, wait_steady
 from bench.world import BENCH_DIR, BenchError, Lab, Target, load_targets, tool
 
 NAMESPACES = ("shop", "reports", "mariadb")
@@ -88,6 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if not 1 <= args.runs <= 20 or not 0.5 <= args.rps <= 100 or not 0 <= args.lab_nice <= 19:
         ap.error("--runs is 1-20, --rps 0.5-100 and --lab-nice 0-19")
+    signal.signal(signal.SIGTERM, _sigterm)  # `timeout`/kill: still stop the lab we started
     out: Path = (args.out or BENCH_DIR / "results" /
                  datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")).resolve()
     out.mkdir(parents=True, exist_ok=True)
