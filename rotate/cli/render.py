@@ -133,7 +133,8 @@ def _listed(label: str, names: list[str], suffix: str = "") -> list[tuple[str, s
 def _plan_footer(plan: Plan) -> list[str]:
     if plan.ok:
         return ["Preflight passed. Nothing was changed.",
-                f"To run these {len(plan.steps)} steps: rotate {plan.credential} --confirm"]
+                f"To run these {len(plan.steps)} steps: rotate {plan.credential} --confirm"
+                + (f" --strategy {plan.strategy.value}" if plan.strategy_given else "")]
     return ["Preflight failed: nothing was changed. Fix the FAIL lines above and plan again."]
 
 

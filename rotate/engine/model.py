@@ -121,6 +121,8 @@ class Plan:
     strategy_reason: str = ""
     #: workloads that read the Secret themselves: ref → how, and what rotate does
     readers: Mapping[str, str] = field(default_factory=dict)
+    #: the strategy is --strategy's, not the chain's: the command to run it must say so too
+    strategy_given: bool = False
 
     @property
     def ok(self) -> bool:

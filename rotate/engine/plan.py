@@ -98,4 +98,5 @@ def build_plan(
         steps=tuple(number_steps(ROTATION, inp)),
         strategy_reason=credential.strategy_reason if strategy == credential.strategy else "",
         readers=dict(observed.readers),
+        strategy_given=strategy != credential.strategy,
     )
