@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -66,3 +67,11 @@ def mariadb_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
             yield Lab(lab_dir, read_env_file(lab_dir / "env"))
         finally:
             control.down(lab_dir)
+
+
+@pytest.fixture(scope="module")
+def mariadb_rotation(mariadb_lab: Lab) -> dict[str, Any]:
+    """The module's one ``rotate mariadb --confirm`` under load (test_mariadb_lab.py)."""
+    from tests.e2e.test_mariadb_lab import rotate_under_load
+
+    return rotate_under_load(mariadb_lab)
