@@ -52,7 +52,7 @@ def one_run(lab: Lab, credential: str, targets: list[Target], rps: float,
             timeout: float) -> dict[str, object]:
     load = Load(targets, rps, max_seconds=timeout + BEFORE + AFTER + 10).start()
     time.sleep(BEFORE)  # the baseline: load before the command, as bench.rotation has it
-    began = time.monotonic()
+    began, began_wall = time.monotonic(), time.time()
     # -o json only to read the strategy rotate picked from its report
     done = subprocess.run([tool("rotate"), credential, "--confirm", "-o", "json"], env=lab.env,
                           capture_output=True, text=True, timeout=timeout, check=False)
@@ -60,15 +60,19 @@ def one_run(lab: Lab, credential: str, targets: list[Target], rps: float,
     time.sleep(AFTER)
     samples = load.stop()
     failed: dict[str, int] = {}
+    window: dict[str, list[float]] = {}  # first and last failure, s after the command began
     for s in samples:
         if not s.ok:
             failed[s.service] = failed.get(s.service, 0) + 1
+            at = round(s.sent - began_wall, 2)
+            window.setdefault(s.service, [at, at])[1] = at
     try:
         strategy = str(json.loads(done.stdout).get("strategy", ""))
     except ValueError:
         strategy = "no report"
     return {"exit": done.returncode, "wall": round(wall, 2), "requests": len(samples),
             "failed": sum(failed.values()), "failed_by_service": failed,
+            "failure_windows": window,
             "strategy": strategy, "tail": done.stderr.strip()[-600:] if done.returncode else ""}
 
 
@@ -109,7 +113,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"run {i + 1}/{args.runs}: rotate {args.credential} --confirm → exit "
                   f"{run['exit']} ({run['strategy']}), wall {run['wall']} s, "
                   f"{run['failed']} failed of {run['requests']} requests "
-                  f"{run['failed_by_service'] or ''}{run['tail']}", flush=True)
+                  f"{run['failed_by_service'] or ''} windows {run['failure_windows'] or ''}"
+                  f"{run['tail']}", flush=True)
     except BenchError as exc:
         print(f"bench.live_load: {exc}", file=sys.stderr)
         return 2
