@@ -72,6 +72,6 @@ def mariadb_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
 @pytest.fixture(scope="module")
 def mariadb_rotation(mariadb_lab: Lab) -> dict[str, Any]:
     """The module's one ``rotate mariadb --confirm`` under load (test_mariadb_lab.py)."""
-    from tests.e2e.test_mariadb_lab import rotate_under_load
+    from tests.support.mariadb_lab import rotate_under_load
 
     return rotate_under_load(mariadb_lab)
