@@ -22,7 +22,7 @@ from bench.world import BenchError
 @dataclass(frozen=True)
 class ChainParams:
     credential: str
-    strategy: str
+    strategy: str  # what --strategy names; "" = the chain's default, chosen by rotate itself
     kv_mount: str
     kv_path: str
     kv_key: str
@@ -35,6 +35,12 @@ class ChainParams:
     doc_key: str
     doc_filter: str
     max_parallel: int
+
+    def strategy_args(self) -> list[str]:
+        return ["--strategy", self.strategy] if self.strategy else []
+
+    def strategy_label(self) -> str:
+        return self.strategy or "the chain's default"
 
     def runbook_env(self) -> dict[str, str]:
         return {"RUNBOOK_KV_MOUNT": self.kv_mount, "RUNBOOK_KV_PATH": self.kv_path,
@@ -114,9 +120,10 @@ def load(chain_file: Path, credential: str, strategy: str | None,
         raise BenchError(f"the consumers of {credential} need different document changes; "
                          "the runbook has one procedure for all of them")
     es = cred["externalSecret"]
-    chosen = strategy or str(cred.get("strategy", "restart"))
+    # No --strategy: the command is the plain `rotate CRED --confirm` and rotate picks the
+    # strategy (the chain's, else overlap wherever every provider holds two values).
     return ChainParams(
-        credential=credential, strategy=chosen,
+        credential=credential, strategy=strategy or "",
         kv_mount=str((doc.get("backend") or {}).get("kvMount", "secret")),
         kv_path=str(cred["backend"]["path"]), kv_key=str(cred["backend"]["key"]),
         kv_verb="patch" if cred.get("overlap") else "put",

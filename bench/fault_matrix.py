@@ -97,8 +97,9 @@ class Spec:
     Config Center document changed by hand at ``kind``), ``adopt-noop`` (``--adopt
     --confirm`` with nothing to adopt: exit 0, nothing changed), ``adopt`` (a ``bao kv
     put`` by hand, then ``--adopt --confirm`` with ``sig`` at ``kind``), ``secret-edit``
-    (the target Secret changed by hand at ``kind``; bench/fault_adopt.py) or ``several``
-    (``credential`` and ``target`` as one run, ``sig`` at ``kind``)."""
+    (the target Secret changed by hand at ``kind``; bench/fault_adopt.py), ``several``
+    (``credential`` and ``target`` as one run, ``sig`` at ``kind``) or ``provider-freeze``
+    (the provider's process SIGSTOPped at ``kind`` until the run ended; bench/fault_plugin.py)."""
 
     disturbance: str
     credential: str
@@ -135,6 +136,7 @@ class Spec:
             "adopt": f"{self.sig} at {at} of --adopt after a bao kv put",
             "secret-edit": f"Secret edited by hand at {at}",
             "several": f"{self.credential} and {self.target} in one run, {self.sig} at {at}",
+            "provider-freeze": f"provider frozen (SIGSTOP) at {at}",
         }[self.disturbance]
         return f"{cred}{what} → {self.recovery}"
 

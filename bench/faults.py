@@ -50,7 +50,7 @@ from typing import Any
 
 import httpx
 
-from bench import fault_adopt, fault_job
+from bench import fault_adopt, fault_job, fault_plugin
 from bench.fault_matrix import (
     TORN_RECORD,
     Outcome,
@@ -111,7 +111,8 @@ class Case:
             self.rebase()
             fault_adopt.put_by_hand(self.world, self.creds[credential])
             adopt = ("--adopt",)
-        proc = self.world.spawn(credential, "--confirm", *timeout, *adopt)
+        proc = self.world.spawn(credential, "--confirm", *timeout, *adopt,
+                                 *pinned(credential))
         return proc, Journal(self.world.runs, credential, self.known)
 
     def finish(self, proc: subprocess.Popen[str]) -> int:
@@ -147,7 +148,7 @@ class Case:
             self.out.reached = journal.last()
             return {s.credential: code}
         if s.disturbance == "oversized":  # what rotate's own stdin check lets through
-            done = w.rotate(s.credential, "--confirm", "--value-stdin",
+            done = w.rotate(s.credential, "--confirm", *pinned(s.credential), "--value-stdin",
                             stdin="x" * 65536 + "\n")
             self.out.reached = "preflight"
             if done.returncode != 2:
@@ -459,6 +460,28 @@ class JobCase(Case):
             p += fault_job.check_job(w, value, version)
 
 
+class PluginCase(Case):
+    """A provider plug-in's case (bench/fault_plugin.py): MariaDB frozen under the plug-in,
+    and the check is MariaDB's own accounts and log beside the matrix's."""
+
+    def act(self, proc: subprocess.Popen[str]) -> dict[str, int]:
+        if self.spec.disturbance != fault_plugin.FREEZE:
+            return super().act(proc)
+        fault_plugin.freeze_provider_until_done(self.world, proc)
+        return {}
+
+    def check(self, expect: dict[str, str], v1: dict[str, int]) -> None:
+        super().check(expect, v1)
+        cred = self.creds[fault_plugin.PLUGIN]
+        self.out.problems += fault_plugin.check_plugin(self.world, self.world.bao_version(cred))
+
+
+def pinned(credential: str) -> tuple[str, ...]:
+    """The ``--strategy`` the matrix names for ``credential`` (fault_world.CREDENTIALS)."""
+    cred = CREDENTIALS.get(credential)
+    return cred.strategy_args() if cred else ()
+
+
 def heal_job(world: World) -> list[str]:
     """After an inconsistent job case: faults off, a fresh rotation (resumed if it fails)."""
     world.lab.run("fault", "--clear")
@@ -477,7 +500,7 @@ def heal(world: World, creds: dict[str, Credential]) -> list[str]:
     world.lab.run("fault", "--clear")
     for name in creds:
         known = world.known_runs()
-        if world.rotate(name, "--confirm").returncode != 0:
+        if world.rotate(name, "--confirm", *pinned(name)).returncode != 0:
             run_id = Journal(world.runs, name, known).run_id_now()
             if run_id:
                 world.rotate("resume", run_id, "--confirm")
@@ -516,6 +539,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--list", action="store_true", help="print the cases and exit")
     ap.add_argument("--job", action="store_true",
                     help="the rotator Job's cases (apply: job; a lab --with bugsink)")
+    ap.add_argument("--plugin", action="store_true",
+                    help="a provider plug-in's cases (apply: mariadb; a lab --with mariadb)")
     ap.add_argument("--out", type=Path, default=BENCH_DIR / "results")
     ap.add_argument("--merge", type=Path, nargs="+", metavar="JSON",
                     help="print one table of these faults*.json (shards) and exit")
@@ -531,9 +556,14 @@ def main(argv: list[str] | None = None) -> int:
     lab.dir.chmod(0o755)  # the lab's PostgreSQL runs as its own user and must reach its data
     outcomes: list[Outcome] = []
     try:
-        lab.up("fast", None, extras=("bugsink",) if args.job else ())
+        lab.up("fast", None, extras=("bugsink",) if args.job else
+               ("mariadb",) if args.plugin else ())
         world = World(lab)
-        if args.job:
+        if args.plugin:
+            creds = {fault_plugin.PLUGIN: fault_plugin.CREDENTIAL}
+            specs = select(fault_plugin.plugin_specs(tuple(args.signals.split(","))),
+                           args.only, (int(i), int(n)))
+        elif args.job:
             creds = {fault_job.JOB: fault_job.CREDENTIAL}
             specs = select(fault_job.job_specs(tuple(args.signals.split(","))), args.only,
                            (int(i), int(n)))
@@ -546,7 +576,8 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         for k, spec in enumerate(specs, 1):
             try:
-                out = (JobCase if args.job else Case)(world, creds, spec).run()
+                kind = PluginCase if args.plugin else JobCase if args.job else Case
+                out = kind(world, creds, spec).run()
             except (BenchError, subprocess.SubprocessError, httpx.HTTPError, OSError,
                     KeyError, ValueError) as exc:
                 out = Outcome(spec.name, problems=[f"harness: {type(exc).__name__}: {exc}"])

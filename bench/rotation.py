@@ -151,7 +151,7 @@ def review_plan(lab: Lab, params: chain_params.ChainParams, out: Path) -> None:
     file of 100 consumers.  Its log: ``OUT/logs/plan.log``; a refused plan stops the benchmark."""
     log = out / "logs" / "plan.log"
     log.parent.mkdir(parents=True, exist_ok=True)
-    argv = [tool("rotate"), params.credential, "--strategy", params.strategy,
+    argv = [tool("rotate"), params.credential, *params.strategy_args(),
             "--max-parallel", str(params.max_parallel)]
     started = time.time()
     with open(log, "w") as fh:
@@ -172,7 +172,7 @@ def _one_run(kind: str, i: int, args: argparse.Namespace, lab: Lab, targets: lis
     state.mkdir(parents=True, exist_ok=True)
     env = {**lab.env, "ROTATE_STATE_DIR": str(state)}
     if kind == "rotate":
-        argv = [tool("rotate"), params.credential, "--confirm", "--strategy", params.strategy,
+        argv = [tool("rotate"), params.credential, "--confirm", *params.strategy_args(),
                 "--max-parallel", str(params.max_parallel), "--state-dir", str(state)]
         if args.step_timeout:
             argv += ["--timeout", args.step_timeout]
@@ -259,7 +259,7 @@ def write_outputs(out: Path, args: argparse.Namespace, segs: list[Segment],
     doc = {
         "command": " ".join(sys.argv),
         "finished": datetime.now(UTC).isoformat(timespec="seconds"),
-        "credential": params.credential, "strategy": params.strategy,
+        "credential": params.credential, "strategy": params.strategy_label(),
         "max_parallel": params.max_parallel, "rps": args.rps, "services": services,
         "consumers": list(params.consumers), "loadavg": [load1, load5, load15],
         "lab_nice": lab_nice,
@@ -289,8 +289,9 @@ def write_outputs(out: Path, args: argparse.Namespace, segs: list[Segment],
     rotates = walls["rotate"] or walls["runbook"]
     pick = rotates[len(rotates) // 2].index  # the median rotate run, and its runbook twin
     chosen = [s for s in segs if s.index == pick]
-    titles = {"rotate": f"rotate {params.credential} --confirm --strategy {params.strategy} "
-                        f"--max-parallel {params.max_parallel}",
+    titles = {"rotate": " ".join(["rotate", params.credential, "--confirm",
+                                  *params.strategy_args(), "--max-parallel",
+                                  str(params.max_parallel)]),
               "runbook": "bench/runbook.sh (the manual runbook, sequential)"}
     panels = [panel(s, f"{titles[s.kind]} — wall {s.wall:.1f} s, "
                        f"{sum(not x.ok for x in s.samples)} failed requests") for s in chosen]

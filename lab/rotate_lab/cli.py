@@ -68,6 +68,7 @@ class Extra(StrEnum):
     """Optional parts, started only when asked (``--with``)."""
 
     bugsink = "bugsink"
+    mariadb = "mariadb"
 
 
 def _status_rows(status: dict[str, Any]) -> list[tuple[str, str, str]]:
@@ -118,7 +119,8 @@ def up(
     extras: Annotated[list[Extra] | None, typer.Option(
         "--with", metavar="PART", show_default=False,
         help="Also start an optional part: bugsink (an init-only app, rotated with apply: "
-             "job; needs `make bugsink`).")] = None,
+             "job; needs `make bugsink`), mariadb (the credential mariadb, rotated by the "
+             "plug-in examples/provider-mariadb, and its reader catalog); repeatable.")] = None,
     output: OutputOpt = Output.text,
 ) -> None:
     """Start everything in the background; return when every workload is Ready."""

@@ -130,8 +130,8 @@ def _plan_footer(plan: Plan) -> list[str]:
     adopt = " --adopt" if plan.adopt is not None else ""
     if plan.ok:
         return ["Preflight passed. Nothing was changed.",
-                f"To run these {len(plan.steps)} steps: rotate {_named(plan)}{adopt} "
-                "--confirm"]
+                f"To run these {len(plan.steps)} steps: rotate {_named(plan)}{adopt} --confirm"
+                + (f" --strategy {plan.strategy.value}" if plan.strategy_given else "")]
     return ["Preflight failed: nothing was changed. Fix the FAIL lines above and plan again."]
 
 

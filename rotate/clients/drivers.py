@@ -9,6 +9,8 @@ Invariants:
 
 * The engine asks before it contacts anything, so a missing driver is a usage error (exit 2)
   naming the pip command, never a step failing half-way through a rotation.
+* Only rotate's own drivers are checked: a plug-in's protocol is reached by the driver its
+  distribution requires (docs/providers.md "Writing a plug-in").
 * A driver counts as installed only when it imports, the way its adapter imports it
   (``import redis``, ``import psycopg``): one present but broken — psycopg without a libpq —
   is as missing as one never installed.  Only the drivers a credential needs are imported,
@@ -68,7 +70,9 @@ def missing_drivers(credentials: Iterable[Credential]) -> list[str]:
                     _uses(credential, applied))
     problems = []
     for protocol, needed_by in users.items():
-        if not installed(protocol):
+        # a plug-in's protocol (``mysql``) is reached by the plug-in's own driver, which its
+        # distribution requires: rotate has none to check or to name
+        if protocol in DRIVERS and not installed(protocol):
             driver = DRIVERS[protocol]
             problems.append(f"{driver.name} is not installed, and {', '.join(needed_by)} "
                             f"needs it: {pip_command([driver.extra])}")

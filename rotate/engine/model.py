@@ -154,6 +154,8 @@ class Plan:
     adopt: Adoption | None = None
     #: a run of several credentials: each one's own plan (its steps are in ``steps``)
     members: tuple[Plan, ...] = ()
+    #: the strategy is --strategy's, not the chain's: the command to run it must say so too
+    strategy_given: bool = False
 
     @property
     def ok(self) -> bool:

@@ -103,4 +103,5 @@ def build_plan(
         strategy_reason=credential.strategy_reason if strategy == credential.strategy else "",
         readers=dict(observed.readers),
         adopt=adopt,
+        strategy_given=strategy != credential.strategy,
     )

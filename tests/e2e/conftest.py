@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -46,3 +47,31 @@ def bugsink_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
         yield Lab(lab_dir, read_env_file(lab_dir / "env"))
     finally:
         control.down(lab_dir)
+
+
+@pytest.fixture(scope="module")
+def mariadb_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    """A lab started with ``--with mariadb`` (MariaDB, its reader ``catalog`` and the chain's
+    credential ``mariadb``, which needs the plug-in examples/provider-mariadb installed)."""
+    from rotate_lab import control
+    from rotate_lab.systems import mariadb
+
+    try:
+        mariadb.check_available()
+    except mariadb.NoMariaDb as exc:
+        pytest.fail(str(exc))
+    lab_dir = tmp_path_factory.mktemp("mariadb-lab")
+    try:
+        control.up(lab_dir, "fast", False, on_progress=lambda _msg: None,
+                   extras=("mariadb",))
+        yield Lab(lab_dir, read_env_file(lab_dir / "env"))
+    finally:
+        control.down(lab_dir)
+
+
+@pytest.fixture(scope="module")
+def mariadb_rotation(mariadb_lab: Lab) -> dict[str, Any]:
+    """The module's one ``rotate mariadb --confirm`` under load (test_mariadb_lab.py)."""
+    from tests.support.mariadb_lab import rotate_under_load
+
+    return rotate_under_load(mariadb_lab)

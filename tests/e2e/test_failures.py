@@ -27,6 +27,11 @@ from tests.support.polling import eventually, holds
 
 pytestmark = pytest.mark.lab
 
+#: every run here is the hard cut: these tests check the restart order (consumers prepared
+#: before the provider switches, undone when the switch cannot come) and its failures; the
+#: lab chain's default for dragonfly is overlap (an ACL user holds two values)
+RESTART = ("--strategy", "restart")
+
 
 def started_steps(lab: Lab, run_id: str) -> set[str]:
     return {e.get("kind", "") for e in lab.journal_events(run_id) if e.get("event") == "step.start"}
@@ -67,7 +72,7 @@ def test_failing_readyz_exits_16_then_resume_then_rollback(lab: Lab, tmp_path: P
     old_password = lab.bao_password()
     lab.fault("readyz-fail", "cart")
     try:
-        res = lab.rotate("dragonfly", "--confirm", "--timeout", "8s", "-o", "json",
+        res = lab.rotate("dragonfly", "--confirm", *RESTART, "--timeout", "8s", "-o", "json",
                          "--report-file", str(tmp_path / "run.json"))
     finally:
         lab.fault("readyz-fail", None, clear=True)
@@ -118,10 +123,10 @@ def test_failing_readyz_exits_16_then_resume_then_rollback(lab: Lab, tmp_path: P
 def test_second_concurrent_run_exits_4(lab: Lab) -> None:
     known = set(lab.run_ids())
     lab.fault("eso-stall")
-    first = lab.spawn_rotate("dragonfly", "--confirm")
+    first = lab.spawn_rotate("dragonfly", "--confirm", *RESTART)
     try:
         run_id = wait_at_sync_wait(lab, known)
-        second = lab.rotate("dragonfly", "--confirm")
+        second = lab.rotate("dragonfly", "--confirm", *RESTART)
         assert second.code == 4, second.output
         assert "rotate-dragonfly" in second.output and run_id in second.output
         # another credential rolling the same Dragonfly waits its turn too (issue 10 item 1)
@@ -141,7 +146,7 @@ def test_kill_9_mid_run_then_resume(lab: Lab) -> None:
     v0 = lab.bao_version()
     revs = lab.revisions()
     lab.fault("eso-stall")
-    proc = lab.spawn_rotate("dragonfly", "--confirm")
+    proc = lab.spawn_rotate("dragonfly", "--confirm", *RESTART)
     try:
         run_id = wait_at_sync_wait(lab, known)
         os.kill(proc.pid, signal.SIGKILL)
@@ -164,7 +169,7 @@ def test_sigint_exits_130_and_the_run_resumes(lab: Lab) -> None:
     known = set(lab.run_ids())
     v0 = lab.bao_version()
     lab.fault("eso-stall")
-    proc = lab.spawn_rotate("dragonfly", "--confirm")
+    proc = lab.spawn_rotate("dragonfly", "--confirm", *RESTART)
     try:
         run_id = wait_at_sync_wait(lab, known)
         proc.send_signal(signal.SIGINT)
@@ -293,7 +298,7 @@ def test_provider_failure_undoes_the_prepared_consumers_then_resume_prepares_fir
     try:
         lab.fault("provider-crashloop")
         try:
-            res = lab.rotate("dragonfly", "--confirm", "--timeout", "8s", "-o", "json",
+            res = lab.rotate("dragonfly", "--confirm", *RESTART, "--timeout", "8s", "-o", "json",
                              "--chain", chain)
             assert res.code == 12, res.output
             report = json.loads(res.stdout)
@@ -347,7 +352,7 @@ def test_a_prepared_pod_that_never_starts_fails_before_the_switch_then_resume(
     old_pods = {svc: {p["metadata"]["name"] for p in _pods(lab, svc)} for svc in CONSUMERS}
     lab.fault("crashloop", "order")
     try:
-        res = lab.rotate("dragonfly", "--confirm", "--timeout", "8s", "-o", "json")
+        res = lab.rotate("dragonfly", "--confirm", *RESTART, "--timeout", "8s", "-o", "json")
     finally:
         lab.fault("crashloop", "order", clear=True)
     assert res.code == 15, res.output
@@ -370,7 +375,7 @@ def test_a_prepared_pod_that_never_starts_fails_before_the_switch_then_resume(
     # the chain is half-rotated (the backend and the Secret hold the new value): a second
     # rotation refuses to start on top of it, changing nothing
     version = lab.bao_version()
-    second = lab.rotate("dragonfly", "--confirm")
+    second = lab.rotate("dragonfly", "--confirm", *RESTART)
     assert second.code == 3, second.output
     assert "runs.unfinished" in second.output and f"rotate resume {run_id}" in second.output
     assert lab.bao_version() == version
@@ -415,7 +420,7 @@ def test_a_sync_that_never_comes_undoes_the_consumers_prepared_beside_it(lab: La
     try:
         lab.fault("eso-stall")
         try:
-            res = lab.rotate("dragonfly", "--confirm", "--timeout", "8s", "-o", "json")
+            res = lab.rotate("dragonfly", "--confirm", *RESTART, "--timeout", "8s", "-o", "json")
         finally:
             lab.fault("eso-stall", None, clear=True)
         assert res.code == 11, res.output
@@ -452,7 +457,7 @@ def test_config_center_refusing_writes_stops_the_run_in_preflight(lab: Lab) -> N
     docs = {svc: lab.bootstrap(svc)["version"] for svc in CONSUMERS}
     lab.fault("config-center-5xx")
     try:
-        res = lab.rotate("dragonfly", "--confirm", "--timeout", "8s")
+        res = lab.rotate("dragonfly", "--confirm", *RESTART, "--timeout", "8s")
     finally:
         lab.fault("config-center-5xx", None, clear=True)
     assert res.code == 3, res.output
@@ -469,7 +474,7 @@ def test_rollback_refuses_to_overwrite_a_later_edit_then_force(lab: Lab) -> None
     import httpx
 
     old = lab.bao_password()
-    res = lab.rotate("dragonfly", "--confirm", "-o", "json")
+    res = lab.rotate("dragonfly", "--confirm", *RESTART, "-o", "json")
     assert res.code == 0, res.output
     run_id = json.loads(res.stdout)["run_id"]
     for svc in CONSUMERS:
@@ -515,7 +520,8 @@ def test_a_human_rollout_restart_is_not_taken_for_reloaders(lab: Lab) -> None:
                 f"{RELOAD}=dragonfly-password-secret", "--overwrite")
     lab.fault("eso-stall")
     try:
-        proc = lab.spawn_rotate("dragonfly", "--confirm", "--chain", _rollout_dragonfly_chain(lab))
+        proc = lab.spawn_rotate("dragonfly", "--confirm", *RESTART, "--chain",
+                                _rollout_dragonfly_chain(lab))
         run_id = wait_at_sync_wait(lab, known)
         lab.kubectl("rollout", "restart", "deployment/dragonfly", "-n", "dragonfly")
         lab.kubectl("rollout", "status", "deployment/dragonfly", "-n", "dragonfly",

@@ -1,8 +1,8 @@
 """Providers that hold their own password, changed live (issue 7), checked from outside.
 
 On one lab: bad input first (nothing changes), then ``rotate postgres --confirm``
-(alternating users) and its rollback, ``rotate dragonfly --confirm --strategy overlap``
-(redis-acl, user ``default``: never rolled, each live change an Event on its workload), and
+(alternating users) and its rollback, the plain ``rotate dragonfly --confirm`` — overlap by
+default (redis-acl, user ``default``: never rolled, each live change an Event on its workload), and
 a chain whose postgres provider says ``apply: rollout`` (the restart changes nothing inside
 PostgreSQL: ``provider.verify`` stops the run) and its rollback, and last a ``rotate
 postgres --confirm`` killed (SIGKILL) once provider.apply has acted, then resumed.  Every
@@ -225,22 +225,10 @@ def test_kubectl_port_forward_reaches_the_providers(lab: Lab) -> None:
 # --------------------------------------------------------------------------- dragonfly
 
 
-DF_RESTART = """        apply: redis-acl
-        user: default
-    strategy: restart
-"""
-
-
-def test_dragonfly_overlap_is_live_and_the_default(lab: Lab, tmp_path: Path) -> None:
-    """The lab's dragonfly credential without its ``strategy: restart``: an ACL user holds
-    two values, so rotate picks overlap by itself and the plan says why."""
-    text = EXAMPLE_CHAIN.read_text()
-    assert DF_RESTART in text
-    chain = tmp_path / "rotate.yaml"
-    (tmp_path / "schemas").symlink_to(EXAMPLE_CHAIN.parent / "schemas")
-    chain.write_text(text.replace(DF_RESTART, DF_RESTART.replace("    strategy: restart\n",
-                                                                 "")))
-    plan = lab.rotate("dragonfly", "--chain", str(chain), "-o", "json")
+def test_dragonfly_overlap_is_live_and_the_default(lab: Lab) -> None:
+    """The lab chain's dragonfly credential names no strategy: an ACL user holds two values,
+    so the plain ``rotate dragonfly --confirm`` is the overlap, and the plan says why."""
+    plan = lab.rotate("dragonfly", "-o", "json")
     assert plan.code == 0, plan.output
     planned = json.loads(plan.stdout)
     assert planned["strategy"] == "overlap"
@@ -254,7 +242,7 @@ def test_dragonfly_overlap_is_live_and_the_default(lab: Lab, tmp_path: Path) -> 
         r.set("live-rotation-key", "kept")
 
     with load_on(lab, DF_CONSUMERS) as loads:
-        res = lab.rotate("dragonfly", "--confirm", "--chain", str(chain), "-o", "json")
+        res = lab.rotate("dragonfly", "--confirm", "-o", "json")
     assert res.code == 0, res.output
     assert_no_failure(loads)
     report = json.loads(res.stdout)

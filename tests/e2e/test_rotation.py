@@ -37,11 +37,21 @@ def test_plan_changes_nothing(lab: Lab) -> None:
                  "config.write", "readyz.check"):
         assert word in res.output
     assert "provider.restart" not in res.output  # Dragonfly's password is changed live
+    # the default: overlap (an ACL user holds two values) — the new password is added, the
+    # consumers move, then the old one is retired
     plan = lab.rotate("dragonfly", "-o", "json")
+    assert plan.code == 0, plan.output
+    doc = json.loads(plan.stdout)
+    assert doc["strategy"] == "overlap", doc["strategy_reason"]
+    kinds = [s["kind"] for s in doc["steps"]]
+    assert kinds.index("sync.wait") < kinds.index("provider.apply") < kinds.index(
+        "consumer.restart") < kinds.index("readyz.check") < kinds.index("provider.retire")
+    plan = lab.rotate("dragonfly", "--strategy", "restart", "-o", "json")
     assert plan.code == 0, plan.output
     doc = json.loads(plan.stdout)
     assert doc["kind"] == "plan" and doc["consumers"] == ["cart", "order", "user"]
     kinds = [s["kind"] for s in doc["steps"]]
+    assert "provider.retire" not in kinds
     assert kinds.index("backend.write") < kinds.index("sync.trigger") < kinds.index("sync.wait")
     # restart strategy: the consumers are prepared while ESO reacts, before the provider
     # switches (chain.md "Order"); Dragonfly's password is changed live (redis-acl), then
@@ -78,7 +88,9 @@ def test_rotation_end_to_end(lab: Lab) -> None:
     revs_before = lab.revisions()
     assert lab.dragonfly_auth(old_password)
 
-    res = lab.rotate("dragonfly", "--confirm", "-o", "json")
+    # the hard cut, explicitly: this test checks its order (the consumers prepared beside
+    # the wait for ESO, the switch after) and the old password refused at once
+    res = lab.rotate("dragonfly", "--confirm", "--strategy", "restart", "-o", "json")
     assert res.code == 0, res.output
     report = json.loads(res.stdout)
     assert report["kind"] == "run" and report["status"] == "succeeded"

@@ -80,7 +80,8 @@ def test_a_hand_made_env_reader_is_found_and_runs_on_the_new_value(lab: Lab,
     chain = with_dragonfly_namespace(lab, tmp_path)
     lab.kubectl_apply(env_reader(HAND_MADE))
     eventually(lambda: ready(lab, "dragonfly", HAND_MADE), 60, f"{HAND_MADE} Ready")
-    plan = lab.rotate("dragonfly", "-o", "json", "--chain", chain)
+    # the hard cut: this test checks that a reader restarts before the provider switches
+    plan = lab.rotate("dragonfly", "-o", "json", "--strategy", "restart", "--chain", chain)
     assert plan.code == 0, plan.output
     doc = json.loads(plan.stdout)
     found = {r["workload"]: r["reads"] for r in doc["workload_consumers"]}
@@ -95,7 +96,7 @@ def test_a_hand_made_env_reader_is_found_and_runs_on_the_new_value(lab: Lab,
     assert ("sync.trigger", "reports/dragonfly-password") in kinds
     before = restarted_at(lab.kjson("get", "deployment", "-n", "dragonfly", HAND_MADE))
 
-    run = lab.rotate("dragonfly", "--confirm", "--chain", chain)
+    run = lab.rotate("dragonfly", "--confirm", "--strategy", "restart", "--chain", chain)
     assert run.code == 0, run.output
     new = lab.bao_password()
     # the reports namespace's own ExternalSecret was forced and holds the new value

@@ -11,6 +11,7 @@ import pytest
 
 from bench import chain_params, rotation
 from bench.world import BenchError, Lab
+from tests.support.paths import EXAMPLE_CHAIN
 
 
 @pytest.mark.parametrize("argv", [["--runs", "0"], ["--rps", "-1"], ["--max-parallel", "x"],
@@ -145,3 +146,12 @@ def test_status_bench_without_a_running_lab_says_so(tmp_path: Path,
 
     assert status.main(["--no-lab-up", "--dir", str(tmp_path / "lab")]) == 1
     assert "no lab running in" in capsys.readouterr().err
+
+
+def test_without_strategy_the_command_is_the_plain_one() -> None:
+    """No --strategy: the measured command is `rotate CRED --confirm` and rotate picks the
+    strategy itself (the lab chain's dragonfly: overlap); with one, it is passed on."""
+    plain = chain_params.load(EXAMPLE_CHAIN, "dragonfly", None, None)
+    assert plain.strategy_args() == [] and plain.strategy_label() == "the chain's default"
+    pinned = chain_params.load(EXAMPLE_CHAIN, "dragonfly", "restart", None)
+    assert pinned.strategy_args() == ["--strategy", "restart"]

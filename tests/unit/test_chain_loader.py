@@ -60,7 +60,7 @@ def test_the_example_loads() -> None:
     assert cred.external_secret == ObjectRef("ExternalSecret", "dragonfly", "dragonfly-password")
     assert cred.secret == SecretKeyRef("dragonfly", "dragonfly-password-secret", "password")
     assert cred.providers == (ObjectRef("Deployment", "dragonfly", "dragonfly"),)
-    assert cred.strategy == "restart"
+    assert cred.strategy == "overlap"  # no strategy: an ACL user holds two values
     assert chain.timeout_for(cred) == 120.0
 
     assert len(chain.services) == 10

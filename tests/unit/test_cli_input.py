@@ -34,9 +34,9 @@ def defective_chain(tmp_path: Path, old: str, new: str) -> Path:
 
 
 @pytest.mark.parametrize(("old", "new", "problem"), [
-    ("    strategy: restart\n", "    strategy: sideways\n",
+    ("        user: default\n", "        user: default\n    strategy: sideways\n",
      "/credentials/dragonfly/strategy: 'sideways' is not one of: restart, overlap"),
-    ("    strategy: restart\n", "    strategy: restart\n    typo: 1\n",
+    ("        user: default\n", "        user: default\n    typo: 1\n",
      "/credentials/dragonfly/typo: unknown field 'typo'"),
     ("  maxParallel: 10\n", "  maxParallel: 0\n", "/defaults/maxParallel: must be at least 1"),
     ("redis://:{/dragonfly/password}@", "redis://:{/dragonfly/password@",

@@ -35,3 +35,14 @@ def test_a_long_list_continues_under_its_value_and_keeps_every_name() -> None:
     assert max(len(r) for r in rows) <= len("  consumers  ") + HEAD_WIDTH
     text = " ".join(r[len("  consumers  "):] for r in rows)
     assert text == ", ".join(names) + " (derived from the chain file)"
+
+
+def test_the_command_to_run_a_plan_keeps_a_strategy_given_on_the_command_line() -> None:
+    """`rotate dragonfly --strategy restart` must not end with a command that runs the
+    chain's strategy instead (the lab's dragonfly: overlap by default)."""
+    from dataclasses import replace
+
+    chain_s = plan_lines(_plan(["cart"]))[-1]
+    given = plan_lines(replace(_plan(["cart"]), strategy_given=True))[-1]
+    assert chain_s == "To run these 0 steps: rotate dragonfly --confirm"
+    assert given == "To run these 0 steps: rotate dragonfly --confirm --strategy restart"

@@ -164,6 +164,16 @@ def test_the_plugins_fields_reach_the_connection_and_the_default_strategy(
            "[a, b]): a demo account holds one password at a time" in text
 
 
+def test_a_plugins_protocol_needs_no_driver_of_rotates(tmp_path: Path,
+                                                       plugin_path: Path) -> None:
+    """The plug-in brings its own driver: rotate's driver check (exit 2 naming an extra)
+    knows only its own protocols and passes a plug-in's by."""
+    from rotate.clients.drivers import missing_drivers
+
+    chain = load_chain(_chain(tmp_path, "apply: demo\nuser: app\n"))
+    assert missing_drivers([chain.credentials["db"]]) == []
+
+
 def test_what_the_plugin_needs_is_granted(tmp_path: Path, plugin_path: Path) -> None:
     chain = load_chain(_chain(tmp_path, "apply: demo\nuser: app\n"))
     cred = chain.credentials["db"]

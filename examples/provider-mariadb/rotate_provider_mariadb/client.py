@@ -70,8 +70,13 @@ def translated(operation: str) -> Iterator[None]:
 
 
 def _connect(endpoint: Endpoint, user: str, password: Secret, timeout: float) -> Any:
+    """Every wait bounded: PyMySQL's ``connect_timeout`` covers only the TCP connect, and a
+    hung server (frozen, not refusing) accepts it and then never greets — without a read
+    timeout the handshake, and so the step, would wait forever past its deadline."""
+    seconds = max(1, int(timeout))
     return pymysql.connect(host=endpoint.host, port=endpoint.port, user=user,
-                           password=password.reveal(), connect_timeout=max(1, int(timeout)),
+                           password=password.reveal(), connect_timeout=seconds,
+                           read_timeout=seconds, write_timeout=seconds,
                            autocommit=True, read_default_file=None)
 
 

@@ -6,7 +6,9 @@ idempotent; the server's general log never sees a password."""
 from __future__ import annotations
 
 import secrets
+import socket
 import textwrap
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -176,3 +178,18 @@ def test_an_unreachable_server_is_temporary() -> None:
         MariaDb("127.0.0.1", free_port(), Path("/nonexistent")), _applied(None, "x")))
     with pytest.raises(TemporaryError):
         probe.accepts("x", pw())
+
+
+def test_a_hung_server_is_temporary_within_the_timeout() -> None:
+    """A server that accepts the connection and never greets (frozen, not refusing): the
+    login gives up after its timeout instead of blocking the step past its deadline."""
+    from rotate_provider_mariadb.client import MariaDbProbe
+
+    with socket.socket() as hung:
+        hung.bind(("127.0.0.1", 0))
+        hung.listen(1)  # the kernel completes the handshake; nobody ever answers
+        probe = MariaDbProbe(Endpoint("127.0.0.1", hung.getsockname()[1]), timeout=1)
+        began = time.monotonic()
+        with pytest.raises(TemporaryError):
+            probe.accepts("x", pw())
+        assert time.monotonic() - began < 10

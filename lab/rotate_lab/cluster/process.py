@@ -64,7 +64,7 @@ def manifest_docs(directory: Path) -> list[Obj]:
 
 
 #: the optional parts ``rotate lab up --with`` starts (``ecommerce/extras/<name>.yaml``)
-EXTRAS = ("bugsink",)
+EXTRAS = ("bugsink", "mariadb")
 
 
 def extra_docs(directory: Path, name: str) -> list[Obj]:

@@ -80,6 +80,15 @@ def start_all(d: LabDir, profile: str, reloader: bool, say: Say,
     generated = scaled_shop.generate(d.root, shopfiles.packaged_dir(d.root), services)
     if generated:
         say(f"generated {len(generated)} more consumers of dragonfly in {d / 'shop'}")
+    if "mariadb" in extras:
+        from rotate_lab.systems import mariadb
+
+        try:
+            mariadb.check_available()
+        except mariadb.NoMariaDb as exc:
+            raise PartFailed("cluster", str(exc)) from None
+        chain = mariadb.add_to_chain(d.root, shopfiles.packaged_dir(d.root))
+        say(f"added the credential mariadb (apply: mariadb) to {chain}")
     processes.write_json(d / "lab.json", meta)
     for name in ("admin-token", "restricted-token", "config-center-admin-token"):
         if not d.secret(name).exists():
@@ -329,6 +338,9 @@ def start_openbao(d: LabDir, password: str | None, acl_password: str | None = No
         from rotate_lab.systems import bugsink
 
         bugsink.seed_bao(bao.addr, bao.root_token, random_alnum(32))  # read with --with
+        from rotate_lab.systems import mariadb
+
+        mariadb.seed_bao(bao.addr, bao.root_token, random_alnum(40), random_alnum(40))
         h = {"X-Vault-Token": bao.root_token}
         r = httpx.put(f"{bao.addr}/v1/sys/policies/acl/{ESO_POLICY}", headers=h,
                       json={"policy": ESO_POLICY_HCL}, timeout=5.0)

@@ -45,6 +45,8 @@ Progress = Callable[[str], None]
 
 #: what Bugsink's first start (its migrations) may add to ``up``'s deadline
 BUGSINK_START = 120.0
+#: seconds more ``up --with mariadb`` allows: the first start initialises its data directory
+MARIADB_START = 60.0
 
 
 class LabFailed(RotateError):
@@ -120,7 +122,9 @@ def _up_locked(d: LabDir, profile: str, reloader: bool, say: Progress,
         launch.start_all(d, profile, reloader, say, services, nice, extras)
         # each generated consumer is one more Python process to start on 2 cores; Bugsink
         # migrates its database on its first start (tens of seconds on a loaded machine)
-        extra = 1.5 * max(0, (services or 0) - 3) + (BUGSINK_START if extras else 0.0)
+        extra = (1.5 * max(0, (services or 0) - 3)
+                 + (BUGSINK_START if "bugsink" in extras else 0.0)
+                 + (MARIADB_START if "mariadb" in extras else 0.0))
         wait_ready(d, deadline=time.monotonic() + UP_DEADLINE[profile] + extra, say=say)
     except BaseException as exc:
         part: str | None = getattr(exc, "part", None) or _guess_failed_part(d)

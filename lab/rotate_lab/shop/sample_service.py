@@ -28,6 +28,10 @@ connection from its own environment instead — a workload that reads the Secret
 ``DRAGONFLY_PASSWORD`` (an env var from the Secret: fixed until a restart) or
 ``DRAGONFLY_PASSWORD_FILE`` (a file of a Secret volume, read afresh on every login: the
 kubelet's refresh reaches it without a restart).  ``/readyz`` then checks Dragonfly only.
+``MARIADB_HOST`` (``MARIADB_PORT``, ``MARIADB_USER``, ``MARIADB_PASSWORD``,
+``MARIADB_DATABASE``: env from the Secret, fixed until a restart) adds a ``mariadb`` section
+(:mod:`rotate_lab.shop.sample_mariadb`): a fresh PyMySQL login per ``/readyz`` (``SELECT 1``)
+and per ``/work`` (a read of ``items``).
 
 Names of the form ``NAME.NS.svc.cluster.local`` are resolved through ``LAB_HOSTS_FILE`` (the
 lab's DNS), then through normal DNS.  The password and the token never appear in a log line
@@ -362,6 +366,13 @@ class Service:
             self.postgres: Any = Postgres(pg, resolve)
         else:
             self.postgres = None
+        maria = document.get("mariadb")
+        if isinstance(maria, dict):
+            from rotate_lab.shop.sample_mariadb import MariaDb
+
+            self.mariadb: Any = MariaDb(maria, resolve)
+        else:
+            self.mariadb = None
         self.token_valid = True
         self._work_seq = 0
         self._lock = threading.Lock()
@@ -376,7 +387,9 @@ class Service:
                 conn.ping()
             except RespError as exc:
                 return f"{label}{exc}"
-        return self.postgres.check() if self.postgres is not None else None
+        if self.postgres is not None and (problem := self.postgres.check()):
+            return str(problem)
+        return self.mariadb.check() if self.mariadb is not None else None
 
     def _check_token(self) -> str | None:
         if self.cc is None:  # reads its Secret itself: there is no token to check
@@ -403,7 +416,8 @@ class Service:
         return self.df_check.get() or self.token_check.get()
 
     def work(self) -> str | None:
-        if self.dragonfly is None and self.cache is None and self.postgres is None:
+        if (self.dragonfly is None and self.cache is None and self.postgres is None
+                and self.mariadb is None):
             return None
         with self._lock:
             self._work_seq += 1
@@ -415,7 +429,9 @@ class Service:
                 conn.round_trip(f"lab:work:{self.name}:{n % 100}", f"{time.time():.6f}")
             except RespError as exc:
                 return f"{label}{exc}"
-        return self.postgres.work(n) if self.postgres is not None else None
+        if self.postgres is not None and (problem := self.postgres.work(n)):
+            return str(problem)
+        return self.mariadb.work(n) if self.mariadb is not None else None
 
 
 class _Server(ThreadingHTTPServer):
@@ -492,16 +508,25 @@ def fetch_bootstrap(cc: ConfigCenter, deadline: float) -> dict[str, Any]:
 
 def document_from_env(environ: dict[str, str] | os._Environ[str]) -> dict[str, Any] | None:
     """The document of a service that reads its Secret itself (module doc), or None when the
-    environment names no Dragonfly."""
-    if not environ.get("DRAGONFLY_HOST") or "CONFIG_CENTER_URL" in environ:
+    environment names neither Dragonfly nor MariaDB."""
+    if "CONFIG_CENTER_URL" in environ:
         return None
-    section: dict[str, Any] = {"host": environ["DRAGONFLY_HOST"],
-                               "port": int(environ.get("DRAGONFLY_PORT") or 6379)}
-    if environ.get("DRAGONFLY_PASSWORD_FILE"):
-        section["password_file"] = environ["DRAGONFLY_PASSWORD_FILE"]
-    else:
-        section["password"] = environ.get("DRAGONFLY_PASSWORD", "")
-    return {"dragonfly": section}
+    document: dict[str, Any] = {}
+    if environ.get("DRAGONFLY_HOST"):
+        section: dict[str, Any] = {"host": environ["DRAGONFLY_HOST"],
+                                   "port": int(environ.get("DRAGONFLY_PORT") or 6379)}
+        if environ.get("DRAGONFLY_PASSWORD_FILE"):
+            section["password_file"] = environ["DRAGONFLY_PASSWORD_FILE"]
+        else:
+            section["password"] = environ.get("DRAGONFLY_PASSWORD", "")
+        document["dragonfly"] = section
+    if environ.get("MARIADB_HOST"):
+        document["mariadb"] = {"host": environ["MARIADB_HOST"],
+                               "port": int(environ.get("MARIADB_PORT") or 3306),
+                               "user": environ.get("MARIADB_USER", ""),
+                               "password": environ.get("MARIADB_PASSWORD", ""),
+                               "database": environ.get("MARIADB_DATABASE", "")}
+    return document or None
 
 
 def main() -> int:
@@ -513,7 +538,7 @@ def main() -> int:
     own = document_from_env(os.environ)
     if own is None and (not url or not token):
         log("CONFIG_CENTER_URL and CONFIG_CENTER_TOKEN must be set (or DRAGONFLY_HOST with "
-            "DRAGONFLY_PASSWORD or DRAGONFLY_PASSWORD_FILE)")
+            "DRAGONFLY_PASSWORD or DRAGONFLY_PASSWORD_FILE, or MARIADB_HOST)")
         return 1
     cc: ConfigCenter | None = None
     if own is None:
@@ -537,7 +562,8 @@ def main() -> int:
         return 1
     log(f"bootstrap loaded (keys: {', '.join(sorted(document))}); dragonfly: "
         f"{'yes' if service.dragonfly else 'no'}; cache: {'yes' if service.cache else 'no'}; "
-        f"postgres: {'yes' if service.postgres else 'no'}")
+        f"postgres: {'yes' if service.postgres else 'no'}; "
+        f"mariadb: {'yes' if service.mariadb else 'no'}")
     in_flight = InFlight()
     server = _Server((host, port), make_handler(service, in_flight))
 

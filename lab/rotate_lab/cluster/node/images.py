@@ -17,6 +17,10 @@
   same place under the lab's runtime directory (:func:`relocated`,
   :mod:`rotate_lab.host.runtime_dir`); the init scripts stay, the entrypoint reads them
   as root.
+- ``mariadb`` runs the official image's entrypoint
+  (:mod:`rotate_lab.systems.mariadb_entrypoint`) against Debian's ``mariadbd``; the volume
+  at ``/var/lib/mysql`` is translated to its host directory (``rotate lab up --with
+  mariadb``).
 - ``bugsink/bugsink`` runs the real Bugsink server from its own venv, and
   ``rotate-lab/bugsink-rotator`` the custom rotator of ``apply: job``
   (:mod:`rotate_lab.systems.bugsink`; ``rotate lab up --with bugsink``).
@@ -41,7 +45,7 @@ from rotate_lab.cluster.node.containers import (
     host_path,
     redis_config,
 )
-from rotate_lab.systems import postgres
+from rotate_lab.systems import mariadb, postgres
 
 Obj = dict[str, Any]
 
@@ -93,6 +97,28 @@ def postgres_launch(container: Obj, env: dict[str, str], *, pod_ip: str, pod_dir
                   full_env, None, f"postgres ({binaries.parent.name})")
 
 
+def is_mariadb_image(image: str) -> bool:
+    name = image.lower().rsplit("/", 1)[-1]
+    return name.split(":", 1)[0].split("@", 1)[0] == "mariadb"
+
+
+def mariadb_launch(container: Obj, env: dict[str, str], *, pod_ip: str, pod_dir: Path,
+                   mounts: dict[str, Path], base_env: dict[str, str]) -> Launch:
+    """The image's entrypoint as a local process: its data in the host directory of the
+    volume at ``/var/lib/mysql`` (else the pod directory), listening on the pod IP."""
+    try:
+        server, install_db = mariadb.binaries()
+    except mariadb.NoMariaDb as exc:
+        raise UnknownImage(str(exc)) from None
+    volume = host_path(mariadb.DATA_PATH, mounts) or pod_dir / "rootfs" / "mysql"
+    full_env = {**base_env, **env, "LAB_MARIADB_VOLUME": str(volume),
+                "LAB_MARIADB_SOCKET": str(pod_dir / "run" / "mysqld.sock"),
+                "LAB_MARIADBD": str(server), "LAB_MARIADB_INSTALL_DB": str(install_db),
+                "POD_IP": pod_ip, "PORT": str(first_port(container) or mariadb.PORT)}
+    return Launch([sys.executable, "-m", "rotate_lab.systems.mariadb_entrypoint"], full_env,
+                  None, "mariadb")
+
+
 def launch_for(container: Obj, env: dict[str, str], *, pod_ip: str, pod_dir: Path,
                service_name: str, lab_dir: Path, base_env: dict[str, str],
                mounts: dict[str, Path] | None = None,
@@ -108,6 +134,9 @@ def launch_for(container: Obj, env: dict[str, str], *, pod_ip: str, pod_dir: Pat
         return postgres_launch(container, env, pod_ip=pod_ip, pod_dir=pod_dir,
                                mounts=mounts or {}, base_env=base_env,
                                args=command + args, lab_dir=lab_dir, runtime_dir=runtime_dir)
+    if is_mariadb_image(image):
+        return mariadb_launch(container, env, pod_ip=pod_ip, pod_dir=pod_dir,
+                              mounts=mounts or {}, base_env=base_env)
     if "dragonfly" in lowered or "redis" in lowered:
         flags = command[1:] + args
         conf, ignored = redis_config(flags, bind=pod_ip, default_port=first_port(container)
@@ -138,5 +167,5 @@ def launch_for(container: Obj, env: dict[str, str], *, pod_ip: str, pod_dir: Pat
         return Launch(["sleep", "infinity"], full_env, None, "reloader-standin",
                       ["the lab's Reloader runs in the cluster process; this pod stands in"])
     raise UnknownImage(f'lab: no local program for image "{image}" (known: images '
-                       'containing "dragonfly" or "redis", "postgres", "shop-service", '
+                       'containing "dragonfly" or "redis", "postgres", "mariadb", "shop-service", '
                        '"bugsink/bugsink" and "bugsink-rotator")')
