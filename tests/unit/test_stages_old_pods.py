@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from rotate.core.errors import ForbiddenError
 from rotate.core.refs import ObjectRef
 from rotate.core.waiting import Deadline, WaitTimeout
 from rotate.stages import rollout
@@ -56,3 +57,11 @@ def test_times_out_naming_the_pods_still_terminating(kube: FakeKube) -> None:
     kube.put(_pod("app-old-2", terminating=True))
     with pytest.raises(WaitTimeout, match="2 old pods terminating"):
         rollout.wait_old_pods_gone(kube, REF, deadline=Deadline.after(0.2))
+
+
+def test_without_permission_to_list_pods_it_says_they_were_not_checked(kube: FakeKube
+                                                                        ) -> None:
+    kube.put(_pod("app-old-1", terminating=True))
+    kube.faults.arm("list", ForbiddenError("kubernetes", "list pods", "forbidden", status=403))
+    assert "old pods not checked" in rollout.wait_old_pods_gone(
+        kube, REF, deadline=Deadline.after(5))
