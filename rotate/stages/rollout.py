@@ -25,7 +25,7 @@ from datetime import datetime
 from typing import Any
 
 from rotate.clients.seams import Kube
-from rotate.core.errors import ClientError, NotFoundError, PermanentError
+from rotate.core.errors import ClientError, ForbiddenError, NotFoundError, PermanentError
 from rotate.core.observation import Observation
 from rotate.core.refs import ObjectRef
 from rotate.core.timestamps import parse_rfc3339, rfc3339, utcnow
@@ -208,6 +208,46 @@ def wait_rollout(
     with WatchPause(kube, ref.kind, ref.namespace, ref.name) as pause:
         return wait_for(check, deadline=deadline, what=f"rollout of {ref}",
                         describe=lambda: last[0], cancel=cancel, pause=pause)
+
+
+def terminating_pods(kube: Kube, obj: Mapping[str, Any]) -> list[str]:
+    """Names of the workload's pods (its ``matchLabels``) being deleted: ``deletionTimestamp``
+    set, their containers still draining (preStop, SIGTERM, the grace period).  Empty when it
+    has no selector."""
+    selector = pod_selector(obj)
+    if selector is None:
+        return []
+    pods = kube.list("Pod", str(metadata(obj).get("namespace")), label_selector=selector)
+    return sorted(str(metadata(p).get("name")) for p in pods
+                  if metadata(p).get("deletionTimestamp"))
+
+
+def wait_old_pods_gone(kube: Kube, ref: ObjectRef, *, deadline: Deadline,
+                       cancel: CancelToken | None = None) -> str:
+    """Wait until no pod of the workload is Terminating.  Called after its rollout completed:
+    then every live pod is of the current revision (rollout status counts only pods without a
+    ``deletionTimestamp``), so the pods left over from the previous revision are exactly the
+    terminating ones — still answering the requests routed to them before their endpoint
+    went, with the credential they started with.  Only once they exited may that credential
+    be retired (overlap), or a request they still serve fails its login."""
+    obj = kube.get(ref.kind, ref.namespace, ref.name)
+    last = [Observation("nothing observed yet")]
+
+    def check() -> str | None:
+        try:
+            old = terminating_pods(kube, obj)
+        except ForbiddenError:
+            # list pods is preflighted for Deployment consumers only: a role without it
+            # keeps the behaviour before this wait, and says so
+            return f"old pods not checked (no permission to list pods in {ref.namespace})"
+        if not old:
+            return "no old pod left"
+        last[0] = Observation(f"{len(old)} old pod{'s' if len(old) > 1 else ''} terminating"
+                              f" ({', '.join(old[:3])}{', ...' if len(old) > 3 else ''})")
+        return None
+
+    return wait_for(check, deadline=deadline, what=f"old pods of {ref} to exit",
+                    describe=lambda: last[0], cancel=cancel)
 
 
 # --------------------------------------------------------------------------- OnDelete

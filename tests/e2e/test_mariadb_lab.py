@@ -6,7 +6,8 @@ a workload that reads the account and password from the Secret and logs in afres
 request.  Evidence from OpenBao's HTTP API, kubectl, MariaDB itself (PyMySQL as root and as
 each account) and MariaDB's general query log: catalog moved to the other account, the
 account it left is locked, MariaDB was never restarted, neither password ever reached a
-statement or a log — and no request fails (a known gap for now: see the xfail's reason).
+statement or a log — and no request fails: the account is locked only once catalog's old pod,
+Terminating while it drains, has exited.
 """
 
 from __future__ import annotations
@@ -57,10 +58,6 @@ def test_rotation_moves_catalog_and_locks_the_account_it_left(
     assert leaked == []
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "known gap: provider.retire runs as soon as catalog's rollout is complete; a request "
-    "still draining on the old pod can log in after ACCOUNT LOCK (error 4151) on a loaded "
-    "machine. Fix: retire once the moved workloads' old pods have exited"))
 def test_no_request_fails_under_load(mariadb_rotation: dict[str, Any]) -> None:
     assert mariadb_rotation["ok"] > 0
     assert mariadb_rotation["failures"] == []

@@ -60,6 +60,8 @@ class FakeKube:
         self.pod_logs: dict[tuple[str, str], str] = {}  # pod_log_tail's source
         self.forwards: list[tuple[str, str, int]] = []  # port_forward calls, in order
         self.forwards_closed = 0  # close_forwards calls
+        #: called with the kind before each list: a test's "the cluster moved meanwhile"
+        self.before_list: list[Callable[[str], None]] = []
 
     @property
     def server(self) -> str:
@@ -121,6 +123,8 @@ class FakeKube:
     def list(self, kind: str, namespace: str | None, *, label_selector: str | None = None
              ) -> list[dict[str, Any]]:
         self.faults.hit("list")
+        for hook in list(self.before_list):
+            hook(kind)
         return self._list(kind, namespace, label_selector)
 
     def list_versioned(self, kind: str, namespace: str | None

@@ -137,6 +137,43 @@ def ready_ips(endpoints: Obj) -> list[str]:
                   for a in s.get("addresses") or [])
 
 
+def test_a_scaled_down_pod_terminates_gracefully(cluster: MiniCluster) -> None:
+    """As in Kubernetes: the surplus pod gets ``deletionTimestamp`` (Terminating), leaves the
+    endpoints at once, no longer counts as a replica, and is removed once its process exited."""
+    cluster.apply(*dragonfly_objects(replicas=2))
+    cluster.wait_rollout("dragonfly", "dragonfly")
+    eventually(lambda: len(ready_ips(cluster.get("Endpoints", "dragonfly", "dragonfly"))) == 2
+               or None, 10, "both pods to be endpoints")
+    ips = {p["metadata"]["name"]: p["status"]["podIP"]
+           for p in cluster.pods("dragonfly", "app=dragonfly")}
+    seen: list[tuple[str, object]] = []
+
+    def watch(event: str, kind: str, obj: Obj) -> None:
+        if kind == "Pod" and obj["metadata"].get("deletionTimestamp"):
+            seen.append((f"{event} {kind}", (obj["metadata"]["name"],
+                                             obj["metadata"].get("deletionGracePeriodSeconds"))))
+        elif kind == "Endpoints" and obj["metadata"]["name"] == "dragonfly":
+            seen.append(("endpoints", ready_ips(obj)))
+
+    cluster.store.subscribe(watch)
+    cluster.store.patch("Deployment", "dragonfly", "dragonfly", {"spec": {"replicas": 1}},
+                        "merge")
+    eventually(lambda: len(cluster.pods("dragonfly", "app=dragonfly", terminating=True)) == 1
+               or None, 15, "the surplus pod removed")
+    marked = [v for e, v in seen if e == "MODIFIED Pod"]
+    assert marked, seen
+    name, grace = marked[0]  # type: ignore[misc]
+    assert grace == 30 and name in ips
+    gone_at = seen.index(("DELETED Pod", (name, 30)))
+    dropped_at = next(i for i, (e, v) in enumerate(seen)
+                      if e == "endpoints" and ips[name] not in v)  # type: ignore[operator]
+    assert dropped_at < gone_at, seen
+    rs = eventually(lambda: next((r for r in owned_rs(cluster, "dragonfly", "dragonfly")
+                                  if (r.get("status") or {}).get("replicas") == 1), None),
+                    10, "the ReplicaSet to count one replica")
+    assert rs["status"]["replicas"] == 1
+
+
 def test_a_rolling_update_never_publishes_an_empty_endpoint_set(cluster: MiniCluster) -> None:
     """One replica, maxSurge 1 / maxUnavailable 0: every version of the Endpoints written
     during the rollout has a Ready address (the old pod until the new one is Ready), so the

@@ -93,8 +93,13 @@ class MiniCluster:
     def get(self, kind: str, ns: str, name: str) -> Obj:
         return self.store.get(kind, ns, name)
 
-    def pods(self, ns: str, selector: str | None = None) -> list[Obj]:
-        return self.store.list("Pod", ns, label_selector=selector)[0]
+    def pods(self, ns: str, selector: str | None = None, *,
+             terminating: bool = False) -> list[Obj]:
+        """The pods, without those being deleted (``Terminating``) unless ``terminating``:
+        a completed rollout may leave old pods still stopping, as in Kubernetes."""
+        pods = self.store.list("Pod", ns, label_selector=selector)[0]
+        return [p for p in pods
+                if terminating or not p["metadata"].get("deletionTimestamp")]
 
     def wait_rollout(self, ns: str, name: str, timeout: float = 15) -> Obj:
         def done() -> Obj | None:

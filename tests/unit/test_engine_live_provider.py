@@ -27,6 +27,7 @@ from rotate.chain.model import (
     Strategy,
 )
 from rotate.clients.seams import ReadyzTarget
+from rotate.core.observation import Observation
 from rotate.core.refs import ObjectRef
 from rotate.core.secret import Secret
 from rotate.core.waiting import CancelToken
@@ -327,3 +328,33 @@ def test_postgres_cut_sends_a_verifier_then_resume_and_rollback(pg_world: PgLive
     assert back.exit_code == 0, back.message
     assert server.accepts("app", Secret(OLD)) and not server.accepts("app", Secret(new))
     assert all(pg_world.running[c] == OLD for c in CONSUMERS)
+
+
+def test_overlap_retires_only_once_the_old_pods_have_exited(world: LiveWorld,
+                                                             tmp_path: Path) -> None:
+    """A consumer's previous pod still Terminating (draining requests with the old value):
+    consumer.wait reports it and waits, so provider.retire starts only once it is gone."""
+    world.kube.raw("Deployment", "shop", "cart")["spec"]["selector"] = {
+        "matchLabels": {"app": "cart"}}
+    world.kube.put({"kind": "Pod", "metadata": {
+        "name": "cart-old", "namespace": "shop", "labels": {"app": "cart"},
+        "deletionTimestamp": "2026-01-01T00:00:00Z", "deletionGracePeriodSeconds": 30}})
+    old_pod = ("Pod", "shop", "cart-old")
+    seen: list[str] = []
+    at_retire: list[bool] = []
+
+    def exits(step: object, observation: Observation) -> None:
+        seen.append(observation.detail)
+        if "terminating" in observation.detail and old_pod in world.kube.objects:
+            world.kube.delete(*old_pod)
+
+    observer = RecordingObserver()
+    observer.on_observe["consumer.wait"] = exits
+    observer.on_start["provider.retire"] = lambda step: at_retire.append(
+        old_pod in world.kube.objects)
+    report = _run(world, tmp_path, Strategy.overlap, observer=observer)
+    assert report.exit_code == 0, report.message
+    assert "1 old pod terminating (cart-old)" in seen
+    assert at_retire == [False]
+    [wait] = [s for s in report.steps if s.kind == "consumer.wait" and "cart" in s.target]
+    assert "no old pod left" in wait.detail

@@ -1,4 +1,6 @@
-"""④ ``consumer.wait``: each consumer's rollout complete."""
+"""④ ``consumer.wait``: each consumer's rollout complete; under overlap also its old pods
+gone (Terminating ones included), so ``provider.retire`` / ``backend.retire`` never cut the
+old value under a pod still draining requests with it."""
 
 from __future__ import annotations
 
@@ -6,11 +8,23 @@ from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
 from rotate.core.refs import ObjectRef
+from rotate.core.strategy import Strategy
 from rotate.engine.kinds import objects
-from rotate.engine.kinds.base import ITSELF, Draft, PlanInput, Run, StepData, StepKind, Told
+from rotate.engine.kinds.base import (
+    ITSELF,
+    Draft,
+    Outcome,
+    PlanInput,
+    Run,
+    StepData,
+    StepIO,
+    StepKind,
+    Told,
+)
 from rotate.engine.kinds.consumer_restart import ConsumerRestart
 from rotate.engine.kinds.rolling import RestartKind, RolledOut, WaitKind
 from rotate.engine.targets import workload_ref
+from rotate.stages import rollout
 
 
 class ConsumerWait(WaitKind):
@@ -32,4 +46,14 @@ class ConsumerWait(WaitKind):
     @classmethod
     def plan(cls, inp: PlanInput) -> Iterable[Draft]:
         for svc in inp.services:
-            yield Draft(str(workload_ref(svc)), "rollout status", svc.name)
+            yield Draft(str(workload_ref(svc)), "rollout status" + (
+                "; its old pods gone" if inp.overlap else ""), svc.name)
+
+    def prove(self, run: Run, io: StepIO, acted: Outcome[RolledOut]) -> Outcome[RolledOut]:
+        done = super().prove(run, io, acted)
+        if run.start.strategy != Strategy.overlap:
+            return done  # cutover: the old value is already refused everywhere
+        ref = self.restarted_by().ref(run, io.step.subject)
+        gone = rollout.wait_old_pods_gone(run.adapters.kube, ref, deadline=run.deadline(),
+                                          cancel=run.cancel)
+        return Outcome(done.data, f"{done.detail}; {gone}")

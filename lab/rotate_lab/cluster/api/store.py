@@ -344,11 +344,26 @@ class Store:
         return out
 
     def delete(self, kind: str, namespace: str | None, name: str, *,
-               propagation: str = "Background") -> Obj:
+               propagation: str = "Background", grace_seconds: int | None = None) -> Obj:
+        """Remove the object, or — a Pod given ``grace_seconds > 0`` — start its graceful
+        deletion as the API server does: ``deletionTimestamp`` and
+        ``deletionGracePeriodSeconds`` set, the object kept (``Terminating``) until the
+        kubelet has stopped its processes and deletes it for good."""
         k = _kind(kind)
         notes: _Notes = []
         with self._lock:
-            self._stored(k, namespace, name)
+            old = self._stored(k, namespace, name)
+            if k.kind == "Pod" and grace_seconds and grace_seconds > 0:
+                if old["metadata"].get("deletionTimestamp"):
+                    return _copy(old)
+                marked = _copy(old)
+                self._rv += 1
+                marked["metadata"].update(deletionTimestamp=now_rfc3339(),
+                                          deletionGracePeriodSeconds=grace_seconds,
+                                          resourceVersion=str(self._rv))
+                self._commit(k, "MODIFIED", old, marked, notes)
+                self._notify(notes)
+                return _copy(marked)
             out = self._delete(k, self._ns(k, namespace), name, propagation != "Orphan", notes)
         self._notify(notes)
         return out

@@ -7,9 +7,12 @@ not ready, then the youngest).  Its status counts the pods it owns: ``replicas``
 ``fullyLabeledReplicas``, ``readyReplicas``, ``availableReplicas`` (Ready for at least
 ``minReadySeconds``) and ``observedGeneration``.
 
-Deleting a pod removes it from the store at once (the store has no graceful deletion); the
-kubelet sees the DELETED event and stops the processes.  Owned pods of a deleted ReplicaSet
-go with it: the store cascades deletion through ``ownerReferences``.
+A surplus pod is deleted gracefully, as in Kubernetes: it gets ``deletionTimestamp`` (and
+``deletionGracePeriodSeconds``) and shows ``Terminating`` while the kubelet stops its
+processes (SIGTERM, the app's drain, SIGKILL after the grace), then the kubelet removes the
+object.  A terminating pod is no replica (it counts nowhere in the status) and no endpoint
+(the endpoints controller drops it at once).  Owned pods of a deleted ReplicaSet go with it
+at once: the store cascades deletion through ``ownerReferences``.
 """
 
 from __future__ import annotations
@@ -116,6 +119,12 @@ def pod_from_template(owner: Obj, template: Obj, *, name: str | None = None,
             "spec": copy.deepcopy(template.get("spec") or {})}
 
 
+def grace_period(pod: Obj) -> int:
+    """The pod's ``terminationGracePeriodSeconds`` (Kubernetes' default 30), at least 1."""
+    value = (pod.get("spec") or {}).get("terminationGracePeriodSeconds")
+    return max(1, int(value)) if isinstance(value, int) else 30
+
+
 def _deletion_rank(pod: Obj) -> tuple[int, int, str]:
     """Lower sorts first = deleted first: unscheduled/pending, not ready, then youngest."""
     phase = (pod.get("status") or {}).get("phase")
@@ -154,7 +163,8 @@ class ReplicaSetController(OwnerController):
         elif diff > 0:
             for pod in sorted(active, key=_deletion_rank)[:diff]:
                 try:
-                    store.delete("Pod", ns, pod["metadata"]["name"])
+                    store.delete("Pod", ns, pod["metadata"]["name"],
+                                 grace_seconds=grace_period(pod))
                 except ApiError as exc:
                     if exc.code != 404:
                         raise

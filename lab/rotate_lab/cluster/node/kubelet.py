@@ -56,6 +56,8 @@ class Kubelet(Controller):
         self.runtimes: dict[tuple[str, str], PodRuntime] = {}
         #: runtimes told to stop whose processes may still be exiting; joined by on_stop
         self._stopping: set[PodRuntime] = set()
+        #: uids of pods being deleted gracefully, whose object goes once their processes did
+        self._terminating: set[str] = set()
         self._pids_lock = threading.Lock()
         self._pids: dict[str, int] = {}
         self.pods_file = ctx.dir / "pods.json"
@@ -84,7 +86,11 @@ class Kubelet(Controller):
         if pod is None:
             return None
         if pod["metadata"].get("deletionTimestamp"):
-            # Graceful deletion: stop the processes, then remove the object.
+            # Graceful deletion: stop the processes, then remove the object (once per uid:
+            # the pod's own last status writes and resyncs come back here meanwhile).
+            if uid in self._terminating:
+                return None
+            self._terminating.add(str(uid))
             victim = runtime
             self.runtimes.pop((ns, name), None)
             if victim is not None:
@@ -108,6 +114,8 @@ class Kubelet(Controller):
                 self.ctx.store.delete("Pod", ns, name)
         except ApiError:
             pass
+        finally:
+            self._terminating.discard(str(uid))
 
     def on_stop(self) -> None:
         runtimes = [*self.runtimes.values(), *self._stopping]
