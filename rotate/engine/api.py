@@ -24,7 +24,6 @@ import secrets as _secrets
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from rotate.chain.model import Chain, Credential, consumers_of, strategy_problem
@@ -41,7 +40,7 @@ from rotate.core.secret import Secret, generate
 from rotate.core.strategy import Strategy
 from rotate.core.timestamps import utcnow
 from rotate.engine import journal as journal_mod
-from rotate.engine.journal import PREFLIGHT, Journal
+from rotate.engine.journal import PREFLIGHT
 from rotate.engine.model import (
     AdapterFactory,
     Adapters,
@@ -62,12 +61,23 @@ from rotate.engine.model import (
 from rotate.engine.targets import backend_target
 
 if TYPE_CHECKING:
+    from rotate.clients.seams import Kube
     from rotate.core.waiting import CancelToken
     from rotate.engine.kinds.base import Restore
     from rotate.engine.lock import Locks
+    from rotate.engine.runstore import RunStore
     from rotate.engine.session import Session
 
 T = TypeVar("T")
+#: ``off``: journals are kept in the state directory only (docs/cli.md "State directory")
+CLUSTER_JOURNAL_ENV = "ROTATE_CLUSTER_JOURNAL"
+
+
+def _stderr_warning(text: str) -> None:
+    import sys
+
+    sys.stderr.write(f"warning: {text}\n")
+
 
 def _strategy(options: Options, credential: Credential) -> Strategy:
     strategy = options.strategy or credential.strategy
@@ -105,7 +115,7 @@ def _holder(run_id: str) -> str:
 
 
 def _lease(chain: Chain, adapters: Adapters, credential: str, run_id: str,
-           state_dir: Path) -> Locks:
+           runs: RunStore) -> Locks:
     """The credential's Lease and one per provider it rolls (lock.py): a second credential
     on a shared provider exits 4 naming the holder instead of rolling it at the same time."""
     from rotate.engine.lock import Lease, Locks, provider_lease_name
@@ -115,8 +125,7 @@ def _lease(chain: Chain, adapters: Adapters, credential: str, run_id: str,
     def one(name: str | None = None) -> Lease:
         return Lease(adapters.kube, chain.cluster.lock_namespace, credential, holder,
                      duration=chain.defaults.lease_duration, name=name,
-                     run_ended=lambda rid: journal_mod.has_ended(state_dir, rid),
-                     run_started=lambda rid: journal_mod.journal_path(state_dir, rid).exists())
+                     run_ended=runs.has_ended, run_started=runs.has_started)
 
     providers = chain.credentials[credential].providers if credential in chain.credentials \
         else ()
@@ -153,10 +162,10 @@ def _run_start(
         value_fingerprint=fingerprint(supplied) if supplied is not None else None)
 
 
-def _mark_rolled_back(options: Options, original: str | None, by: str) -> None:
+def _mark_rolled_back(runs: RunStore, original: str | None, by: str) -> None:
     if not original:
         return
-    j = Journal.open(options.state_dir, original)
+    j = runs.open_journal(original)
     try:
         j.append("run.rolled-back", data={"by": by})
     finally:
@@ -172,20 +181,20 @@ def _summary(state: journal_mod.RunState) -> RunSummary:
 
 
 def _with_unfinished(observed: PreflightResult, options: Options,
-                     cred: Credential) -> PreflightResult:
+                     cred: Credential, runs: RunStore) -> PreflightResult:
     """Preflight's checks with ``runs.unfinished`` first (rotate.engine.unfinished)."""
     from rotate.engine.unfinished import unfinished_check
 
-    check = unfinished_check(options.state_dir, cred.name, force=options.force)
+    check = unfinished_check(runs, cred.name, force=options.force)
     return dataclasses.replace(observed, checks=(check, *observed.checks))
 
 
-def _refuse_overtaken(options: Options, state: journal_mod.RunState) -> None:
+def _refuse_overtaken(runs: RunStore, state: journal_mod.RunState) -> None:
     """PreflightFailed (exit 3, nothing changed) when a later run of the credential changed
     the chain: resuming this one would continue with a value the chain no longer holds."""
     from rotate.engine.unfinished import describe, later_runs
 
-    later = later_runs(options.state_dir, state)
+    later = later_runs(runs, state)
     if later:
         raise PreflightFailed(
             f"run {state.run_id} cannot be resumed, nothing was changed: a later run of "
@@ -198,10 +207,12 @@ class Engine:
     """Plans, runs, resumes and rolls back rotations with the adapters it is given."""
 
     def __init__(self, adapters: AdapterFactory, chain_loader: ChainLoader,
-                 environ: Mapping[str, str] | None = None) -> None:
+                 environ: Mapping[str, str] | None = None,
+                 warn: Callable[[str], None] | None = None) -> None:
         self._factory = adapters
         self._load = chain_loader
         self._environ = environ
+        self._warn = warn or _stderr_warning
 
     @property
     def environ(self) -> Mapping[str, str]:
@@ -209,6 +220,33 @@ class Engine:
 
     def load_chain(self, options: Options) -> Chain:
         return self._load(options.chain_file)
+
+    def _runstore(self, options: Options, chain: Chain | None = None,
+                  kube: Kube | None = None) -> RunStore:
+        """The runs of the state directory and of the cluster (rotate.engine.runstore),
+        local runs left behind by an unreachable API server caught up first.  Without a
+        chain file or a cluster to reach (or with ``ROTATE_CLUSTER_JOURNAL=off``): the state
+        directory alone."""
+        from rotate.clients.cluster_journals import ClusterJournals
+        from rotate.engine.runstore import RunStore
+
+        if self.environ.get(CLUSTER_JOURNAL_ENV, "").lower() in ("off", "0", "false", "no"):
+            return RunStore(options.state_dir, None, self._warn)
+        if chain is None:
+            try:
+                chain = self.load_chain(options)
+            except RotateError:
+                return RunStore(options.state_dir, None, self._warn)
+        if kube is None:
+            try:
+                kube = self._factory.kube(chain, options, self.environ)
+            except RotateError as exc:
+                self._warn(f"the run journals in the cluster are not read: {exc.message}")
+                return RunStore(options.state_dir, None, self._warn)
+        runs = RunStore(options.state_dir, ClusterJournals(kube, chain.cluster.lock_namespace),
+                        self._warn)
+        runs.catch_up()
+        return runs
 
     def _adapters(self, chain: Chain, options: Options, credential: Credential) -> Adapters:
         """Every adapter, or one UsageError listing what each one misses (all at once),
@@ -246,9 +284,10 @@ class Engine:
         released."""
         from rotate.engine.session import Session
 
-        lease = _lease(chain, adapters, cred.name, run_id, options.state_dir)
+        runs = self._runstore(options, chain, adapters.kube)
+        lease = _lease(chain, adapters, cred.name, run_id, runs)
         _acquire(lease, options, reclaim_run=reclaim_run)
-        session = Session(chain, cred, adapters, options, self.environ, run_id, lease)
+        session = Session(chain, cred, adapters, options, self.environ, run_id, lease, runs)
         try:
             yield session
         finally:
@@ -272,7 +311,8 @@ class Engine:
         adapters = self._adapters(chain, options, cred)
         observed = preflight(chain, cred, adapters, strategy=strategy,
                              candidate=_candidate(cred, None), environ=self.environ)
-        return build_plan(chain, cred, strategy, _with_unfinished(observed, options, cred))
+        return build_plan(chain, cred, strategy, _with_unfinished(
+            observed, options, cred, self._runstore(options, chain, adapters.kube)))
 
     def run(
         self, options: Options, credential: str, observer: Observer, cancel: CancelToken,
@@ -299,7 +339,7 @@ class Engine:
             began = time.monotonic()
             observed = _with_unfinished(
                 preflight(chain, cred, adapters, strategy=strategy, candidate=candidate,
-                          environ=self.environ), options, cred)
+                          environ=self.environ), options, cred, session.runs)
             preflight_seconds = round(time.monotonic() - began, 3)
             the_plan = build_plan(chain, cred, strategy, observed)
             passed = sum(1 for c in the_plan.preflight if c.ok)
@@ -335,12 +375,13 @@ class Engine:
         from rotate.engine.executor import report_from
         from rotate.engine.resumption import resume_steps, supplied_again
 
-        state = journal_mod.load(options.state_dir, run_id)
+        chain = self.load_chain(options)
+        runs = self._runstore(options, chain)
+        state = runs.load(run_id)
         if state.status in ("succeeded", "rolled-back"):
             raise UsageError(f"run {run_id} is {state.status}; nothing to resume")
-        _refuse_overtaken(options, state)
+        _refuse_overtaken(runs, state)
         new_value = supplied_again(state, new_value)
-        chain = self.load_chain(options)
         cred = chain.credential(state.credential)
         adapters = self._adapters(chain, options, cred)
         with self._session(chain, cred, adapters, options, run_id,
@@ -350,7 +391,7 @@ class Engine:
                             lambda executor: resume_steps(state, executor), new_value=new_value)
             final = session.finish()
             if final.operation == "rollback" and final.status == "succeeded":
-                _mark_rolled_back(options, final.start.of_run, run_id)
+                _mark_rolled_back(session.runs, final.start.of_run, run_id)
             return report_from(journal_mod.load(options.state_dir, run_id))
 
     def rollback(
@@ -360,13 +401,13 @@ class Engine:
         from rotate.engine.executor import report_from
         from rotate.engine.rollback import backend_written, build_rollback, guard
 
-        orig = journal_mod.load(options.state_dir, run_id)
+        chain = self.load_chain(options)
+        orig = self._runstore(options, chain).load(run_id)
         if orig.operation != "rotate":
             raise UsageError(
                 f"run {run_id} is a {orig.operation}; roll back the rotation it undid")
         if orig.status == "rolled-back":
             raise UsageError(f"run {run_id} was already rolled back by {orig.rolled_back_by}")
-        chain = self.load_chain(options)
         cred = chain.credential(orig.credential)
         adapters = self._adapters(chain, options, cred)
         rb_id = new_run_id(cred.name)
@@ -375,7 +416,8 @@ class Engine:
             written_from = backend_written(adapters.vault, cred, orig)
             steps, restore, consumers = build_rollback(chain, cred, orig, written_from)
             if restore is not None and written_from is not None:
-                restore = guard(chain, cred, adapters, orig, written_from, restore, options)
+                restore = guard(chain, cred, adapters, orig, written_from, restore, options,
+                                session.runs)
             start = _run_start(chain, cred, rb_id, "rollback", orig.strategy, steps,
                                written_from, consumers, session.lease.holder, of_run=run_id,
                                restore=restore)
@@ -389,7 +431,7 @@ class Engine:
                                 lambda executor: executor.execute(steps))
             final = session.finish()
             if final.status == "succeeded":  # nothing to roll back also settles the run
-                _mark_rolled_back(options, run_id, rb_id)
+                _mark_rolled_back(session.runs, run_id, rb_id)
             return report_from(final)
 
     # ------------------------------------------------------------------ read-only views
@@ -400,17 +442,18 @@ class Engine:
         """Every readable run, newest first; a journal that cannot be read is skipped and,
         when ``unreadable`` is given, added to it (``rotate runs`` names it, exit 6)."""
         return [_summary(state)
-                for state in journal_mod.load_runs(options.state_dir, unreadable)]
+                for state in self._runstore(options).load_runs(unreadable)]
 
     def show(self, options: Options, run_id: str) -> RunReport:
         from rotate.engine.executor import report_from
 
-        return report_from(journal_mod.load(options.state_dir, run_id))
+        return report_from(self._runstore(options).load(run_id))
 
     def list_credentials(self, options: Options) -> list[CredentialSummary]:
         # Validated as fully as a rotation: a file `rotate CRED` refuses must not list.
         chain = self.load_chain(options)
-        history = self.runs(options)
+        # the state directory alone: `rotate list` makes no request (bench/startup.py)
+        history = [_summary(s) for s in journal_mod.load_runs(options.state_dir)]
         out = []
         for name, cred in chain.credentials.items():
             last = next((r for r in history if r.credential == name), None)

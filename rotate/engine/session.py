@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from rotate.core.waiting import CancelToken
     from rotate.engine.executor import Executor
     from rotate.engine.lock import Locks
+    from rotate.engine.runstore import RunStore
 
 
 def settings(chain: Chain, credential: Credential, options: Options) -> tuple[float, int]:
@@ -51,12 +52,13 @@ class Session:
     environ: Mapping[str, str]
     run_id: str
     lease: Locks
+    runs: RunStore
     journal: Journal | None = None
 
     def open_journal(self, event: str, data: Mapping[str, Any]) -> Journal:
         """The run's journal, with this operation's first record (``run.start``,
         ``run.resume``) appended."""
-        self.journal = Journal.open(self.options.state_dir, self.run_id)
+        self.journal = self.runs.open_journal(self.run_id)
         self.journal.append(event, data=dict(data))
         return self.journal
 
