@@ -18,7 +18,7 @@ from rotate.clients.seams import (
     PatchType,
     WatchEvent,
 )
-from rotate.core.errors import ConflictError, NotFoundError
+from rotate.core.errors import ConflictError, NotFoundError, RejectedError
 from rotate.core.secret import Secret
 from tests.fakes.faults import Faults
 
@@ -136,8 +136,17 @@ class FakeKube:
                     if k == kind and (namespace is None or ns == namespace)
                     and wanted.items() <= ((o.get("metadata") or {}).get("labels") or {}).items()]
 
+    @staticmethod
+    def _check_size(kind: str, body: Mapping[str, Any]) -> None:
+        """A ConfigMap's data is limited to 1 MiB, as the API server limits it (422)."""
+        if kind == "ConfigMap" and sum(len(str(v).encode()) for v in (
+                body.get("data") or {}).values()) > 1024 * 1024:
+            raise RejectedError("kubernetes", f"write {kind}", "invalid", status=422,
+                                details=[("[]", "FieldValueTooLong")])
+
     def create(self, kind: str, namespace: str | None, body: Mapping[str, Any]) -> dict[str, Any]:
         self.faults.hit("create")
+        self._check_size(kind, body)
         with self._lock:
             obj = copy.deepcopy(dict(body))
             obj["kind"] = kind
@@ -157,6 +166,7 @@ class FakeKube:
     def replace(self, kind: str, namespace: str | None, name: str, body: Mapping[str, Any]
                 ) -> dict[str, Any]:
         self.faults.hit("replace")
+        self._check_size(kind, body)
         with self._lock:
             key = (kind, namespace or "", name)
             cur = self._get(key)
