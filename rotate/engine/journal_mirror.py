@@ -43,10 +43,11 @@ class Diverged(Exception):
 class ClusterMirror:
     def __init__(self, cluster: JournalStore, run_id: str, path: Path,
                  known: StoredJournal | None, *, warn: Callable[[str], None],
-                 caught_up: Callable[[], None]) -> None:
-        """``caught_up``: called once on close when the cluster holds the whole journal."""
+                 closed: Callable[[bool], None]) -> None:
+        """``closed``: called once on close with whether the cluster holds the whole
+        journal."""
         self.cluster, self.run_id, self.path = cluster, run_id, path
-        self._warn, self._caught_up = warn, caught_up
+        self._warn, self._closed = warn, closed
         #: the cluster copy's version and length as last seen; None: it has none
         self._version: str | None = known.version if known is not None else None
         self._synced = len(known.text) if known is not None else 0
@@ -141,8 +142,8 @@ class ClusterMirror:
 
         threading.Thread(target=last, name=f"journal-{self.run_id}-close", daemon=True).start()
         caught_up = done.wait(CLOSE_SECONDS) and not self._diverged and self._failed is None
+        self._closed(caught_up)
         if caught_up:
-            self._caught_up()
             return
         if not self._diverged:
             why = f" ({self._failed.message})" if self._failed is not None else ""

@@ -78,7 +78,10 @@ class RunStore:
 
     def _unreachable(self, exc: ClientError) -> None:
         assert self.cluster is not None
-        self.warn_once(f"the run journals in the cluster ({self.cluster.where}) could not "
+        if "unreachable" in self._warned:
+            return
+        self._warned.add("unreachable")
+        self._warn(f"the run journals in the cluster ({self.cluster.where}) could not "
                        f"be read ({exc.message}); only {self.state_dir / 'runs'} was read")
 
     # ------------------------------------------------------------------ reading
@@ -213,12 +216,16 @@ class RunStore:
             self._mark_pending(run_id)
             journal.mirror = ClusterMirror(self.cluster, run_id, journal.path, remote,
                                            warn=self.warn_once,
-                                           caught_up=lambda: self._caught_up(run_id))
+                                           closed=lambda done: self._closed(run_id, done))
         return journal
 
-    def _caught_up(self, run_id: str) -> None:
-        """A run's mirror closed with the cluster holding its whole journal: settled, and
-        retention applied (again at the next run's end, should it fail now)."""
+    def _closed(self, run_id: str, caught_up: bool) -> None:
+        """A run's mirror closed.  The cluster holding its whole journal: settled, and
+        retention applied (again at the next run's end, should it fail now); otherwise the
+        marker no longer names a live writer, so that the next catch-up copies it."""
+        if not caught_up:
+            self._mark_pending(run_id, writer=False)
+            return
         self.settled(run_id)
         with contextlib.suppress(ClientError, OSError):
             self.prune(credentials_of(self.local.path(run_id).read_bytes()))
@@ -229,12 +236,15 @@ class RunStore:
     def _marker(self, run_id: str) -> Path:
         return self.local.path(run_id).parent / PENDING
 
-    def _mark_pending(self, run_id: str) -> None:
+    def _mark_pending(self, run_id: str, *, writer: bool = True) -> None:
+        """The marker of a run whose cluster copy may be behind, naming the process writing
+        it (``writer``) or none (it closed the journal)."""
         marker = self._marker(run_id)
+        who = {"host": socket.gethostname(), "pid": os.getpid()} if writer else {}
         try:
             fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             with open(fd, "w", encoding="utf-8") as fh:
-                json.dump({"host": socket.gethostname(), "pid": os.getpid()}, fh)
+                json.dump(who, fh)
         except OSError:
             pass
 
