@@ -23,6 +23,8 @@ FAULT_KINDS = (
     "provider-crashloop",
     "rotator-fail",
     "rotator-hang",
+    # the API server drops every request for rotate's run journals (ConfigMaps rotate-run-*)
+    "journal-unreachable",
 )
 
 
