@@ -13,7 +13,9 @@ raise RotateError subclasses only *before* anything changed: UsageError, ChainFi
 PreflightFailed (with ``.plan`` attached for display), LockHeld.  They share one set-up,
 :meth:`Engine._session` (locks → journal → run and executor → journal closed → locks
 released, rotate.engine.session), so the lock is always released when they return,
-whatever happened.
+whatever happened — except while the run's journal is not whole in the cluster (the API
+server was unreachable): then the Leases are left to expire, so that no other machine starts
+on top of a run it cannot see (docs/design.md "Where the journal lives").
 """
 
 from __future__ import annotations
@@ -294,7 +296,13 @@ class Engine:
             try:
                 session.close()
             finally:
-                lease.release()
+                if session.mirrored:
+                    lease.release()
+                else:
+                    lease.abandon()
+                    self._warn(f"the lock Lease {lease.namespace}/{lease.name} is left to "
+                               "expire, not released: until the run's journal is in the "
+                               "cluster, no other machine may start on top of it")
 
     # ------------------------------------------------------------------ plan / run
 

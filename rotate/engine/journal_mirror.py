@@ -52,6 +52,8 @@ class ClusterMirror:
         self._version: str | None = known.version if known is not None else None
         self._synced = len(known.text) if known is not None else 0
         self._stale = False  # a conflict: read the cluster copy again before writing
+        #: set on close: whether the cluster holds the whole journal
+        self.caught_up = False
         self._diverged = False
         self._failed: ClientError | None = None
         self._wake = threading.Event()
@@ -142,6 +144,7 @@ class ClusterMirror:
 
         threading.Thread(target=last, name=f"journal-{self.run_id}-close", daemon=True).start()
         caught_up = done.wait(CLOSE_SECONDS) and not self._diverged and self._failed is None
+        self.caught_up = caught_up
         self._closed(caught_up)
         if caught_up:
             return

@@ -54,6 +54,9 @@ class Session:
     lease: Locks
     runs: RunStore
     journal: Journal | None = None
+    #: whether every journal this session closed is whole in the cluster too (or has no
+    #: cluster copy to keep): the locks are released only then (Engine._session)
+    mirrored: bool = True
 
     def open_journal(self, event: str, data: Mapping[str, Any]) -> Journal:
         """The run's journal, with this operation's first record (``run.start``,
@@ -85,6 +88,9 @@ class Session:
         """Close the journal, if open (again: nothing)."""
         if self.journal is not None:
             self.journal.close()
+            mirror = self.journal.mirror
+            if mirror is not None and not getattr(mirror, "caught_up", True):
+                self.mirrored = False
             self.journal = None
 
     def finish(self) -> journal_mod.RunState:

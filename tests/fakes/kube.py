@@ -326,3 +326,34 @@ class FakeKube:
 
 
 # --------------------------------------------------------------------------- Config Center
+
+
+class JournalUnreachableKube(FakeKube):
+    """A FakeKube whose ConfigMap requests fail as an unreachable API server's do while
+    ``journal_down`` is set (the lab's ``journal-unreachable`` fault); the rest works."""
+
+    journal_down = False
+
+    def _journal(self, kind: str, op: str) -> None:
+        if kind == "ConfigMap" and self.journal_down:
+            from rotate.core.errors import TemporaryError
+
+            raise TemporaryError("kubernetes", op, "unreachable")
+
+    def get(self, kind: str, namespace: str | None, name: str) -> dict[str, Any]:
+        self._journal(kind, "get")
+        return super().get(kind, namespace, name)
+
+    def list(self, kind: str, namespace: str | None, *, label_selector: str | None = None
+             ) -> builtins.list[dict[str, Any]]:
+        self._journal(kind, "list")
+        return super().list(kind, namespace, label_selector=label_selector)
+
+    def create(self, kind: str, namespace: str | None, body: Mapping[str, Any]) -> dict[str, Any]:
+        self._journal(kind, "create")
+        return super().create(kind, namespace, body)
+
+    def replace(self, kind: str, namespace: str | None, name: str, body: Mapping[str, Any]
+                ) -> dict[str, Any]:
+        self._journal(kind, "replace")
+        return super().replace(kind, namespace, name, body)

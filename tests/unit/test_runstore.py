@@ -127,3 +127,29 @@ def test_the_cluster_keeps_the_newest_runs_and_the_unfinished_ones(
     assert kept == {unfinished, *finished[-2:]}
     # the state directory is the operator's: never pruned
     assert len(list((tmp_path / "state" / "runs").iterdir())) == 4
+
+
+def test_a_run_whose_journal_missed_the_cluster_keeps_its_lock_until_caught_up(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The run is not held up; its Leases are left to expire rather than released (no other
+    machine may start on top of a run it cannot see), and the next command catches up."""
+    from tests.fakes.kube import JournalUnreachableKube
+    from tests.fakes.world import make_chain
+
+    monkeypatch.setattr("rotate.engine.journal_mirror.CLOSE_SECONDS", 0.5)
+    kube = JournalUnreachableKube()
+    world = World(make_chain(tmp_path), kube=kube)
+    world.setup()
+    kube.journal_down = True
+    report = run(world, tmp_path)
+    assert report.status == "succeeded", report.message
+    lease = kube.get("Lease", "rotate-system", "rotate-dragonfly")
+    assert lease["spec"]["holderIdentity"].endswith(report.run_id)
+    journals = ClusterJournals(kube, "rotate-system")
+    kube.journal_down = False
+    assert journals.journals() == []
+    assert [r.run_id for r in world.engine().runs(options(tmp_path))] == [report.run_id]
+    local = tmp_path / "state" / "runs" / report.run_id
+    assert journals.read(report.run_id).text == (local / "journal.jsonl").read_bytes()
+    assert not (local / PENDING).exists()
+    kube.close()
