@@ -159,11 +159,7 @@ class RunStore:
         return sorted(ids, key=newest, reverse=True)
 
     def _start_time(self, run_id: str) -> str:
-        text = self.text(run_id) or b""
-        try:
-            return str(json.loads(text.split(b"\n", 1)[0]).get("ts", ""))
-        except (ValueError, AttributeError):
-            return ""
+        return _first_ts(self.text(run_id) or b"")
 
     def load_runs(self, unreadable: list[JournalUnreadable] | None = None
                   ) -> Iterator[RunState]:
@@ -290,7 +286,9 @@ class RunStore:
         deleted: list[str] = []
         for credential in credentials:
             stored = {j.run_id: j for j in self.cluster.journals(credential)}
-            for run_id in sorted(stored, reverse=True)[RETENTION:]:
+            newest_first = sorted(stored, reverse=True, key=lambda r: (
+                r.split("-", 1)[0], _first_ts(stored[r].text)))
+            for run_id in newest_first[RETENTION:]:
                 try:
                     state = journal_mod.load_text(stored[run_id].text, run_id, run_id)
                 except JournalUnreadable:
@@ -300,6 +298,14 @@ class RunStore:
                 self.cluster.delete(run_id)
                 deleted.append(run_id)
         return deleted
+
+
+def _first_ts(text: bytes) -> str:
+    """The first record's RFC 3339 time (microseconds: orders runs of one second)."""
+    try:
+        return str(json.loads(text.split(b"\n", 1)[0]).get("ts", ""))
+    except (ValueError, AttributeError):
+        return ""
 
 
 def _writer_alive(marker: Path) -> bool:
