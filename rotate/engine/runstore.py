@@ -89,8 +89,8 @@ class RunStore:
     def _remote(self, run_id: str) -> StoredJournal | None:
         if self.cluster is None:
             return None
-        if self._listed is not None and run_id in self._listed:
-            return self._listed[run_id]
+        if self._listed is not None:  # listed moments ago: absent there is absent
+            return self._listed.get(run_id)
         try:
             return self.cluster.read(run_id)
         except NotFoundError:
@@ -192,6 +192,7 @@ class RunStore:
         from rotate.engine.journal_mirror import ClusterMirror
 
         journal_mod.check_state_dir(self.state_dir)
+        self._listed = None  # a listing is a moment's: a write starts from the run itself
         try:
             local: StoredJournal | None = self.local.read(run_id)
         except ClientError:
