@@ -93,6 +93,7 @@ class Case:
         self.journal: Journal | None = None  # the disturbed run's, once started
         self.taker: subprocess.CompletedProcess[str] | None = None  # a take-over's resume
         self.kept = ""  # a human edit: the value it gave a pointer no credential owns
+        self.both: list[int] = []  # two machines at once: both exit codes
         #: the recovery runs from the second machine's state directory (machines)
         self.where: tuple[str, ...] = (("--state-dir", str(world.machine_b))
                                        if spec.disturbance == "machines" else ())
@@ -182,6 +183,7 @@ class Case:
         a = self.world.spawn(cred, "--confirm")
         b = self.world.spawn(cred, "--confirm", *("--state-dir", str(self.world.machine_b)))
         codes = sorted((self.finish(a), self.finish(b)))
+        self.both = codes  # both machines' exit codes, for the table
         self.out.reached = "preflight"
         if codes != [0, 4]:
             self.out.problems.append(f"two machines at once exited {codes}, not 0 and 4")
@@ -389,7 +391,7 @@ class Case:
     def run(self) -> Outcome:
         began = time.monotonic()
         codes = self.disturb()
-        self.out.exit_codes = list(codes.values())
+        self.out.exit_codes = self.both or list(codes.values())
         if self.spec.sig == "term" and codes[self.spec.credential] not in (0, 130):
             self.out.problems.append("SIGTERM: exit is not 130 (docs/cli.md)")
         if self.spec.disturbance == "takeover":
