@@ -49,6 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=int, default=3, help="rotations per mode (default 3)")
     args = ap.parse_args(argv)
     lab = Lab(Path(tempfile.mkdtemp(prefix="rotate-journal-bench-")))
+    lab.dir.chmod(0o755)  # the lab's PostgreSQL runs as its own user and must reach its data
     walls: dict[str, list[float]] = {m: [] for m in MODES}
     requests: dict[str, list[int]] = {m: [] for m in MODES}
     try:
