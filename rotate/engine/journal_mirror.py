@@ -2,8 +2,9 @@
 
 :class:`ClusterMirror` is the :class:`~rotate.engine.journal.Mirror` of a run's journal when
 the cluster store is on (rotate.engine.runstore).  ``Journal.append`` fsyncs the record
-locally, then only *nudges* the mirror; the mirror's thread copies the whole local file (all
-records appended since its last copy, in one conditional write) to the cluster.  So a step
+locally, then only *nudges* the mirror; the mirror's thread lets records gather for
+:data:`BATCH_SECONDS`, then copies the whole local file (all records appended since its last
+copy, in one conditional write) to the cluster.  So a step
 never waits for the API server, and a burst of records costs one request.
 
 Invariants:
@@ -34,6 +35,9 @@ from rotate.engine.local_journals import credentials_of
 BACKOFF = (0.5, 1.0, 2.0, 5.0)
 #: how long closing a journal waits for the cluster copy to catch up
 CLOSE_SECONDS = 10.0
+#: how long the mirror lets records gather after the first before it copies them: the
+#: records of a step's start and of parallel lanes go in one request, not one each
+BATCH_SECONDS = 0.25
 
 
 class Diverged(Exception):
@@ -70,8 +74,8 @@ class ClusterMirror:
         attempt = 0
         while not self._stop.is_set():
             self._wake.wait()
-            if self._stop.is_set():
-                return
+            if self._stop.is_set() or self._stop.wait(BATCH_SECONDS):
+                return  # close() copies what is left
             self._wake.clear()
             if self.sync():
                 attempt = 0
