@@ -2,9 +2,8 @@
 
 :class:`ClusterMirror` is the :class:`~rotate.engine.journal.Mirror` of a run's journal when
 the cluster store is on (rotate.engine.runstore).  ``Journal.append`` fsyncs the record
-locally, then only *nudges* the mirror; the mirror's thread lets records gather for
-:data:`BATCH_SECONDS`, then copies the whole local file (all records appended since its last
-copy, in one conditional write) to the cluster.  So a step
+locally, then only *nudges* the mirror; the mirror's thread copies the whole local file (all
+records appended since its last copy, in one conditional write) to the cluster.  So a step
 never waits for the API server, and a burst of records costs one request.
 
 Invariants:
@@ -35,9 +34,11 @@ from rotate.engine.local_journals import credentials_of
 BACKOFF = (0.5, 1.0, 2.0, 5.0)
 #: how long closing a journal waits for the cluster copy to catch up
 CLOSE_SECONDS = 10.0
-#: how long the mirror lets records gather after the first before it copies them: the
-#: records of a step's start and of parallel lanes go in one request, not one each
-BATCH_SECONDS = 0.25
+#: how long the mirror lets records gather after the first before it copies them.  0: at
+#: once — records appended while a copy is in flight still go together in the next one.  A
+#: longer window saves requests but widens what a machine killed mid-run has not copied yet,
+#: which another machine then cannot see (bench.faults "second machine …" failed at 0.25 s)
+BATCH_SECONDS = 0.0
 
 
 class Diverged(Exception):
@@ -74,7 +75,7 @@ class ClusterMirror:
         attempt = 0
         while not self._stop.is_set():
             self._wake.wait()
-            if self._stop.is_set() or self._stop.wait(BATCH_SECONDS):
+            if self._stop.is_set() or (BATCH_SECONDS and self._stop.wait(BATCH_SECONDS)):
                 return  # close() copies what is left
             self._wake.clear()
             if self.sync():
