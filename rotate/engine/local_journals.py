@@ -27,13 +27,17 @@ def version_of(text: bytes) -> str:
 
 
 def credentials_of(text: bytes) -> tuple[str, ...]:
-    """The credential(s) the journal's first record names (``credential``, or the list
-    ``credentials``); () when it does not parse."""
+    """The credential(s) the journal's first record names (``credential``, the list
+    ``credentials``, or a run of several's ``members``: each one's, not the joined name);
+    () when it does not parse."""
     try:
         data = json.loads(text.split(b"\n", 1)[0]).get("data") or {}
     except (ValueError, AttributeError):
         return ()
-    names = data.get("credentials") or [data.get("credential")]
+    members = data.get("members")
+    names = data.get("credentials") or (
+        [m.get("credential") for m in members if isinstance(m, dict)]
+        if isinstance(members, list) and members else [data.get("credential")])
     return tuple(str(n) for n in names if isinstance(n, str) and n)
 
 

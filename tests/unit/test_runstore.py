@@ -153,3 +153,18 @@ def test_a_run_whose_journal_missed_the_cluster_keeps_its_lock_until_caught_up(
     assert journals.read(report.run_id).text == (local / "journal.jsonl").read_bytes()
     assert not (local / PENDING).exists()
     kube.close()
+
+
+def test_a_run_of_several_credentials_is_labelled_with_each_of_them(tmp_path: Path) -> None:
+    """Its run.start names "a+b" and lists each member: each credential's listing in the
+    cluster (the runs.unfinished check of another machine) finds it, pruning counts it."""
+    from rotate.engine.local_journals import credentials_of
+
+    start = (b'{"data": {"credential": "dragonfly+postgres", "members": [{"credential": '
+             b'"dragonfly"}, {"credential": "postgres"}]}, "event": "run.start", "ts": "t"}\n')
+    assert credentials_of(start) == ("dragonfly", "postgres")
+    _kube, cluster = _cluster()
+    store = RunStore(tmp_path, cluster)
+    _write(store, start)
+    for credential in ("dragonfly", "postgres"):
+        assert [j.run_id for j in cluster.journals(credential)] == [RUN]
