@@ -49,6 +49,9 @@ FAULTS: tuple[tuple[str, str | None, str], ...] = (
 #: the step the frozen run was in changes nothing when it is thawed; not the consumers' kinds,
 #: whose lanes may be in state-changing steps at that moment)
 TAKE_OVER_AT = ("provider.verify", "readyz.check")
+#: where a run is killed while the API server drops its journal's requests (journal-down),
+#: and where a second machine starts the credential after a run was killed (machines)
+JOURNAL_AT = "sync.wait"
 #: what a torn case appends to the killed run's journal: a record cut off mid-write
 TORN_RECORD = b'{"data": {"detail": "cut off mid-wri'
 #: human `kubectl rollout restart` → (whose run: main/other, workload, at the start of kind)
@@ -137,6 +140,10 @@ class Spec:
             "secret-edit": f"Secret edited by hand at {at}",
             "several": f"{self.credential} and {self.target} in one run, {self.sig} at {at}",
             "provider-freeze": f"provider frozen (SIGSTOP) at {at}",
+            "journal-down": f"API server unreachable while the journal is written (kill at "
+                            f"{at})",
+            "machines": (f"second machine starts it after a kill at {at}" if self.kind
+                         else "two machines start it at once"),
         }[self.disturbance]
         return f"{cred}{what} → {self.recovery}"
 
@@ -204,7 +211,10 @@ def journal_specs(credential: str, kinds: Sequence[str]) -> list[Spec]:
            for kind in kinds if kind not in READ_ONLY for how in RECOVERIES]
     out += [Spec("takeover", credential, how, kind=kind)
             for kind in TAKE_OVER_AT if kind in kinds for how in RECOVERIES]
-    return out
+    if JOURNAL_AT in kinds:  # the journal kept in the cluster: lost by neither
+        out += [Spec(what, credential, how, kind=JOURNAL_AT)
+                for what in ("journal-down", "machines") for how in RECOVERIES]
+    return [*out, Spec("machines", credential, "resume")]
 
 
 def sharing_specs(main: str, sharing: str, main_kinds: Sequence[str]) -> list[Spec]:

@@ -143,6 +143,8 @@ class World:
     def __init__(self, lab: Lab) -> None:
         self.lab, self.env, self.cwd = lab, lab.env, lab.dir
         self.runs = Path(self.env["ROTATE_STATE_DIR"]) / "runs"
+        #: a second machine's state directory (the journal cases)
+        self.machine_b = lab.dir / "machine-b"
         self._dragonfly: tuple[str, int] | None = None
 
     # -- rotate (started, never asked)
@@ -178,6 +180,16 @@ class World:
         return bool(mine) and all(
             datetime.fromisoformat(str(spec["renewTime"]).replace("Z", "+00:00"))
             + timedelta(seconds=int(spec["leaseDurationSeconds"])) < now for spec in mine)
+
+    def cluster_journal(self, run_id: str) -> str | None:
+        """The run's journal as the cluster holds it (its ConfigMap; one part: a case's
+        journal is far below 512 KiB), None when it has none."""
+        from rotate.clients.cluster_journals import head_name
+
+        items = self.lab.kubectl_json("get", "configmaps", "-n", "rotate-system", "-l",
+                                      "rotate.dev/journal=run")["items"]
+        head = next((c for c in items if c["metadata"]["name"] == head_name(run_id)), None)
+        return None if head is None else str(head["data"].get("journal.jsonl", ""))
 
     def known_runs(self) -> set[str]:
         return {p.name for p in self.runs.iterdir()} if self.runs.is_dir() else set()

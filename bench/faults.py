@@ -3,9 +3,10 @@ every step kind the plan has (and a few ms into the state-changing ones), two cr
 one provider, two sharing consumers at several offsets, a human `kubectl rollout restart`
 or Config Center edit mid-run, a torn journal record after a kill, a run's lock taken over
 while it is frozen, a `bao kv put` of the path after sync.wait (exit 17) and an oversized
-supplied value (exit 2), ``--adopt`` of a value written by hand (and with nothing to adopt)
-and a Secret changed by hand mid-run (bench/fault_adopt.py) — each recovered by resume and
-by rollback, and checked from outside the tool (docs/reliability.md).
+supplied value (exit 2), ``--adopt`` of a value written by hand (and with nothing to adopt),
+a Secret changed by hand mid-run (bench/fault_adopt.py), the API server unreachable while the
+journal is written, and two machines (state directories) starting one credential — each
+recovered by resume and by rollback, and checked from outside the tool (docs/reliability.md).
 
 One lab (fast profile) in its own directory, started and stopped here.  The kinds come from
 ``rotate CRED -o json`` (bench/fault_matrix.py).  A run is disturbed at a step by freezing
@@ -93,6 +94,10 @@ class Case:
         self.journal: Journal | None = None  # the disturbed run's, once started
         self.taker: subprocess.CompletedProcess[str] | None = None  # a take-over's resume
         self.kept = ""  # a human edit: the value it gave a pointer no credential owns
+        self.both: list[int] = []  # two machines at once: both exit codes
+        #: the recovery runs from the second machine's state directory (machines)
+        self.where: tuple[str, ...] = (("--state-dir", str(world.machine_b))
+                                       if spec.disturbance == "machines" else ())
         self.rebase()
 
     def rebase(self) -> None:
@@ -167,6 +172,10 @@ class Case:
             return {MAIN: self.finish(a), OTHER: self.finish(b)}
         if s.disturbance == "several":
             return self.disturb_several()
+        if s.disturbance == "machines" and not s.kind:
+            return self.two_machines()
+        if s.disturbance == "journal-down":
+            w.fault("journal-unreachable")
         if s.disturbance == "sharing":
             a, _ = self.start(s.credential)
             if s.delay_ms:
@@ -185,6 +194,8 @@ class Case:
         codes[s.credential] = self.finish(proc)
         if s.disturbance == "fault-during":
             w.fault(s.fault, s.target, clear=True)
+        if s.disturbance == "journal-down":
+            w.fault("journal-unreachable", clear=True)
         return codes
 
     def several(self) -> str:
@@ -226,6 +237,19 @@ class Case:
             self.out.problems.append(f"the run of both reads {status}, not {settled}")
         return expect
 
+    def two_machines(self) -> dict[str, int]:
+        """The credential started from two state directories at once: one runs, the other
+        exits 4 (the Lease) — or runs after it, never beside it."""
+        cred = self.spec.credential
+        a = self.world.spawn(cred, "--confirm")
+        b = self.world.spawn(cred, "--confirm", *("--state-dir", str(self.world.machine_b)))
+        codes = sorted((self.finish(a), self.finish(b)))
+        self.both = codes  # both machines' exit codes, for the table
+        self.out.reached = "preflight"
+        if codes != [0, 4]:
+            self.out.problems.append(f"two machines at once exited {codes}, not 0 and 4")
+        return {cred: codes[0]}
+
     def act(self, proc: subprocess.Popen[str]) -> dict[str, int]:
         """Do the spec's disturbance to a frozen run; exit codes of other runs it started."""
         s, w = self.spec, self.world
@@ -252,6 +276,15 @@ class Case:
             other = OTHER if s.credential == MAIN else MAIN
             second, _ = self.start(other)
             return {other: self.finish(second)}
+        elif s.disturbance in ("journal-down", "machines"):
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
+            if s.disturbance == "machines":  # machine B, the lock taken: the guard refuses
+                b = w.rotate(s.credential, "--confirm", "--take-over-lock", *self.where)
+                if b.returncode != 3 or "runs.unfinished" not in b.stdout + b.stderr:
+                    self.out.problems.append(f"machine B started {s.credential} on top of "
+                                             f"the unfinished run: exit {b.returncode}")
+                return {}
         elif s.disturbance == "torn":
             os.kill(proc.pid, signal.SIGKILL)
             proc.wait(timeout=30)
@@ -307,6 +340,9 @@ class Case:
         expect = {c: "unchanged" for c in self.creds}
         if self.spec.disturbance == "adopt-noop":
             return expect  # nothing ran, nothing to recover
+        if self.spec.disturbance == "machines" and not self.spec.kind:
+            expect[self.spec.credential] = "rotated"
+            return expect
         if self.spec.disturbance == "human-edit":
             cred = self.spec.credential
             run_id = Journal(self.world.runs, cred, self.known).run_id_now()
@@ -330,15 +366,17 @@ class Case:
                 self.world.bao_put(c, self.world.bao_data(c, self.v0[cred] + 1))
             if how == "resume":
                 if self.world.run_status(run_id) != "succeeded":
-                    self.out.exit_codes.append(
-                        self.world.rotate("resume", run_id, "--confirm").returncode)
+                    self.out.exit_codes.append(self.world.rotate(
+                        "resume", run_id, "--confirm", *self.where).returncode)
                 expect[cred] = "rotated"
             else:  # exit 17 names it: the version number moved since the run: --force
                 force = ("--force",) if drifted else ()
-                self.out.exit_codes.append(
-                    self.world.rotate("rollback", run_id, "--confirm", *force).returncode)
+                self.out.exit_codes.append(self.world.rotate(
+                    "rollback", run_id, "--confirm", *force, *self.where).returncode)
                 expect[cred] = "restored" if changed else "unchanged"
             settled = "succeeded" if how == "resume" else "rolled-back"
+            if self.spec.disturbance in ("journal-down", "machines"):
+                self.nothing_lost(run_id, settled)
             if self.spec.disturbance == "torn" and (
                     status := self.world.run_status(run_id)) != settled:
                 self.out.problems.append(f"{cred}: the run reads {status}, not {settled}, "
@@ -346,6 +384,17 @@ class Case:
         if any(c != 0 for c in self.out.exit_codes[len(codes):]):
             self.out.problems.append(f"{self.spec.recovery} did not exit 0")
         return expect
+
+    def nothing_lost(self, run_id: str, settled: str) -> None:
+        """The run settled, read from either machine, and the cluster holds its whole
+        journal, byte for byte the state directory's that wrote it last."""
+        w, p = self.world, self.out.problems
+        status = w.run_status(run_id)
+        if status != settled:
+            p.append(f"the run reads {status}, not {settled}")
+        local = (w.machine_b / "runs" if self.where else w.runs) / run_id / "journal.jsonl"
+        if not local.is_file() or w.cluster_journal(run_id) != local.read_text():
+            p.append("the cluster's copy of the journal is not the whole local journal")
 
     # -- check
     def check(self, expect: dict[str, str], v1: dict[str, int]) -> None:
@@ -409,7 +458,7 @@ class Case:
     def run(self) -> Outcome:
         began = time.monotonic()
         codes = self.disturb()
-        self.out.exit_codes = list(codes.values())
+        self.out.exit_codes = self.both or list(codes.values())
         if self.spec.sig == "term" and codes[self.spec.credential] not in (0, 130):
             self.out.problems.append("SIGTERM: exit is not 130 (docs/cli.md)")
         if self.spec.disturbance == "takeover":

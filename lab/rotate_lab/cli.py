@@ -156,7 +156,8 @@ def fault(
     kind: Annotated[str | None, typer.Argument(
         metavar="KIND", show_default=False,
         help="eso-stall, eso-error, bao-down, config-center-5xx, crashloop, readyz-fail, "
-             "provider-crashloop, rotator-fail, rotator-hang, portforward-drop.")] = None,
+             "provider-crashloop, rotator-fail, rotator-hang, portforward-drop, "
+             "journal-unreachable.")] = None,
     target: Annotated[str | None, typer.Argument(
         metavar="TARGET", show_default=False,
         help="The service, for crashloop and readyz-fail; NS/NAME of one ExternalSecret "

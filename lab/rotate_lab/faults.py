@@ -24,6 +24,8 @@ FAULT_KINDS = (
     "rotator-fail",
     "rotator-hang",
     "portforward-drop",
+    # the API server drops every request for rotate's run journals (ConfigMaps rotate-run-*)
+    "journal-unreachable",
 )
 
 

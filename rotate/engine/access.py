@@ -113,6 +113,10 @@ def permissions_needed(chain: Chain, credential: Credential,
               for name in (lease_name(credential.name),
                            *(provider_lease_name(p) for p in credential.providers))
               for v in ("get", "update", "delete")]
+    # the run journals (rotate.clients.cluster_journals): one ConfigMap per run, named by
+    # its run id — not known ahead, so not restricted by name
+    perms += [Permission(v, "ConfigMap", lock_ns)
+              for v in ("create", "get", "list", "update", "delete")]
     workloads = list(credential.providers)
     for svc_name in consumers_of(chain, credential.name):
         svc = chain.services[svc_name]

@@ -13,7 +13,9 @@ raise RotateError subclasses only *before* anything changed: UsageError, ChainFi
 PreflightFailed (with ``.plan`` attached for display), LockHeld.  They share one set-up,
 :meth:`Engine._session` (locks → journal → run and executor → journal closed → locks
 released, rotate.engine.session), so the lock is always released when they return,
-whatever happened.
+whatever happened — except while the run's journal is not whole in the cluster (the API
+server was unreachable): then the Leases are left to expire, so that no other machine starts
+on top of a run it cannot see (docs/design.md "Where the journal lives").
 """
 
 from __future__ import annotations
@@ -67,12 +69,23 @@ from rotate.engine.starting import (
 )
 
 if TYPE_CHECKING:
+    from rotate.clients.seams import Kube
     from rotate.core.waiting import CancelToken
+    from rotate.engine.runstore import RunStore
     from rotate.engine.session import Session
     from rotate.engine.several import Several
     from rotate.engine.status import CredentialStatus
 
 T = TypeVar("T")
+#: ``off``: journals are kept in the state directory only (docs/cli.md "State directory")
+CLUSTER_JOURNAL_ENV = "ROTATE_CLUSTER_JOURNAL"
+
+
+def _stderr_warning(text: str) -> None:
+    import sys
+
+    sys.stderr.write(f"warning: {text}\n")
+
 
 
 def _nothing_to_adopt(chain: Chain, cred: Credential, strategy: Strategy,
@@ -98,12 +111,14 @@ class Engine:
     """Plans, runs, resumes and rolls back rotations with the adapters it is given."""
 
     def __init__(self, adapters: AdapterFactory, chain_loader: ChainLoader,
-                 environ: Mapping[str, str] | None = None) -> None:
+                 environ: Mapping[str, str] | None = None,
+                 warn: Callable[[str], None] | None = None) -> None:
         self._factory = adapters
         self._load = chain_loader
         self._environ = environ
         #: what ``status`` could not push (None: pushed, or nothing configured)
         self.status_warning: str | None = None
+        self._warn = warn or _stderr_warning
 
     @property
     def environ(self) -> Mapping[str, str]:
@@ -111,6 +126,33 @@ class Engine:
 
     def load_chain(self, options: Options) -> Chain:
         return self._load(options.chain_file)
+
+    def _runstore(self, options: Options, chain: Chain | None = None,
+                  kube: Kube | None = None) -> RunStore:
+        """The runs of the state directory and of the cluster (rotate.engine.runstore),
+        local runs left behind by an unreachable API server caught up first.  Without a
+        chain file or a cluster to reach (or with ``ROTATE_CLUSTER_JOURNAL=off``): the state
+        directory alone."""
+        from rotate.clients.cluster_journals import ClusterJournals
+        from rotate.engine.runstore import RunStore
+
+        if self.environ.get(CLUSTER_JOURNAL_ENV, "").lower() in ("off", "0", "false", "no"):
+            return RunStore(options.state_dir, None, self._warn)
+        if chain is None:
+            try:
+                chain = self.load_chain(options)
+            except RotateError:
+                return RunStore(options.state_dir, None, self._warn)
+        if kube is None:
+            try:
+                kube = self._factory.kube(chain, options, self.environ)
+            except RotateError as exc:
+                self._warn(f"the run journals in the cluster are not read: {exc.message}")
+                return RunStore(options.state_dir, None, self._warn)
+        runs = RunStore(options.state_dir, ClusterJournals(kube, chain.cluster.lock_namespace),
+                        self._warn)
+        runs.catch_up()
+        return runs
 
     def _adapters(self, chain: Chain, options: Options, *credentials: Credential) -> Adapters:
         """Every adapter, or one UsageError listing what each one misses (all at once),
@@ -149,10 +191,11 @@ class Engine:
         happened, the journal is closed, then the locks released."""
         from rotate.engine.session import Session
 
+        runs = self._runstore(options, chain, adapters.kube)
         names = [m.name for m in members] if members else cred.name
-        lease = lease_for(chain, adapters, names, run_id, options.state_dir)
+        lease = lease_for(chain, adapters, names, run_id, runs)
         acquire(lease, options, reclaim_run=reclaim_run)
-        session = Session(chain, cred, adapters, options, self.environ, run_id, lease,
+        session = Session(chain, cred, adapters, options, self.environ, run_id, lease, runs,
                           members=members)
         try:
             yield session
@@ -161,12 +204,19 @@ class Engine:
                 session.close()
                 adapters.kube.close_forwards()  # the run's port-forwards to providers
             finally:
-                lease.release()
+                if session.mirrored:
+                    lease.release()
+                else:
+                    lease.abandon()
+                    self._warn(f"the lock Lease {lease.namespace}/{lease.name} is left to "
+                               "expire, not released: until the run's journal is in the "
+                               "cluster, no other machine may start on top of it")
 
     def _several(self) -> Several:
         from rotate.engine.several import Several
 
-        return Several(self.load_chain, self._adapters, self._session, self.environ)
+        return Several(self.load_chain, self._adapters, self._session, self.environ,
+                       self._runstore)
 
     # ------------------------------------------------------------------ plan / run
 
@@ -203,7 +253,8 @@ class Engine:
                                  else None)
         finally:
             adapters.kube.close_forwards()  # preflight's provider logins, if any
-        return build_plan(chain, cred, strategy, with_unfinished(observed, options, cred),
+        runs = self._runstore(options, chain, adapters.kube)
+        return build_plan(chain, cred, strategy, with_unfinished(observed, options, cred, runs),
                           adopt)
 
     @staticmethod
@@ -254,7 +305,7 @@ class Engine:
                 preflight(chain, cred, adapters, strategy=strategy, candidate=candidate,
                           environ=self.environ,
                           held_version=adopt.chain_version if adopt is not None else None),
-                options, cred)
+                options, cred, session.runs)
             preflight_seconds = round(time.monotonic() - began, 3)
             the_plan = build_plan(chain, cred, strategy, observed, adopt)
             passed = sum(1 for c in the_plan.preflight if c.ok)
@@ -290,14 +341,15 @@ class Engine:
         from rotate.engine.executor import report_from
         from rotate.engine.resumption import resume_steps, supplied_again
 
-        state = journal_mod.load(options.state_dir, run_id)
+        chain = self.load_chain(options)
+        runs = self._runstore(options, chain)
+        state = runs.load(run_id)
         if state.status in ("succeeded", "rolled-back"):
             raise UsageError(f"run {run_id} is {state.status}; nothing to resume")
-        refuse_overtaken(options, state)
+        refuse_overtaken(runs, state)
         new_value = supplied_again(state, new_value)
         if state.start.members:
             return self._several().resume(options, state, observer, cancel)
-        chain = self.load_chain(options)
         cred = chain.credential(state.credential)
         adapters = self._adapters(chain, options, cred)
         with self._session(chain, cred, adapters, options, run_id,
@@ -307,7 +359,7 @@ class Engine:
                             lambda executor: resume_steps(state, executor), new_value=new_value)
             final = session.finish()
             if final.operation == "rollback" and final.status == "succeeded":
-                mark_rolled_back(options, final.start.of_run, run_id)
+                mark_rolled_back(session.runs, final.start.of_run, run_id)
             return report_from(journal_mod.load(options.state_dir, run_id))
 
     def rollback(
@@ -317,7 +369,8 @@ class Engine:
         from rotate.engine.executor import report_from
         from rotate.engine.rollback import backend_written, build_rollback, guard
 
-        orig = journal_mod.load(options.state_dir, run_id)
+        chain = self.load_chain(options)
+        orig = self._runstore(options, chain).load(run_id)
         if orig.operation != "rotate":
             raise UsageError(
                 f"run {run_id} is a {orig.operation}; roll back the rotation it undid")
@@ -325,7 +378,6 @@ class Engine:
             raise UsageError(f"run {run_id} was already rolled back by {orig.rolled_back_by}")
         if orig.start.members:
             return self._several().rollback(options, orig, observer, cancel)
-        chain = self.load_chain(options)
         cred = chain.credential(orig.credential)
         adapters = self._adapters(chain, options, cred)
         rb_id = new_run_id(cred.name)
@@ -334,7 +386,8 @@ class Engine:
             written_from = backend_written(adapters.vault, cred, orig)
             steps, restore, consumers = build_rollback(chain, cred, orig, written_from)
             if restore is not None and written_from is not None:
-                restore = guard(chain, cred, adapters, orig, written_from, restore, options)
+                restore = guard(chain, cred, adapters, orig, written_from, restore, options,
+                                session.runs)
             start = run_start_record(chain, cred, rb_id, "rollback", orig.strategy, steps,
                                written_from, consumers, session.lease.holder, of_run=run_id,
                                restore=restore)
@@ -348,7 +401,7 @@ class Engine:
                                 lambda executor: executor.execute(steps))
             final = session.finish()
             if final.status == "succeeded":  # nothing to roll back also settles the run
-                mark_rolled_back(options, run_id, rb_id)
+                mark_rolled_back(session.runs, run_id, rb_id)
             return report_from(final)
 
     # ------------------------------------------------------------------ read-only views
@@ -359,17 +412,18 @@ class Engine:
         """Every readable run, newest first; a journal that cannot be read is skipped and,
         when ``unreadable`` is given, added to it (``rotate runs`` names it, exit 6)."""
         return [_summary(state)
-                for state in journal_mod.load_runs(options.state_dir, unreadable)]
+                for state in self._runstore(options).load_runs(unreadable)]
 
     def show(self, options: Options, run_id: str) -> RunReport:
         from rotate.engine.executor import report_from
 
-        return report_from(journal_mod.load(options.state_dir, run_id))
+        return report_from(self._runstore(options).load(run_id))
 
     def list_credentials(self, options: Options) -> list[CredentialSummary]:
         # Validated as fully as a rotation: a file `rotate CRED` refuses must not list.
         chain = self.load_chain(options)
-        history = self.runs(options)
+        # the state directory alone: `rotate list` makes no request (bench/startup.py)
+        history = [_summary(s) for s in journal_mod.load_runs(options.state_dir)]
         out = []
         for name, cred in chain.credentials.items():
             last = next((r for r in history if name in r.credential.split(JOIN)), None)
@@ -389,7 +443,8 @@ class Engine:
             chain.credentials.values())
         adapters = self._adapters(chain, options, *creds)
         try:
-            found = observe(chain, creds, adapters, self.environ, options.state_dir, utcnow)
+            found = observe(chain, creds, adapters, self.environ,
+                            self._runstore(options, chain, adapters.kube), utcnow)
         finally:
             adapters.kube.close_forwards()  # the provider probes' port-forwards, if any
         self.status_warning = push_closed(chain, found, self.environ)

@@ -47,13 +47,13 @@ from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from rotate.core.errors import EXIT_INTERRUPTED, JournalUnreadable, UsageError
 from rotate.core.secret import Secret
 from rotate.core.strategy import Strategy
 from rotate.core.timestamps import rfc3339, utcnow
-from rotate.engine.journal_lines import read_records, torn_tail
+from rotate.engine.journal_lines import parse_records, read_records, torn_tail
 from rotate.engine.model import Operation, PlannedStep, RunStart, phases_untyped
 
 JOURNAL_NAME = "journal.jsonl"
@@ -99,7 +99,7 @@ def check_state_dir(state_dir: Path) -> None:
             return
 
 
-def _private_dirs(state_dir: Path, run_id: str) -> Path:
+def private_dirs(state_dir: Path, run_id: str) -> Path:
     """Create state dir, ``runs/`` and the run's directory 0700 (umask notwithstanding);
     directories that already existed are left as they are, except rotate's own ``runs/``."""
     check_state_dir(state_dir)
@@ -122,11 +122,25 @@ def _private_dirs(state_dir: Path, run_id: str) -> Path:
     return target
 
 
-class Journal:
-    """Append-only writer; thread-safe (parallel consumer steps share one journal)."""
+class Mirror(Protocol):
+    """What copies the journal elsewhere as it grows (rotate.engine.runstore: the cluster)."""
 
-    def __init__(self, path: Path) -> None:
+    def nudge(self) -> None:
+        """A record was appended and fsynced: copy it when you can (never blocks)."""
+
+    def close(self) -> None:
+        """The journal is closed: copy what is left, within a bounded time."""
+
+
+class Journal:
+    """Append-only writer; thread-safe (parallel consumer steps share one journal).
+
+    ``mirror``: told of every record once it is fsynced here — the local file stays the
+    source of truth, the copy never holds up a step."""
+
+    def __init__(self, path: Path, mirror: Mirror | None = None) -> None:
         self.path = path
+        self.mirror = mirror
         self._lock = threading.Lock()
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # open() made it 0700
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
@@ -137,7 +151,7 @@ class Journal:
 
     @classmethod
     def open(cls, state_dir: Path, run_id: str) -> Journal:
-        _private_dirs(state_dir, run_id)
+        private_dirs(state_dir, run_id)
         return cls(journal_path(state_dir, run_id))
 
     def append(
@@ -157,12 +171,17 @@ class Journal:
             self._fh.write(line + "\n")
             self._fh.flush()
             os.fsync(self._fh.fileno())
+        if self.mirror is not None:
+            self.mirror.nudge()
         return record
 
     def close(self) -> None:
         with self._lock:
-            if not self._fh.closed:
-                self._fh.close()
+            if self._fh.closed:
+                return
+            self._fh.close()
+        if self.mirror is not None:
+            self.mirror.close()
 
 
 # --------------------------------------------------------------------------- reading
@@ -232,13 +251,21 @@ def load(state_dir: Path, run_id: str) -> RunState:
 def load_file(path: Path, run_id: str) -> RunState:
     """The run's state from its journal; JournalUnreadable (exit 6) when it holds no
     readable ``run.start`` record first."""
-    records = read_records(path, run_id)
+    return load_records(read_records(path, run_id), run_id, str(path))
+
+
+def load_text(text: bytes, run_id: str, where: str) -> RunState:
+    """The run's state from its journal's bytes, kept ``where`` (for messages)."""
+    return load_records(parse_records(text), run_id, where)
+
+
+def load_records(records: list[dict[str, Any]], run_id: str, path: str) -> RunState:
     if not records or records[0].get("event") != "run.start":
-        raise JournalUnreadable(run_id, str(path), "its first record is not a run.start")
+        raise JournalUnreadable(run_id, path, "its first record is not a run.start")
     try:
         return _state(records, run_id)
     except (KeyError, ValueError, TypeError, AttributeError):
-        raise JournalUnreadable(run_id, str(path), "it holds a malformed record") from None
+        raise JournalUnreadable(run_id, path, "it holds a malformed record") from None
 
 
 def _state(records: list[dict[str, Any]], run_id: str) -> RunState:

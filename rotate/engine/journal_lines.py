@@ -35,6 +35,11 @@ def read_records(path: Path, run_id: str) -> list[dict[str, Any]]:
     except OSError as exc:
         raise JournalUnreadable(run_id, str(path),
                                 f"cannot read it: {exc.strerror or 'not readable'}") from None
+    return parse_records(raw)
+
+
+def parse_records(raw: bytes) -> list[dict[str, Any]]:
+    """Every complete record of a journal's bytes (wherever they were kept), in order."""
     records: list[dict[str, Any]] = []
     for line in raw.split(b"\n"):
         if line.strip():

@@ -296,6 +296,13 @@ class Lease:
         except ClientError:
             pass  # it expires on its own; never fail a finished run over its lock
 
+    def abandon(self) -> None:
+        """Stop renewing and leave the lease to expire (the run's journal is not in the
+        cluster yet: another machine must not start on top of it unnoticed)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
     def _give_back(self, current: dict[str, Any]) -> None:
         """Restore the lease as it was before the take-over (holder, times, annotations),
         conditionally on our own version: the run that held it is as locked as before.
@@ -364,3 +371,7 @@ class Locks:
     def release(self) -> None:
         for lease in reversed(self.all):
             lease.release()
+
+    def abandon(self) -> None:
+        for lease in self.all:
+            lease.abandon()

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rotate.chain.model import Chain, Credential
 from rotate.clients.seams import ConfigCenter, Vault
@@ -38,6 +38,9 @@ from rotate.engine.model import Adapters, Options, Phase, PlannedStep, Preflight
 from rotate.engine.plan import number_steps
 from rotate.engine.unfinished import later_runs
 from rotate.stages import backend, documents
+
+if TYPE_CHECKING:
+    from rotate.engine.runstore import RunStore
 
 
 def _writes_value(st: StepState) -> bool:
@@ -170,17 +173,17 @@ def _config_wrote(orig: RunState) -> dict[str, _DocWrite]:
     return out
 
 
-def _later_runs(state_dir: Path, orig: RunState) -> list[str]:
+def _later_runs(runs: RunStore, orig: RunState) -> list[str]:
     """Runs of the same credential that changed something after ``orig`` (newest first),
     with their status."""
     return [f"{other.run_id} ("
             + ("rollback of this run" if other.start.of_run == orig.run_id else other.operation)
-            + f", {other.status})" for other in later_runs(state_dir, orig)]
+            + f", {other.status})" for other in later_runs(runs, orig)]
 
 
 def moved_since(
     chain: Chain, vault: Vault, cc: ConfigCenter, credential: Credential, orig: RunState,
-    written_from: int, state_dir: Path,
+    written_from: int, runs: RunStore,
 ) -> tuple[list[str], dict[str, int]]:
     """What changed after run ``orig`` among what its rollback would restore, and for each
     document the version whose owned values it must still hold when its restore runs.
@@ -197,7 +200,7 @@ def moved_since(
     wrote = _backend_wrote(orig, written_from)
     current = backend.current_version(vault, path)
     if current != wrote and backend.observe(vault, path, orig.run_id, wrote - 1) != current:
-        later = _later_runs(state_dir, orig)
+        later = _later_runs(runs, orig)
         moved.append(f"{path}: the run wrote v{wrote}, the backend is now at v{current}"
                      + (f" (later runs: {', '.join(later)})" if later else
                         " (written by someone else)"))
@@ -256,13 +259,13 @@ def _document_moved(
 
 def guard(
     chain: Chain, cred: Credential, adapters: Adapters, orig: RunState,
-    written_from: int, restore: Restore, options: Options,
+    written_from: int, restore: Restore, options: Options, runs: RunStore,
 ) -> Restore:
     """Refuse (exit 3, nothing changed) when something the rollback would restore moved
     since the run; the restore with each document's If-Match the version the run wrote."""
     try:
         moved, match = moved_since(chain, adapters.vault, adapters.config_center, cred, orig,
-                                   written_from, options.state_dir)
+                                   written_from, runs)
     except ClientError as exc:
         raise PreflightFailed(f"cannot check what moved since run {orig.run_id}: "
                               f"{exc.message}; nothing was changed") from None

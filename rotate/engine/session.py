@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from rotate.core.waiting import CancelToken
     from rotate.engine.executor import Executor
     from rotate.engine.lock import Locks
+    from rotate.engine.runstore import RunStore
 
 
 def settings(chain: Chain, credential: Credential, options: Options) -> tuple[float, int]:
@@ -51,15 +52,19 @@ class Session:
     environ: Mapping[str, str]
     run_id: str
     lease: Locks
+    runs: RunStore
     journal: Journal | None = None
     #: a run of several credentials (rotate.engine.merge): all of them, ``credential`` the
     #: first; () for a run of one
     members: tuple[Credential, ...] = ()
+    #: whether every journal this session closed is whole in the cluster too (or has no
+    #: cluster copy to keep): the locks are released only then (Engine._session)
+    mirrored: bool = True
 
     def open_journal(self, event: str, data: Mapping[str, Any]) -> Journal:
         """The run's journal, with this operation's first record (``run.start``,
         ``run.resume``) appended."""
-        self.journal = Journal.open(self.options.state_dir, self.run_id)
+        self.journal = self.runs.open_journal(self.run_id)
         self.journal.append(event, data=dict(data))
         return self.journal
 
@@ -122,6 +127,9 @@ class Session:
         """Close the journal, if open (again: nothing)."""
         if self.journal is not None:
             self.journal.close()
+            mirror = self.journal.mirror
+            if mirror is not None and not getattr(mirror, "caught_up", True):
+                self.mirrored = False
             self.journal = None
 
     def finish(self) -> journal_mod.RunState:

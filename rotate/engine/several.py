@@ -53,6 +53,7 @@ from rotate.engine.targets import backend_target
 if TYPE_CHECKING:
     from rotate.core.secret import Secret
     from rotate.core.waiting import CancelToken
+    from rotate.engine.runstore import RunStore
     from rotate.engine.session import Session
 
 
@@ -115,6 +116,8 @@ class Several:
     adapters: Callable[..., Adapters]  # (chain, options, *credentials)
     session: Callable[..., AbstractContextManager[Session]]
     environ: Mapping[str, str]
+    #: (options, chain, kube) -> the runs of the state directory and the cluster
+    runstore: Callable[..., RunStore]
 
     def _strategies(self, options: Options,
                     creds: Sequence[Credential]) -> dict[str, Strategy]:
@@ -123,7 +126,7 @@ class Several:
 
     def _preflight(self, chain: Chain, creds: Sequence[Credential], adapters: Adapters,
                    strategies: Mapping[str, Strategy], candidates: Mapping[str, Secret],
-                   options: Options) -> dict[str, PreflightResult]:
+                   options: Options, runs: RunStore) -> dict[str, PreflightResult]:
         """Every credential's preflight, at once, each with its ``runs.unfinished`` check."""
         from rotate.engine.fanout import fan_out
         from rotate.engine.preflight import preflight
@@ -131,7 +134,7 @@ class Several:
         def one(cred: Credential) -> PreflightResult:
             seen = preflight(chain, cred, adapters, strategy=strategies[cred.name],
                              candidate=candidates[cred.name], environ=self.environ)
-            return with_unfinished(seen, options, cred)
+            return with_unfinished(seen, options, cred, runs)
 
         return dict(zip([c.name for c in creds], fan_out(list(creds), one), strict=True))
 
@@ -148,7 +151,7 @@ class Several:
         candidates = {c.name: candidate_for(c, None) for c in creds}
         try:
             observed = self._preflight(chain, creds, adapters, strategies, candidates,
-                                       options)
+                                       options, self.runstore(options, chain, adapters.kube))
         finally:
             adapters.kube.close_forwards()  # preflight's provider logins, if any
         return build_merged_plan(chain, creds, strategies, observed)
@@ -174,7 +177,7 @@ class Several:
             observer.step_started(pre)
             began = time.monotonic()
             observed = self._preflight(chain, creds, adapters, strategies, candidates,
-                                       options)
+                                       options, session.runs)
             seconds = round(time.monotonic() - began, 3)
             the_plan = build_merged_plan(chain, creds, strategies, observed)
             passed = sum(1 for c in the_plan.preflight if c.ok)
@@ -216,7 +219,7 @@ class Several:
                             lambda executor: resume_steps(state, executor))
             final = session.finish()
             if final.operation == "rollback" and final.status == "succeeded":
-                mark_rolled_back(options, final.start.of_run, state.run_id)
+                mark_rolled_back(session.runs, final.start.of_run, state.run_id)
             return report_from(journal_mod.load(options.state_dir, state.run_id))
 
     def rollback(self, options: Options, orig: journal_mod.RunState, observer: Observer,
@@ -248,7 +251,8 @@ class Several:
                     continue
                 kinds, inp = got
                 assert inp.restore is not None
-                restore = guard(chain, cred, adapters, mine, written_from, inp.restore, options)
+                restore = guard(chain, cred, adapters, mine, written_from, inp.restore, options,
+                                session.runs)
                 drafted.append((cred.name, ordered_drafts(kinds, inp)))
                 members.append(Member(
                     cred.name, backend_target(chain, cred).split("#")[0], written_from,
@@ -269,5 +273,5 @@ class Several:
                                 lambda executor: executor.execute(steps))
             final = session.finish()
             if final.status == "succeeded":
-                mark_rolled_back(options, orig.run_id, rb_id)
+                mark_rolled_back(session.runs, orig.run_id, rb_id)
             return report_from(final)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import dataclasses
 import secrets as _secrets
 from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rotate.chain.model import Chain, Credential, strategy_problem
@@ -17,7 +16,6 @@ from rotate.core.secret import Secret, generate
 from rotate.core.strategy import Strategy
 from rotate.core.timestamps import utcnow
 from rotate.engine import journal as journal_mod
-from rotate.engine.journal import Journal
 from rotate.engine.model import (
     Adapters,
     Adoption,
@@ -32,6 +30,7 @@ from rotate.engine.targets import backend_target
 if TYPE_CHECKING:
     from rotate.engine.kinds.base import Restore
     from rotate.engine.lock import Locks
+    from rotate.engine.runstore import RunStore
 
 
 def strategy_for(options: Options, credential: Credential) -> Strategy:
@@ -70,7 +69,7 @@ def holder_of(run_id: str) -> str:
 
 
 def lease_for(chain: Chain, adapters: Adapters, credential: str | Sequence[str], run_id: str,
-           state_dir: Path) -> Locks:
+              runs: RunStore) -> Locks:
     """The credential's Lease and one per provider it rolls (lock.py): a second credential
     on a shared provider exits 4 naming the holder instead of rolling it at the same time.
     A run of several credentials takes one Lease per credential, in sorted order, then the
@@ -84,8 +83,7 @@ def lease_for(chain: Chain, adapters: Adapters, credential: str | Sequence[str],
     def one(cred: str, name: str | None = None) -> Lease:
         return Lease(adapters.kube, chain.cluster.lock_namespace, cred, holder,
                      duration=chain.defaults.lease_duration, name=name,
-                     run_ended=lambda rid: journal_mod.has_ended(state_dir, rid),
-                     run_started=lambda rid: journal_mod.journal_path(state_dir, rid).exists())
+                     run_ended=runs.has_ended, run_started=runs.has_started)
 
     providers = {provider_lease_name(p): name for name in names if name in chain.credentials
                  for p in chain.credentials[name].providers}
@@ -126,10 +124,10 @@ def run_start_record(
         adopted_from=adopt.chain_version if adopt is not None else None)
 
 
-def mark_rolled_back(options: Options, original: str | None, by: str) -> None:
+def mark_rolled_back(runs: RunStore, original: str | None, by: str) -> None:
     if not original:
         return
-    j = Journal.open(options.state_dir, original)
+    j = runs.open_journal(original)
     try:
         j.append("run.rolled-back", data={"by": by})
     finally:
@@ -137,20 +135,20 @@ def mark_rolled_back(options: Options, original: str | None, by: str) -> None:
 
 
 def with_unfinished(observed: PreflightResult, options: Options,
-                     cred: Credential) -> PreflightResult:
+                     cred: Credential, runs: RunStore) -> PreflightResult:
     """Preflight's checks with ``runs.unfinished`` first (rotate.engine.unfinished)."""
     from rotate.engine.unfinished import unfinished_check
 
-    check = unfinished_check(options.state_dir, cred.name, force=options.force)
+    check = unfinished_check(runs, cred.name, force=options.force)
     return dataclasses.replace(observed, checks=(check, *observed.checks))
 
 
-def refuse_overtaken(options: Options, state: journal_mod.RunState) -> None:
+def refuse_overtaken(runs: RunStore, state: journal_mod.RunState) -> None:
     """PreflightFailed (exit 3, nothing changed) when a later run of the credential changed
     the chain: resuming this one would continue with a value the chain no longer holds."""
     from rotate.engine.unfinished import describe, later_runs
 
-    later = later_runs(options.state_dir, state)
+    later = later_runs(runs, state)
     if later:
         raise PreflightFailed(
             f"run {state.run_id} cannot be resumed, nothing was changed: a later run of "

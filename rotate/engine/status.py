@@ -39,12 +39,14 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rotate.chain.model import Chain, Credential
 from rotate.core.timestamps import rfc3339
 from rotate.engine.status_model import Found, Link
+
+if TYPE_CHECKING:
+    from rotate.engine.unfinished import RunSource
 
 
 @dataclass(frozen=True)
@@ -107,15 +109,15 @@ def closing_command(cred: Credential, broken: Link | None, unfinished: str | Non
     return f"rotate {cred.name} --adopt --confirm"
 
 
-def doc_writes(state_dir: Path) -> dict[tuple[str, int], datetime]:
+def doc_writes(runs: RunSource) -> dict[tuple[str, int], datetime]:
     """(service, document version) → when a journaled run finished writing it, over every
-    readable journal of the state directory (a version not found was written elsewhere)."""
+    readable journal of the state directory and the cluster (a version not found was
+    written elsewhere)."""
     from rotate.core.timestamps import parse_rfc3339
-    from rotate.engine import journal as journal_mod
     from rotate.engine.kinds import find
 
     out: dict[tuple[str, int], datetime] = {}
-    for state in journal_mod.load_runs(state_dir):
+    for state in runs.load_runs():
         for step in state.steps:
             version = step.data.get("version")
             kind = find(step.step) if step.status == "done" else None
@@ -189,18 +191,18 @@ _ORDER.update({name: _ORDER["consumer"] for name in
 
 
 def observe(chain: Chain, credentials: Sequence[Credential], adapters: Any,
-            environ: Mapping[str, str], state_dir: Path,
+            environ: Mapping[str, str], runs: RunSource,
             clock: Callable[[], datetime]) -> list[CredentialStatus]:
     """Every link of every credential, one credential after the other (each fans its
     consumers out on a pool)."""
     from rotate.engine.unfinished import latest_unfinished
 
-    writes = doc_writes(state_dir)
+    writes = doc_writes(runs)
     out = []
     for cred in credentials:
         began = time.monotonic()
         found = check_credential(chain, cred, adapters, environ, writes, clock)
-        open_run = latest_unfinished(state_dir, cred.name)
+        open_run = latest_unfinished(runs, cred.name)
         broken = next((link for link in found.links if not link.ok), None)
         command = closing_command(cred, broken, open_run.run_id if open_run else None)
         out.append(CredentialStatus(

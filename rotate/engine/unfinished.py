@@ -13,8 +13,10 @@ would then continue with a value the chain no longer holds.  So:
 * ``rotate resume RUN`` refuses (exit 3) once a later run of the credential changed
   something.
 
-Invariants: only the local journal (the state directory) is read — runs journaled on another
-machine are invisible here (the cluster's Lease only covers a run while it runs); a run that
+Invariants: the runs are read from the state directory *and* the cluster (rotate.engine.
+runstore), so a run journaled on another machine or in a pod blocks here too — with the
+API server unreachable only the state directory's runs can be read (preflight cannot pass
+then anyway: it needs the cluster); a run that
 changed nothing (it stopped before its backend write began) never blocks; a journal that
 cannot be read is skipped, as ``rotate runs`` does.
 """
@@ -22,15 +24,23 @@ cannot be read is skipped, as ``rotate runs`` does.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
+from typing import Protocol
 
 from rotate.core.findings import Check
-from rotate.engine import journal as journal_mod
 from rotate.engine.journal import PREFLIGHT, RunState
 from rotate.engine.kinds import find
 
+
+class RunSource(Protocol):
+    """Where the runs are read from (rotate.engine.runstore.RunStore)."""
+
+    @property
+    def where(self) -> str: ...
+
+    def load_runs(self) -> Iterator[RunState]: ...
+
 #: a run in one of these states may have left the chain half-rotated
-_OPEN = ("running", "failed", "interrupted", "rollback-failed")
+OPEN = ("running", "failed", "interrupted", "rollback-failed")
 
 CHECK = "runs.unfinished"
 
@@ -44,28 +54,28 @@ def changed_something(state: RunState) -> bool:
     return any(s.step.kind != PREFLIGHT and s.status != "pending" for s in state.steps)
 
 
-def _runs_of(state_dir: Path, credential: str) -> Iterator[RunState]:
+def _runs_of(runs: RunSource, credential: str) -> Iterator[RunState]:
     """The credential's runs, newest first, read as asked (unreadable journals skipped): its
     own and the runs of several credentials it was one of."""
-    return (s for s in journal_mod.load_runs(state_dir) if credential in s.start.credentials)
+    return (s for s in runs.load_runs() if credential in s.start.credentials)
 
 
-def latest_unfinished(state_dir: Path, credential: str) -> RunState | None:
+def latest_unfinished(runs: RunSource, credential: str) -> RunState | None:
     """The credential's latest run that changed something, when it did not finish."""
-    for state in _runs_of(state_dir, credential):
+    for state in _runs_of(runs, credential):
         if changed_something(state):
-            return state if state.status in _OPEN else None
+            return state if state.status in OPEN else None
     return None
 
 
-def later_runs(state_dir: Path, orig: RunState) -> list[RunState]:
+def later_runs(runs: RunSource, orig: RunState) -> list[RunState]:
     """Runs of ``orig``'s credential (of any of a run of several's) started after it that
     changed something, newest first.
     Reading stops at ``orig`` itself: the runs listed after it are older (a resume or a
     rollback need not read the journal of every run the state directory ever kept)."""
     later: list[RunState] = []
     mine = set(orig.start.credentials)
-    for state in journal_mod.load_runs(state_dir):
+    for state in runs.load_runs():
         if state.run_id == orig.run_id:
             break
         if mine & set(state.start.credentials) and state.started_at > orig.started_at \
@@ -82,11 +92,11 @@ def describe(state: RunState) -> str:
     return f"{state.run_id} ({state.operation}, {state.status}{where})"
 
 
-def unfinished_check(state_dir: Path, credential: str, *, force: bool) -> Check:
+def unfinished_check(runs: RunSource, credential: str, *, force: bool) -> Check:
     """The preflight check ``runs.unfinished``: fatal unless ``force``."""
-    open_run = latest_unfinished(state_dir, credential)
+    open_run = latest_unfinished(runs, credential)
     if open_run is None:
-        return Check(CHECK, True, f"no unfinished run of {credential} in {state_dir}")
+        return Check(CHECK, True, f"no unfinished run of {credential} in {runs.where}")
     what = describe(open_run)
     if force:
         return Check(CHECK, True, f"run {what} is unfinished; --force: starting anyway, and "

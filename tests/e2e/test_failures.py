@@ -1,5 +1,6 @@
 """Failure paths on the lab: a failing readyz (exit 16) resumed then rolled back; a second
-concurrent run (exit 4); a kill -9 in the middle of a run followed by resume; a provider
+concurrent run (exit 4); a kill -9 in the middle of a run followed by resume from another
+state directory (the journal is in the cluster); a provider
 that crash-loops (exit 12, the prepared consumers undone) and the resume that prepares the
 consumers before the provider switches, under steady load; a prepared consumer whose new pod
 never starts (exit 15 before the switch, undone) and its resume, which switches only once
@@ -141,7 +142,20 @@ def test_second_concurrent_run_exits_4(lab: Lab) -> None:
     assert {svc: lab.readyz(svc) for svc in SHOP} == {svc: 200 for svc in SHOP}
 
 
-def test_kill_9_mid_run_then_resume(lab: Lab) -> None:
+def _cluster_journal(lab: Lab, run_id: str) -> str | None:
+    """The run's journal as the cluster holds it (its head ConfigMap), read with kubectl."""
+    from rotate.clients.cluster_journals import head_name
+
+    found = lab.kjson("get", "configmaps", "-n", "rotate-system",
+                      "-l", "rotate.dev/journal=run")["items"]
+    head = next((c for c in found if c["metadata"]["name"] == head_name(run_id)), None)
+    return None if head is None else str(head["data"]["journal.jsonl"])
+
+
+def test_kill_9_mid_run_then_resume_from_another_state_dir(lab: Lab, tmp_path: Path) -> None:
+    """A run killed (kill -9) with state directory A is listed and resumed with state
+    directory B, and a new run from B is refused while it is unfinished: its journal is in
+    the cluster.  The resume writes no second value and finishes the chain."""
     known = set(lab.run_ids())
     v0 = lab.bao_version()
     revs = lab.revisions()
@@ -149,14 +163,34 @@ def test_kill_9_mid_run_then_resume(lab: Lab) -> None:
     proc = lab.spawn_rotate("dragonfly", "--confirm", *RESTART)
     try:
         run_id = wait_at_sync_wait(lab, known)
+        local = Path(lab.env["ROTATE_STATE_DIR"]) / "runs" / run_id / "journal.jsonl"
+        eventually(lambda: _cluster_journal(lab, run_id) == local.read_text() or None, 30,
+                   "the cluster copy of the journal to catch up")
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
     finally:
         lab.fault("eso-stall", None, clear=True)
     assert lab.bao_version() == v0 + 1
     written = lab.bao_password()
+    b = ("--state-dir", str(tmp_path / "b"))
+    listed = lab.rotate("runs", "-o", "json", *b)
+    assert listed.code == 0, listed.output
+    [row] = [r for r in json.loads(listed.stdout)["runs"] if r["run_id"] == run_id]
+    assert row["status"] == "interrupted"
+    held = lab.rotate("dragonfly", "--confirm", *b)
+    assert held.code == 4 and run_id in held.output, held.output
+    refused = lab.rotate("dragonfly", "--confirm", "--take-over-lock", *b)
+    assert refused.code == 3, refused.output
+    assert "runs.unfinished" in refused.output and run_id in refused.output
+    assert lab.bao_version() == v0 + 1  # nothing changed by either
 
-    resume_keeps_the_value(lab, run_id, v0 + 1, written)
+    resumed = lab.rotate("resume", run_id, "--confirm", *b)
+    assert resumed.code == 0, resumed.output
+    assert lab.bao_version() == v0 + 1, "resume must never write a second value"
+    assert lab.bao_password() == written
+    shown = lab.rotate("show", run_id, "-o", "json")  # A reads B's resume from the cluster
+    assert json.loads(shown.stdout)["status"] == "succeeded", shown.output
+    assert _cluster_journal(lab, run_id) == local.read_text()
     assert lab.secret_value("dragonfly", "dragonfly-password-secret", "password") == written
     assert lab.dragonfly_auth(written)
     after = lab.revisions()

@@ -23,6 +23,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -31,6 +32,7 @@ from typing import Any
 import pytest
 from ruamel.yaml import YAML
 
+from rotate.clients.cluster_journals import head_name
 from tests.support.labtools import CONSUMERS, Lab, scan
 from tests.support.paths import EXAMPLE_CHAIN, SHOP_DATA
 from tests.support.polling import eventually
@@ -131,8 +133,7 @@ def test_the_example_job_rotates_dragonfly_in_the_cluster(lab: Lab, tmp_path: Pa
          "data": {p.name: p.read_text() for p in (SHOP_DATA / "schemas").glob("*.json")}},
         {"apiVersion": "v1", "kind": "Secret",
          "metadata": {"name": "rotate-config-center", "namespace": NS},
-         "stringData": {"token": lab.env["CONFIG_CENTER_TOKEN"]}},
-        _yaml(examples / "pvc.yaml")]})
+         "stringData": {"token": lab.env["CONFIG_CENTER_TOKEN"]}}]})
     before = lab.bao_version()
 
     lab.kubectl_apply(rendered_job(lab, examples))
@@ -158,12 +159,15 @@ def test_the_example_job_rotates_dragonfly_in_the_cluster(lab: Lab, tmp_path: Pa
     for svc in CONSUMERS:
         assert lab.readyz(svc) == 200, svc
 
-    report_dir = lab.dir / "pvc" / NS / "rotate-state"
-    report = json.loads((report_dir / "report-dragonfly.json").read_text())
-    assert report["status"] == "succeeded"
-    assert f"Run {report['run_id']}  dragonfly  succeeded  (exit 0)" in logs, logs
-    journals = list((report_dir / "state" / "runs").glob("*/journal.jsonl"))
-    assert [j.parent.name for j in journals] == [report["run_id"]]
+    # no volume: the pod's journal is in the cluster, shown from outside the pod
+    found = re.search(r"Run (\S+)  dragonfly  succeeded  \(exit 0\)", logs)
+    assert found, logs
+    shown = lab.rotate("show", found.group(1), "-o", "json")
+    assert shown.code == 0, shown.output
+    report = json.loads(shown.stdout)
+    assert report["status"] == "succeeded" and report["run_id"] == found.group(1)
+    journals = lab.kjson("get", "configmaps", "-n", NS, "-l", "rotate.dev/journal=run")
+    assert head_name(found.group(1)) in {c["metadata"]["name"] for c in journals["items"]}
     pod_name = pods["items"][0]["metadata"]["name"]
     sa_token = (lab.dir / "pods" / f"{NS}_{pod_name}" / "serviceaccount" / "token").read_text()
     assert sa_token.count(".") == 2  # the projected JWT the pod logged in with

@@ -19,7 +19,7 @@ from rotate.clients.seams import (
     PatchType,
     WatchEvent,
 )
-from rotate.core.errors import ConflictError, NotFoundError
+from rotate.core.errors import ConflictError, NotFoundError, RejectedError
 from rotate.core.secret import Secret
 from tests.fakes.faults import Faults
 
@@ -143,8 +143,17 @@ class FakeKube:
                     if k == kind and (namespace is None or ns == namespace)
                     and wanted.items() <= ((o.get("metadata") or {}).get("labels") or {}).items()]
 
+    @staticmethod
+    def _check_size(kind: str, body: Mapping[str, Any]) -> None:
+        """A ConfigMap's data is limited to 1 MiB, as the API server limits it (422)."""
+        if kind == "ConfigMap" and sum(len(str(v).encode()) for v in (
+                body.get("data") or {}).values()) > 1024 * 1024:
+            raise RejectedError("kubernetes", f"write {kind}", "invalid", status=422,
+                                details=[("[]", "FieldValueTooLong")])
+
     def create(self, kind: str, namespace: str | None, body: Mapping[str, Any]) -> dict[str, Any]:
         self.faults.hit("create")
+        self._check_size(kind, body)
         with self._lock:
             obj = copy.deepcopy(dict(body))
             obj["kind"] = kind
@@ -164,6 +173,7 @@ class FakeKube:
     def replace(self, kind: str, namespace: str | None, name: str, body: Mapping[str, Any]
                 ) -> dict[str, Any]:
         self.faults.hit("replace")
+        self._check_size(kind, body)
         with self._lock:
             key = (kind, namespace or "", name)
             cur = self._get(key)
@@ -332,3 +342,34 @@ class FakeKube:
 
 
 # --------------------------------------------------------------------------- Config Center
+
+
+class JournalUnreachableKube(FakeKube):
+    """A FakeKube whose ConfigMap requests fail as an unreachable API server's do while
+    ``journal_down`` is set (the lab's ``journal-unreachable`` fault); the rest works."""
+
+    journal_down = False
+
+    def _journal(self, kind: str, op: str) -> None:
+        if kind == "ConfigMap" and self.journal_down:
+            from rotate.core.errors import TemporaryError
+
+            raise TemporaryError("kubernetes", op, "unreachable")
+
+    def get(self, kind: str, namespace: str | None, name: str) -> dict[str, Any]:
+        self._journal(kind, "get")
+        return super().get(kind, namespace, name)
+
+    def list(self, kind: str, namespace: str | None, *, label_selector: str | None = None
+             ) -> builtins.list[dict[str, Any]]:
+        self._journal(kind, "list")
+        return super().list(kind, namespace, label_selector=label_selector)
+
+    def create(self, kind: str, namespace: str | None, body: Mapping[str, Any]) -> dict[str, Any]:
+        self._journal(kind, "create")
+        return super().create(kind, namespace, body)
+
+    def replace(self, kind: str, namespace: str | None, name: str, body: Mapping[str, Any]
+                ) -> dict[str, Any]:
+        self._journal(kind, "replace")
+        return super().replace(kind, namespace, name, body)

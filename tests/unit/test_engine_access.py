@@ -27,6 +27,9 @@ def test_named_where_rbac_can_restrict_and_only_there() -> None:
     assert Permission("update", "Lease", "rotate-system",
                       name=lease_name("dragonfly")) in perms
     assert Permission("get", "Namespace", None, name="rotate-system") in perms
+    # the run journals: a ConfigMap per run in the lock namespace, named by its run id
+    assert {p.verb for p in perms if p.kind == "ConfigMap" and p.namespace == "rotate-system"
+            and p.name is None} == {"create", "get", "list", "update", "delete"}
     assert Permission("get", "Service", "shop", "proxy", name="cart:http") in perms
     assert not [p for p in perms if p.verb in ("create", "list") and p.name]
     # named watches, the kube adapter sending a metadata.name field selector for them; and

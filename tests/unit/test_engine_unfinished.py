@@ -135,17 +135,18 @@ def test_the_runs_after_a_run_are_found_without_reading_older_journals(
     """Newest first, the reading stops at the run itself: an older run's journal is not
     read, and the later one is found."""
     from rotate.engine import journal as journal_mod
+    from rotate.engine.runstore import RunStore
     from rotate.engine.unfinished import later_runs
 
     older, orig, later = (run(world, tmp_path).run_id for _ in range(3))
-    state_dir = tmp_path / "state"
-    orig_state = journal_mod.load(state_dir, orig)
+    runs = RunStore(tmp_path / "state")
+    orig_state = runs.load(orig)
     read: list[str] = []
-    load = journal_mod.load
+    load = RunStore.load
 
-    def counting(state_dir: Path, run_id: str) -> journal_mod.RunState:
+    def counting(self: RunStore, run_id: str) -> journal_mod.RunState:
         read.append(run_id)
-        return load(state_dir, run_id)
-    monkeypatch.setattr(journal_mod, "load", counting)
-    assert [s.run_id for s in later_runs(state_dir, orig_state)] == [later]
+        return load(self, run_id)
+    monkeypatch.setattr(RunStore, "load", counting)
+    assert [s.run_id for s in later_runs(runs, orig_state)] == [later]
     assert older not in read and orig in read

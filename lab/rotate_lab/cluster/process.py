@@ -149,6 +149,17 @@ def pod_log_reader(kubelet: Any) -> Any:
     return read
 
 
+def journal_unreachable(faults: Faults) -> Any:
+    """The API server's drop rule while ``journal-unreachable`` is on: every request for a
+    ConfigMap of rotate's run journals (``rotate-run-*``), and their lists."""
+    def drop(path: str) -> bool:
+        if "/configmaps" not in path or not faults.active("journal-unreachable"):
+            return False
+        name = path.rstrip("/").rsplit("/configmaps", 1)[1].strip("/")
+        return name == "" or name.startswith("rotate-run-")
+    return drop
+
+
 def write_atomic(path: Path, text: str) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(text)
@@ -200,7 +211,8 @@ def run(lab_dir: Path, profile: str, octet: int, reloader: bool,
             identities={cfg["tokens"]["admin"]: Identity.admin(),
                         cfg["tokens"]["restricted"]: Identity.restricted()},
             proxy=services.proxy_target, logs=pod_log_reader(kubelet), tokens=ctx.tokens,
-            forwards_dropped=lambda: ctx.faults.active("portforward-drop"))
+            forwards_dropped=lambda: ctx.faults.active("portforward-drop"),
+            unreachable=journal_unreachable(ctx.faults))
         ctx.api = ApiEndpoint.from_url(str(server.url), tls.ca_pem)
         for part in [*controllers, kubelet]:
             part.start()

@@ -108,10 +108,14 @@ class ApiServer:
                  tls: TlsMaterial, identities: dict[str, Identity],
                  proxy: ProxyResolver | None = None, logs: LogReader | None = None,
                  tokens: TokenIssuer | None = None,
-                 forwards_dropped: Callable[[], bool] = lambda: False) -> None:
+                 forwards_dropped: Callable[[], bool] = lambda: False,
+                 unreachable: Callable[[str], bool] | None = None) -> None:
+        """``unreachable(path)``: whether a request for ``path`` is dropped unanswered (the
+        connection closed, as by a network fault) — the lab's ``journal-unreachable``."""
         self.store = store
         #: the lab fault ``portforward-drop``: open port-forward sessions end, new ones fail
         self.forwards_dropped = forwards_dropped
+        self.unreachable = unreachable or (lambda _path: False)
         self.tokens = tokens or TokenIssuer()
         self.logs = logs
         self.identities = dict(identities)
@@ -309,6 +313,9 @@ class _Handler(BaseHTTPRequestHandler):
         self._raw = b""
         try:
             self._raw = self._read_body()
+            if api.unreachable(url.path):
+                self.close_connection = True  # no answer: the client sees the connection drop
+                return
             if url.path in _OPEN_PATHS:
                 self._send(200, b"ok", "text/plain; charset=utf-8")
                 return

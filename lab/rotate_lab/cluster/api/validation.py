@@ -141,6 +141,9 @@ def validate(kind: Kind, obj: dict[str, Any]) -> None:
         data = obj.get("data")
         if data is not None and not isinstance(data, dict):
             causes.append(("data", "FieldValueInvalid", "Invalid value: must be a map"))
+        elif _data_size(kind.kind, obj) > MAX_DATA_BYTES:
+            causes.append(("[]", "FieldValueTooLong",
+                           f"Too long: must have at most {MAX_DATA_BYTES} bytes"))
         if kind.kind == "Secret" and isinstance(data, dict):
             for key, value in data.items():
                 try:
@@ -150,6 +153,26 @@ def validate(kind: Kind, obj: dict[str, Any]) -> None:
                                    "Invalid value: not valid base64"))
     if causes:
         raise invalid(kind, name, causes)
+
+
+#: a Secret's or ConfigMap's data (and binaryData) together, as Kubernetes limits them
+MAX_DATA_BYTES = 1024 * 1024
+
+
+def _data_size(kind: str, obj: dict[str, Any]) -> int:
+    """Bytes of the object's values as stored (a Secret's data decoded from base64)."""
+    total = 0
+    for field in ("data", "binaryData"):
+        values = obj.get(field)
+        if not isinstance(values, dict):
+            continue
+        for value in values.values():
+            text = str(value)
+            if kind == "Secret" or field == "binaryData":
+                total += len(text) * 3 // 4
+            else:
+                total += len(text.encode("utf-8"))
+    return total
 
 
 def _workload_causes(obj: dict[str, Any]) -> list[tuple[str, str, str]]:
