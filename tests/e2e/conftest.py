@@ -33,40 +33,26 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
 @pytest.fixture(scope="module")
 def bugsink_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     """A lab started with ``--with bugsink`` (the real Bugsink server from its own venv)."""
-    from rotate_lab import control
     from rotate_lab.systems import bugsink
 
     try:
         bugsink.python()
     except bugsink.NoBugsink as exc:
         pytest.fail(str(exc))
-    lab_dir = tmp_path_factory.mktemp("bugsink-lab")
-    try:
-        control.up(lab_dir, "fast", False, on_progress=lambda _msg: None,
-                   extras=("bugsink",))
-        yield Lab(lab_dir, read_env_file(lab_dir / "env"))
-    finally:
-        control.down(lab_dir)
+    yield from _lab_with(tmp_path_factory, "bugsink")
 
 
 @pytest.fixture(scope="module")
 def mariadb_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     """A lab started with ``--with mariadb`` (MariaDB, its reader ``catalog`` and the chain's
     credential ``mariadb``, which needs the plug-in examples/provider-mariadb installed)."""
-    from rotate_lab import control
     from rotate_lab.systems import mariadb
 
     try:
         mariadb.check_available()
     except mariadb.NoMariaDb as exc:
         pytest.fail(str(exc))
-    lab_dir = tmp_path_factory.mktemp("mariadb-lab")
-    try:
-        control.up(lab_dir, "fast", False, on_progress=lambda _msg: None,
-                   extras=("mariadb",))
-        yield Lab(lab_dir, read_env_file(lab_dir / "env"))
-    finally:
-        control.down(lab_dir)
+    yield from _lab_with(tmp_path_factory, "mariadb")
 
 
 @pytest.fixture(scope="module")
@@ -75,3 +61,15 @@ def mariadb_rotation(mariadb_lab: Lab) -> dict[str, Any]:
     from tests.support.mariadb_lab import rotate_under_load
 
     return rotate_under_load(mariadb_lab)
+
+
+def _lab_with(factory: pytest.TempPathFactory, part: str) -> Iterator[Lab]:
+    """A lab started with ``--with PART`` in a directory of its own, stopped afterwards."""
+    from rotate_lab import control
+
+    lab_dir = factory.mktemp(f"{part}-lab")
+    try:
+        control.up(lab_dir, "fast", False, on_progress=lambda _msg: None, extras=(part,))
+        yield Lab(lab_dir, read_env_file(lab_dir / "env"))
+    finally:
+        control.down(lab_dir)
