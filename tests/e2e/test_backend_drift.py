@@ -3,7 +3,10 @@ someone wrote the path meanwhile), a value the provider cannot take is refused b
 anything changes (exit 2), ``rotate status`` proves the chain closed after a rotation,
 then names the Secret link (exit 20) after a hand ``bao kv put`` — writing nothing —,
 and a value written by hand is adopted with ``--adopt`` (no new version), closing the
-chain as ``status`` proves, and rolled back to the value it replaced.
+chain as ``status`` proves, and rolled back to the value it replaced.  First, ``rotate due``
+lists Dragonfly due (a chain variant with a short ``maxAge``, then one with a ``schedule``
+that fired since its value was written) and ``rotate due --confirm`` rotates it: then it is
+no longer due and ``status`` proves the chain closed.
 
 The write comes from outside, through OpenBao's HTTP API, while the run is frozen (SIGSTOP)
 at ``provider.apply`` — after ``sync.wait`` proved the Secret — as a ``bao kv put`` typed
@@ -15,6 +18,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -48,6 +53,68 @@ def _consistent(lab: Lab) -> None:
         assert lab.bootstrap(svc)["value"]["dragonfly"]["password"] == value
     assert eventually(lambda: all(lab.readyz(s) == 200 for s in SHOP) or None, 90,
                       "every shop service ready")
+
+
+def _chain_with(lab: Lab, name: str, line: str) -> str:
+    """The lab's chain file with ``line`` added to Dragonfly's credential, in the lab DIR with
+    the schemas it names beside it."""
+    original = Path(lab.env["ROTATE_CHAIN"])
+    folder = lab.dir / name
+    folder.mkdir(exist_ok=True)
+    if not (folder / "schemas").exists():
+        (folder / "schemas").symlink_to(original.parent / "schemas")
+    text = original.read_text()
+    assert "\n  dragonfly:\n" in text
+    copy = folder / "rotate.yaml"
+    copy.write_text(text.replace("\n  dragonfly:\n", f"\n  dragonfly:\n    {line}\n", 1))
+    return str(copy)
+
+
+def _written(lab: Lab) -> datetime:
+    meta = lab.bao("GET", "secret/metadata/infra/dragonfly").json()["data"]
+    created = meta["versions"][str(meta["current_version"])]["created_time"]
+    return datetime.fromisoformat(created[:19]).replace(tzinfo=UTC)
+
+
+def test_due_lists_dragonfly_due_then_confirm_rotates_it_and_status_proves_it(lab: Lab
+                                                                            ) -> None:
+    # maxAge: 1s — the value is older: due, and --exit-code says so (read-only)
+    aged = lab.rotate("due", "dragonfly", "--exit-code", "-o", "json",
+                      "--chain", _chain_with(lab, "due-max-age", "maxAge: 1s"))
+    assert aged.code == 21, aged.output
+    (found,) = json.loads(aged.stdout)["credentials"]
+    assert (found["due"], found["triggers"]) == (True, ["maxAge"]), found
+    assert found["backend"]["version"] == lab.bao_version()
+    # a schedule that fired (once a year, at a whole minute) after the value was written
+    fire = eventually(lambda: (now := datetime.now(UTC).replace(second=0, microsecond=0))
+                      > _written(lab) and now, 70, "a whole minute after the value's write")
+    chain = _chain_with(lab, "due-schedule",
+                        f'schedule: "{fire.minute} {fire.hour} {fire.day} {fire.month} *"')
+    listed = lab.rotate("due", "--chain", chain)
+    assert listed.code == 0, listed.output
+    assert f"Rotate it: rotate due --confirm --chain {chain}" in listed.stdout
+    rows = listed.stdout.split("\n\n")[0].splitlines()[1:]  # the table, its header off
+    due = [row for row in rows if row.split()[1] == "DUE"]
+    assert len(due) == 1 and due[0].startswith("dragonfly "), listed.stdout  # only it
+    assert "after the last rotation" in due[0], due[0]
+    v = lab.bao_version()
+    runs = set(lab.run_ids())
+    rotated = lab.rotate("due", "--confirm", "-o", "json", "--chain", chain)
+    assert rotated.code == 0, rotated.output
+    report = json.loads(rotated.stdout)
+    assert (report["kind"], report["status"]) == ("run", "succeeded"), report
+    assert newest_run(lab, runs) == report["run_id"]
+    assert lab.bao_version() == v + 1
+    # the fire is handled: not due until next year's, and the chain is closed
+    after = lab.rotate("due", "dragonfly", "--exit-code", "-o", "json", "--chain", chain)
+    assert after.code == 0, after.output
+    (found,) = json.loads(after.stdout)["credentials"]
+    assert not found["due"] and found["next_due"].startswith(str(fire.year + 1)), found
+    nothing = lab.rotate("due", "--confirm", "--chain", chain)
+    assert nothing.code == 0 and "Nothing is due." in nothing.stdout, nothing.output
+    assert lab.bao_version() == v + 1
+    status = lab.rotate("status", "dragonfly")
+    assert status.code == 0, status.output
 
 
 def test_a_bao_kv_put_during_provider_apply_exits_17_then_resume_after_rollback(
