@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from rotate.core.errors import JournalUnreadable
     from rotate.core.secret import Secret
     from rotate.core.waiting import CancelToken
+    from rotate.engine.due import Due
     from rotate.engine.model import (
         Check,
         CredentialSummary,
@@ -78,6 +79,8 @@ class Engine(Protocol):
 
     def status(self, options: Options, credentials: Sequence[str] = ()
                ) -> Sequence[CredentialStatus]: ...
+
+    def due(self, options: Options, credentials: Sequence[str] = ()) -> Sequence[Due]: ...
 
 
 def _real_engine() -> Engine:

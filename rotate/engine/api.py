@@ -24,6 +24,7 @@ import os
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from rotate.chain.model import Chain, Credential, consumers_of
@@ -71,6 +72,7 @@ from rotate.engine.starting import (
 if TYPE_CHECKING:
     from rotate.clients.seams import Kube
     from rotate.core.waiting import CancelToken
+    from rotate.engine.due import Due
     from rotate.engine.runstore import RunStore
     from rotate.engine.session import Session
     from rotate.engine.several import Several
@@ -449,6 +451,29 @@ class Engine:
             adapters.kube.close_forwards()  # the provider probes' port-forwards, if any
         self.status_warning = push_closed(chain, found, self.environ)
         return found
+
+    def due(self, options: Options, credentials: Sequence[str] = (),
+            now: datetime | None = None) -> tuple[Due, ...]:
+        """Whether each named credential (every one when none is named) is due for a
+        rotation at ``now`` (default: the clock), why, and when next
+        (rotate.engine.due.due_credentials).  Read-only: the backend's metadata (no value)
+        and the run journals — read only when a credential has a ``schedule``.  An unknown
+        name is a UsageError naming the known ones."""
+        from rotate.engine.due import due_credentials
+
+        chain = self.load_chain(options)
+        creds = [chain.credential(name) for name in dict.fromkeys(credentials)] or list(
+            chain.credentials.values())
+        vault = self._factory.vault(chain, self.environ)
+        engine = self
+
+        class _Runs:  # the journals, read the first time they are asked for
+            where = "the state directory and the cluster"
+
+            def load_runs(self) -> Iterator[journal_mod.RunState]:
+                return engine._runstore(options, chain).load_runs()
+
+        return due_credentials(chain, creds, vault, _Runs(), now or utcnow())
 
     def doctor(self, options: Options) -> list[Check]:
         """Connectivity and every permission any run needs, for every credential in the
