@@ -205,3 +205,44 @@ def test_kubectl_and_the_kubernetes_client_see_cronjobs(
     with pytest.raises(ApiError) as info:
         cron.cluster.apply(cronjob("zoned", EVERY_MINUTE, timeZone="Mars/Olympus"))
     assert info.value.code == 422
+
+
+def _utc(stamp: str) -> float:
+    return datetime.fromisoformat(stamp).replace(tzinfo=UTC).timestamp()
+
+
+@pytest.mark.parametrize(("expr", "zone", "after", "expected"), [
+    # day-of-month OR day-of-week when both are restricted, as cron (robfig's ParseStandard)
+    ("17 3 1-7 * 1", None, "2026-12-08T00:00:00", "2026-12-14T03:17:00"),
+    ("@hourly", None, "2026-12-05T04:10:00", "2026-12-05T05:00:00"),
+    # 02:30 on the spring-forward day does not exist in Berlin: the next day's 02:30 (CET)
+    ("30 2 * * *", "Europe/Berlin", "2026-03-28T02:00:00", "2026-03-30T00:30:00"),
+    ("0 9 * * *", "Asia/Kolkata", "2026-12-05T00:00:00", "2026-12-05T03:30:00"),
+])
+def test_schedule_times(expr: str, zone: str | None, after: str, expected: str) -> None:
+    assert sched.parse(expr, zone).next_after(_utc(after)) == _utc(expected)
+
+
+@pytest.mark.parametrize(("expr", "reason"), [
+    ("TZ=UTC 0 * * * *", "UnsupportedSchedule"), ("* * * * * *", "UnparseableSchedule"),
+    ("61 * * * *", "UnparseableSchedule"), ("", "UnparseableSchedule")])
+def test_schedules_the_controller_refuses(expr: str, reason: str) -> None:
+    with pytest.raises(sched.ScheduleError) as info:
+        sched.parse(expr, None)
+    assert info.value.reason == reason
+
+
+def test_the_most_recent_time_and_the_starting_deadline() -> None:
+    every = sched.parse(EVERY_MINUTE, None)
+    created, now = _utc("2026-12-05T04:00:30"), _utc("2026-12-05T04:10:20")
+    due = sched.most_recent(every, created=created, last_scheduled=None, now=now,
+                            deadline_seconds=None)
+    assert (due.most_recent, due.many_missed) == (_utc("2026-12-05T04:10:00"), False)
+    late = sched.most_recent(every, created=created, last_scheduled=None,
+                             now=now + 300 * 60, deadline_seconds=None)
+    assert late.many_missed
+    within = sched.most_recent(every, created=created, last_scheduled=None, now=now,
+                               deadline_seconds=10)
+    assert within.most_recent is None  # 04:10:00 is 20 s old, the deadline 10 s
+    assert sched.wake_after(every, created=created, last_scheduled=None, now=now) == \
+        pytest.approx(40.1)

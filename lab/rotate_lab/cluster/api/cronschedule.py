@@ -49,12 +49,23 @@ class Schedule:
 
     def next_after(self, t: float) -> float:
         """The first schedule time strictly after ``t``."""
-        start = datetime.fromtimestamp(int(t), self.zone)
-        return float(croniter(self.expr, start).get_next(datetime).timestamp())
+        return self._walk(croniter(self.expr, datetime.fromtimestamp(int(t), self.zone)), 1)
 
     def latest_at_or_before(self, t: float) -> float:
-        start = datetime.fromtimestamp(int(t) + 1, self.zone)
-        return float(croniter(self.expr, start).get_prev(datetime).timestamp())
+        return self._walk(croniter(self.expr, datetime.fromtimestamp(int(t) + 1, self.zone)),
+                          -1)
+
+    def _walk(self, it: croniter, step: int) -> float:
+        """The next (``step`` 1) or previous (-1) time whose wall-clock time the expression
+        matches.  croniter moves a time that a spring-forward transition skips to just after
+        the transition; robfig/cron, and so Kubernetes, never runs it: skip such times."""
+        minutes, hours = croniter(self.expr).expanded[:2]
+        for _ in range(48):
+            at: datetime = it.get_next(datetime) if step > 0 else it.get_prev(datetime)
+            if (minutes == ["*"] or at.minute in minutes) and (hours == ["*"]
+                                                                or at.hour in hours):
+                return float(at.timestamp())
+        raise ScheduleError("UnparseableSchedule", f"no time matches {self.expr!r}")
 
     def stamp(self, t: float) -> str:
         """``t`` in the schedule's zone, as Go's RFC 3339 (``Z`` for UTC)."""
