@@ -72,6 +72,9 @@ class Due:
     schedule: str | None  # as written in the chain file
     #: the backend could not be read: neither due nor not ("" otherwise)
     error: str = ""
+    #: its value comes from stdin (``valueFrom: stdin``): due or not, ``rotate due --confirm``
+    #: cannot rotate it unattended; a person runs ``rotate NAME --confirm --value-stdin``
+    manual: bool = False
 
     @property
     def scheduled(self) -> bool:
@@ -89,7 +92,7 @@ class Due:
                         "written_at": when(self.written_at)},
             "last_run": when(self.last_run), "age_seconds": self.age_seconds,
             "max_age_seconds": self.max_age_seconds, "schedule": self.schedule,
-            "error": self.error or None,
+            "error": self.error or None, "manual": self.manual,
         }
 
 
@@ -110,7 +113,8 @@ def decide(cred: Credential, chain: Chain, written: Written, last_run: datetime 
     age = max(0.0, (now - created).total_seconds()) if created is not None else None
     base = Due(cred.name, False, (), "", None, backend_target(chain, cred), written.version,
                created, last_run, age, limit,
-               schedule.expression if schedule is not None else None)
+               schedule.expression if schedule is not None else None,
+               manual=cred.value_from == "stdin")
     if limit is None and schedule is None:
         return replace(base, reason="no schedule (neither maxAge nor schedule)")
     if created is None:
@@ -213,7 +217,8 @@ def due_credentials(chain: Chain, credentials: Iterable[Credential], vault: Vaul
                 backend_target(chain, cred), None, None, ended.get(cred.name), None,
                 cred.max_age if cred.max_age is not None else chain.notify.max_age,
                 cred.schedule.expression if cred.schedule is not None else None,
-                error=f"cannot read {backend_target(chain, cred)}: {exc.message}"))
+                error=f"cannot read {backend_target(chain, cred)}: {exc.message}",
+                manual=cred.value_from == "stdin"))
             continue
         out.append(decide(cred, chain, written, ended.get(cred.name), now))
     return tuple(out)

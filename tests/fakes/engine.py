@@ -140,7 +140,7 @@ class FakeEngine:
     chain: str = "closed"
     status_warning: str | None = None
     #: what ``due`` finds: ``due`` (dragonfly due), ``none`` (nothing due), ``error`` (the
-    #: backend unreadable)
+    #: backend unreadable), ``stdin`` (dragonfly due, its value from stdin)
     due_found: str = "due"
     checks: tuple[Check, ...] = CHECKS_OK
     calls: list[tuple[str, Any]] = field(default_factory=list)
@@ -307,6 +307,8 @@ def make_due(found: str) -> list[Any]:
         datetime(2026, 11, 1, 14, 3, tzinfo=UTC) if found == "due"
         else datetime(2026, 12, 2, 12, 3, tzinfo=UTC),
         None, 2678400.0 if found == "due" else 7200.0, 2592000.0, None)
+    if found == "stdin":
+        dragonfly = replace(make_due("due")[0], manual=True)
     postgres = Due("postgres", False, (), "schedule '0 3 * * *'",
                    datetime(2026, 12, 3, 3, 0, tzinfo=UTC), "secret/infra/postgres#password",
                    7, datetime(2026, 12, 2, 3, 1, tzinfo=UTC), at, 39720.0, None, "0 3 * * *")

@@ -98,3 +98,14 @@ def test_an_unknown_credential_is_a_usage_error_naming_the_known_ones() -> None:
 def test_named_credentials_only() -> None:
     result = invoke(["due", "postgres", "-o", "json"])
     assert [c["credential"] for c in json.loads(result.stdout)["credentials"]] == ["postgres"]
+
+
+def test_a_due_credential_whose_value_comes_from_stdin_is_left_to_a_person() -> None:
+    engine = FakeEngine(due_found="stdin")
+    result = invoke(["due", "--confirm"], engine)
+    assert result.exit_code == 0
+    assert [name for name, _ in engine.calls] == ["due"]  # nothing run
+    assert "dragonfly is due and takes its value from stdin" in result.stderr
+    assert "`rotate dragonfly --confirm --value-stdin`" in result.stderr
+    assert "Due: dragonfly." in result.stdout
+    assert invoke(["due", "--exit-code"], FakeEngine(due_found="stdin")).exit_code == 21

@@ -106,6 +106,17 @@ def test_neither_max_age_nor_schedule_is_never_due_and_no_error(tmp_path: Path) 
     assert found.reason == "no schedule (neither maxAge nor schedule)" and not found.error
 
 
+def test_a_value_from_stdin_is_due_but_left_to_a_person(tmp_path: Path) -> None:
+    chain = _chain(tmp_path, "    maxAge: 1h\n")
+    cred = chain.credential("dragonfly")
+    from dataclasses import replace
+
+    chain = replace(chain, credentials={"dragonfly": replace(cred, generate=None,
+                                                             value_from="stdin")})
+    found = _decide(chain, NOW - timedelta(hours=2))
+    assert found.due and found.manual and found.to_json()["manual"] is True
+
+
 def test_a_path_never_written_is_due_at_once(tmp_path: Path) -> None:
     found = _decide(_chain(tmp_path, "    maxAge: 1h\n"), None)
     assert found.due and found.next_due == NOW and found.version is None

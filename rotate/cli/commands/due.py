@@ -85,11 +85,16 @@ def due(
                       kubeconfig=kubeconfig, take_over_lock=take_over_lock)
     found = engine.due(options, tuple(credentials or ()))
     extra = repeat_args(ctx)
-    names = [d.credential for d in found if d.due]
+    names = _runnable(found)
     undecided = [d for d in found if d.error]
+    for d in found:
+        if d.due and d.manual:
+            console.note(f"{d.credential} is due and takes its value from stdin: "
+                         "`rotate due --confirm` leaves it; rotate it with "
+                         f"`{_command([d.credential, '--confirm', '--value-stdin'], extra)}`")
     if undecided:
         code = EXIT_PREFLIGHT
-    elif names and exit_code and not confirm:
+    elif any(d.due for d in found) and exit_code and not confirm:
         code = EXIT_DUE
     else:
         code = EXIT_OK
@@ -136,10 +141,15 @@ def _command(words: Sequence[str], extra: str) -> str:
     return f"{command} {extra}" if extra else command
 
 
+def _runnable(found: Sequence[Due]) -> list[str]:
+    """What ``rotate due --confirm`` rotates: the due credentials whose value it makes."""
+    return [d.credential for d in found if d.due and not d.manual]
+
+
 def due_document(found: Sequence[Due], code: int, extra: str) -> dict[str, Any]:
     """The ``due`` document (docs/cli.md)."""
-    names = [d.credential for d in found if d.due]
-    return {"kind": "due", "due": names, "exit_code": code,
+    names = _runnable(found)
+    return {"kind": "due", "due": [d.credential for d in found if d.due], "exit_code": code,
             "plan": _command(names, extra) if names else "",
             "command": _command(["due", "--confirm"], extra) if names else "",
             "credentials": [d.to_json() for d in found]}
@@ -164,14 +174,18 @@ def due_lines(found: Sequence[Due], extra: str, *, confirm: bool) -> list[str]:
     """The listing, then what is due and the commands that follow."""
     lines = aligned([("CREDENTIAL", "DUE", "NEXT DUE", "WHY")]
                     + [(d.credential, _state(d), _next(d), d.reason) for d in found], indent="")
-    names = [d.credential for d in found if d.due]
+    due_now = [d.credential for d in found if d.due]
+    names = _runnable(found)
     lines.append("")
-    if not names:
+    if not due_now:
         lines.append("Nothing is due.")
-    elif confirm:
-        lines.append(f"Due: {', '.join(names)} — rotating as one run.")
+    elif confirm and names:
+        which = "" if names == due_now else f" {', '.join(names)}"
+        lines.append(f"Due: {', '.join(due_now)} — rotating{which} as one run.")
     else:
-        lines.append(f"Due: {', '.join(names)}.")
-        lines.append(f"Plan it: {_command(names, extra)}")
-        lines.append(f"Rotate it: {_command(['due', '--confirm'], extra)}")
+        lines.append(f"Due: {', '.join(due_now)}.")
+    if not names or confirm:
+        return lines
+    lines += [f"Plan it: {_command(names, extra)}",
+              f"Rotate it: {_command(['due', '--confirm'], extra)}"]
     return lines
