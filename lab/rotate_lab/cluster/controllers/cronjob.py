@@ -30,13 +30,16 @@ from __future__ import annotations
 import copy
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rotate_lab.cluster.api import cronschedule as cron
 from rotate_lab.cluster.api.store import ApiError
 from rotate_lab.cluster.controllers.base import Key, OwnerController
 from rotate_lab.cluster.controllers.job import condition_true
 from rotate_lab.cluster.controllers.replicaset import parse_time
+
+if TYPE_CHECKING:
+    from rotate_lab.cluster.context import LabContext
 
 Obj = dict[str, Any]
 
@@ -57,7 +60,7 @@ class CronJobController(OwnerController):
     name = "cronjob"
     kinds = ("CronJob", "Job")
 
-    def __init__(self, ctx: Any, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, ctx: LabContext, clock: Callable[[], float] = time.time) -> None:
         super().__init__(ctx)
         self.clock = clock
 
