@@ -70,7 +70,7 @@ class CronLab:
         def counted() -> list[Obj] | None:
             jobs = self.jobs(name)
             return jobs if len(jobs) == count else None
-        return eventually(counted, 15, what)
+        return eventually(counted, 30, what)
 
     def wait_finished(self, job_name: str) -> Obj:
         def done() -> Obj | None:
