@@ -1,9 +1,9 @@
 """The lab's CronJob controller on a MiniCluster, with a clock the tests move.
 
-:class:`MovableClock` reads the wall clock plus an offset: ``advance_to_next`` moves it just
-past the next schedule time, so a schedule fires without a minute passing; :class:`CronLab`
-holds the cluster, the controller and the clock, and ``tick`` wakes the controller for one
-CronJob (its own re-queue is timed on the real clock).  Manifests: :func:`cronjob`.
+:class:`MovableClock`: ``advance_to_next`` moves it just past the next schedule time, so a
+schedule fires without a minute passing; :class:`CronLab` holds the cluster, the controller
+and the clock, and ``tick`` wakes the controller for one CronJob (its own re-queue is timed
+on the real clock).  Manifests: :func:`cronjob`.
 """
 
 from __future__ import annotations
@@ -28,20 +28,26 @@ ROTATE_IMAGE = "ghcr.io/acme/rotate:1.0"
 
 @dataclass
 class MovableClock:
-    offset: float = 0.0
+    """The wall clock until a test moves it; from then on a fixed time, so what the
+    controller computes from it cannot cross a minute boundary under the test's feet."""
+
+    fixed: float | None = None
 
     def __call__(self) -> float:
-        return time.time() + self.offset
+        return time.time() if self.fixed is None else self.fixed
+
+    def set(self, at: float) -> None:
+        self.fixed = at
 
     def advance_to_next(self, schedule: str, *, plus: float = 1.0,
                         zone: str | None = None) -> float:
         """Move just past the next schedule time after now; return that schedule time."""
         at = parse(schedule, zone).next_after(self())
-        self.offset = at + plus - time.time()
+        self.fixed = at + plus
         return at
 
     def advance(self, seconds: float) -> None:
-        self.offset += seconds
+        self.fixed = self() + seconds
 
 
 @dataclass
