@@ -73,3 +73,13 @@ def _lab_with(factory: pytest.TempPathFactory, part: str) -> Iterator[Lab]:
         yield Lab(lab_dir, read_env_file(lab_dir / "env"))
     finally:
         control.down(lab_dir)
+
+
+@pytest.fixture(scope="module")
+def in_cluster(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Lab:
+    """``lab`` set up for rotate in the cluster as docs/in-cluster.md says (RBAC, OpenBao's
+    kubernetes auth, chain, schemas, Config Center token: tests/support/incluster.py)."""
+    from tests.support import incluster
+
+    incluster.set_up(lab, tmp_path_factory.mktemp("in-cluster"))
+    return lab

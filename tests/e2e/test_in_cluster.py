@@ -1,143 +1,44 @@
-"""The in-cluster Job of examples/in-cluster/ runs for real in the lab (issue 9 item 3).
-
-Set up as docs/in-cluster.md tells an operator to, each piece from the CLI:
-
-- ``rotate rbac dragonfly --service-account rotate-system/rotate | kubectl apply -f -``;
-- OpenBao's kubernetes auth (``bao auth enable kubernetes``, its config pointing at the lab's
-  API server to review tokens), ``rotate vault-policy dragonfly | bao policy write``, and a
-  role bound to that ServiceAccount;
-- the chain file (``backend.auth.method: kubernetes``) as ConfigMap ``rotate-chain`` and its
-  JSON Schemas as ConfigMap ``rotate-schemas``, the
-  Config Center token as Secret ``rotate-config-center``, the journal's PersistentVolumeClaim;
-- ``examples/in-cluster/job.yaml``, rendered for the lab (only the addresses of OpenBao and the
-  Config Center change).
+"""The in-cluster examples of examples/in-cluster/ run for real in the lab, set up as
+docs/in-cluster.md tells an operator to (the ``in_cluster`` fixture: tests/support/incluster.py),
+with ``examples/in-cluster/job.yaml`` and ``cronjob.yaml`` rendered for the lab (only the
+addresses of OpenBao and the Config Center change).
 
 The lab's Job controller creates the pod, its kubelet runs the ``rotate`` console script as
 the pod's process with the ServiceAccount token mounted and ``KUBERNETES_SERVICE_HOST``/
 ``PORT`` set: rotate finds the cluster in-cluster and logs in to OpenBao with that token.
-No kubeconfig, no OpenBao token reaches the pod.  The one full rotation of this module.
+No kubeconfig, no OpenBao token reaches the pod.  The lab's CronJob controller starts the
+CronJob's Job as kube-controller-manager does.
 """
 
 from __future__ import annotations
 
-import base64
+import calendar
+import copy
 import json
-import os
 import re
-import subprocess
-import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from ruamel.yaml import YAML
 
 from rotate.clients.cluster_journals import head_name
+from tests.support.incluster import NS, SA, chain_configmap, job_finished, rendered
 from tests.support.labtools import CONSUMERS, Lab, scan
-from tests.support.paths import EXAMPLE_CHAIN, SHOP_DATA
 from tests.support.polling import eventually
 
 pytestmark = pytest.mark.lab
 
-BAO = str(Path(sys.executable).parent / "bao")
-NS, SA, JOB = "rotate-system", "rotate", "rotate-dragonfly"
+JOB = "rotate-dragonfly"
 
 
-def _yaml(path: Path) -> Any:
-    return YAML(typ="safe").load(path.read_text())
-
-
-def _private_file(directory: Path, name: str, text: str) -> str:
-    path = directory / name
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(text)
-    return str(path)
-
-
-def bao(lab: Lab, *args: str, stdin: str | None = None) -> str:
-    proc = subprocess.run([BAO, *args], env=lab.process_env, capture_output=True, text=True,
-                          input=stdin, timeout=30)
-    assert proc.returncode == 0, f"bao {args[:2]} failed: {proc.stderr}"
-    return proc.stdout
-
-
-def pipe(lab: Lab, producer: list[str], consumer: list[str]) -> str:
-    """``rotate … | kubectl/bao …`` as an operator types it."""
-    made = lab.rotate(*producer)
-    assert made.code == 0, made.output
-    proc = subprocess.run(consumer, env=lab.process_env, input=made.stdout, text=True,
-                          capture_output=True, timeout=30)
-    assert proc.returncode == 0, proc.stderr
-    return proc.stdout
-
-
-def configure_openbao(lab: Lab, tmp: Path) -> None:
-    """Kubernetes auth reviewing tokens through the lab API server, and role ``rotate``."""
-    kubeconfig = json.loads(Path(lab.env["KUBECONFIG"]).read_text())
-    server = kubeconfig["clusters"][0]["cluster"]["server"]
-    ca = base64.b64decode(kubeconfig["clusters"][0]["cluster"]["certificate-authority-data"])
-    reviewer = next(u["user"]["token"] for u in kubeconfig["users"] if u["name"] == "lab-admin")
-    ca_file = _private_file(tmp, "ca.crt", ca.decode())
-    jwt_file = _private_file(tmp, "reviewer.jwt", reviewer)
-    bao(lab, "auth", "enable", "kubernetes")
-    bao(lab, "write", "auth/kubernetes/config", f"kubernetes_host={server}",
-        f"kubernetes_ca_cert=@{ca_file}", f"token_reviewer_jwt=@{jwt_file}",
-        "disable_local_ca_jwt=true")
-    pipe(lab, ["vault-policy", "dragonfly"], [BAO, "policy", "write", "rotate-dragonfly", "-"])
-    bao(lab, "write", f"auth/kubernetes/role/{SA}", f"bound_service_account_names={SA}",
-        f"bound_service_account_namespaces={NS}", "token_policies=rotate-dragonfly",
-        "token_ttl=30m")
-
-
-def in_cluster_chain() -> str:
-    """The lab's chain file with ``backend.auth`` switched to the ServiceAccount."""
-    text = EXAMPLE_CHAIN.read_text()
-    token_auth = "    method: token"
-    assert token_auth in text
-    line = next(ln for ln in text.splitlines() if ln.startswith(token_auth))
-    return text.replace(line, f"    method: kubernetes\n    role: {SA}")
-
-
-def rendered_job(lab: Lab, examples: Path) -> dict[str, Any]:
-    job: dict[str, Any] = _yaml(examples / "job.yaml")
-    container = job["spec"]["template"]["spec"]["containers"][0]
-    lab_values = {"BAO_ADDR": lab.env["BAO_ADDR"],
-                  "CONFIG_CENTER_URL": lab.env["CONFIG_CENTER_URL"]}
-    for var in container["env"]:
-        var["value"] = lab_values.get(var["name"], var.get("value"))
-        if var["value"] is None:
-            var.pop("value")
-    return job
-
-
-def finished(lab: Lab) -> dict[str, Any] | None:
-    job: dict[str, Any] = lab.kjson("get", "job", "-n", NS, JOB)
-    types = {c["type"] for c in job.get("status", {}).get("conditions", [])
-             if c["status"] == "True"}
-    return job if types & {"Complete", "Failed"} else None
-
-
-def test_the_example_job_rotates_dragonfly_in_the_cluster(lab: Lab, tmp_path: Path,
+def test_the_example_job_rotates_dragonfly_in_the_cluster(in_cluster: Lab,
                                                            repo_root: Path) -> None:
-    examples = repo_root / "examples" / "in-cluster"
-    pipe(lab, ["rbac", "dragonfly", "--service-account", f"{NS}/{SA}"],
-         ["kubectl", "apply", "-f", "-"])
-    configure_openbao(lab, tmp_path)
-    lab.kubectl_apply({"apiVersion": "v1", "kind": "List", "items": [
-        {"apiVersion": "v1", "kind": "ConfigMap",
-         "metadata": {"name": "rotate-chain", "namespace": NS},
-         "data": {"rotate.yaml": in_cluster_chain()}},
-        {"apiVersion": "v1", "kind": "ConfigMap",
-         "metadata": {"name": "rotate-schemas", "namespace": NS},
-         "data": {p.name: p.read_text() for p in (SHOP_DATA / "schemas").glob("*.json")}},
-        {"apiVersion": "v1", "kind": "Secret",
-         "metadata": {"name": "rotate-config-center", "namespace": NS},
-         "stringData": {"token": lab.env["CONFIG_CENTER_TOKEN"]}}]})
+    lab = in_cluster
     before = lab.bao_version()
 
-    lab.kubectl_apply(rendered_job(lab, examples))
-    job = eventually(lambda: finished(lab), 150, "the Job to finish")
+    lab.kubectl_apply(rendered(lab, repo_root / "examples" / "in-cluster" / "job.yaml"))
+    job = eventually(lambda: job_finished(lab, JOB), 150, "the Job to finish")
     pods = lab.kjson("get", "pods", "-n", NS, "-l", f"batch.kubernetes.io/job-name={JOB}")
     logs = lab.kubectl("logs", "-n", NS, f"job/{JOB}")
     assert job["status"].get("succeeded") == 1, (job["status"], logs)
@@ -175,3 +76,83 @@ def test_the_example_job_rotates_dragonfly_in_the_cluster(lab: Lab, tmp_path: Pa
                lab.env["BAO_TOKEN"], sa_token]
     assert not scan([("kubectl logs", logs), ("job", json.dumps(job)),
                      ("report", json.dumps(report))], secrets)
+
+
+def value_age(lab: Lab) -> float:
+    """Seconds since OpenBao wrote dragonfly's current value (what ``maxAge`` is held to)."""
+    meta = lab.bao("GET", "secret/metadata/infra/dragonfly").json()["data"]
+    written = meta["versions"][str(meta["current_version"])]["created_time"][:19]
+    return time.time() - calendar.timegm(time.strptime(written, "%Y-%m-%dT%H:%M:%S"))
+
+
+def cron_jobs(lab: Lab, cronjob: str) -> list[dict[str, Any]]:
+    listed = lab.kjson("get", "jobs", "-n", NS, "-l",
+                       f"batch.kubernetes.io/cronjob-name={cronjob}")
+    return list(listed["items"])
+
+
+def test_the_example_cronjob_rotates_a_credential_past_its_max_age(in_cluster: Lab,
+                                                                    repo_root: Path) -> None:
+    lab = in_cluster
+    cronjob = rendered(lab, repo_root / "examples" / "in-cluster" / "cronjob.yaml")
+    name, spec = cronjob["metadata"]["name"], cronjob["spec"]
+    assert spec["concurrencyPolicy"] == "Forbid" and spec["startingDeadlineSeconds"] >= 60
+    # Here: once a day, at this very minute (UTC), which the controller is then shown it
+    # missed (below), as on any cluster; it comes again only tomorrow.  History: keep one,
+    # to see the older pruned.
+    assert spec["timeZone"] == "Etc/UTC"
+    spec["schedule"] = time.strftime("%M %H * * *", time.gmtime())
+    spec["successfulJobsHistoryLimit"] = 1
+    lab.kubectl_apply(chain_configmap(max_age="3s"))
+    eventually(lambda: value_age(lab) > 3, 10, "dragonfly's value to pass its maxAge")
+    before = lab.bao_version()
+
+    lab.kubectl_apply(cronjob)
+    # lastScheduleTime two minutes back: the controller has missed a time and starts the
+    # most recent one now (what it does after an outage shorter than the starting deadline)
+    earlier = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - 120))
+    lab.kubectl("patch", "cronjob", "-n", NS, name, "--subresource=status", "--type=merge",
+                "-p", json.dumps({"status": {"lastScheduleTime": earlier}}))
+    [scheduled] = eventually(lambda: cron_jobs(lab, name), 30, "the CronJob to start a Job")
+    job_name = scheduled["metadata"]["name"]
+    assert re.fullmatch(rf"{name}-\d+", job_name)
+    assert "batch.kubernetes.io/cronjob-scheduled-timestamp" in scheduled["metadata"][
+        "annotations"]
+    job = eventually(lambda: job_finished(lab, job_name), 150, "the scheduled Job to finish")
+    logs = lab.kubectl("logs", "-n", NS, f"job/{job_name}")
+    assert job["status"].get("succeeded") == 1, (job["status"], logs)
+    assert lab.bao_version() == before + 1
+    assert value_age(lab) < 60
+    status = lab.rotate("status", "dragonfly")
+    assert status.code == 0, status.output
+    report = json.loads(logs[logs.index("{"):])  # -o json: the run's report on stdout
+    assert report["status"] == "succeeded" and report["credential"] == "dragonfly", report
+
+    def settled() -> dict[str, Any] | None:
+        st: dict[str, Any] = lab.kjson("get", "cronjob", "-n", NS, name).get("status") or {}
+        return st if "active" not in st and "lastSuccessfulTime" in st else None
+
+    assert eventually(settled, 15, "the CronJob to see its Job succeed")["lastScheduleTime"]
+    row = lab.kubectl("get", "cronjob", "-n", NS, name).splitlines()[1].split()
+    assert row[-3] == "0" and row[-2] != "<none>", row  # ACTIVE 0, a LAST SCHEDULE
+
+    # History: a second finished Job of the CronJob's (as `kubectl create job --from` makes
+    # it, sent as JSON; `rotate --version`, the cheapest run) leaves room for one only: the
+    # older is deleted with its pod.
+    owner = lab.kjson("get", "cronjob", "-n", NS, name)["metadata"]["uid"]
+    template = copy.deepcopy(cronjob["spec"]["jobTemplate"])
+    template["spec"]["template"]["spec"]["containers"][0]["args"] = ["--version"]
+    lab.kubectl_apply({"apiVersion": "batch/v1", "kind": "Job", "metadata": {
+        "name": f"{name}-manual", "namespace": NS, "labels": template["metadata"]["labels"],
+        "annotations": {"cronjob.kubernetes.io/instantiate": "manual"},
+        "ownerReferences": [{"apiVersion": "batch/v1", "kind": "CronJob", "name": name,
+                             "uid": owner, "controller": True, "blockOwnerDeletion": True}]},
+        "spec": template["spec"]})
+    manual = eventually(lambda: job_finished(lab, f"{name}-manual"), 60, "the manual run")
+    assert manual["status"].get("succeeded") == 1, manual["status"]
+    eventually(lambda: cron_jobs(lab, name) == [], 15, "the older Job pruned (limit 1)")
+    pods = lab.kjson("get", "pods", "-n", NS, "-l", f"batch.kubernetes.io/job-name={job_name}")
+    assert pods["items"] == []
+    assert lab.kjson("get", "job", "-n", NS, f"{name}-manual")["metadata"]["name"]
+    lab.kubectl("delete", "cronjob", "-n", NS, name)
+    lab.kubectl_apply(chain_configmap())

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.apiserver import ApiLab, serving_apiserver
+from tests.support.cronjobs import CronLab
 from tests.support.labhandle import LabHandle, start_lab
 from tests.support.minicluster import MiniCluster, kubectl_over, running_cluster
 
@@ -71,4 +72,37 @@ def cluster(tmp_path: Path) -> Iterator[MiniCluster]:
 def kubectl(cluster: MiniCluster, tmp_path: Path) -> Iterator[Callable[..., str]]:
     """Real kubectl against the lab API server over ``cluster``'s store."""
     with kubectl_over(cluster, tmp_path) as run:
+        yield run
+
+
+@pytest.fixture
+def cron(tmp_path: Path) -> Iterator[CronLab]:
+    """A MiniCluster with the Job and CronJob controllers, the latter on a movable clock,
+    and namespace ``cron`` with ServiceAccount ``runner``; no pod process outlives it."""
+    from rotate_lab.cluster.api.tokens import TokenIssuer
+    from rotate_lab.cluster.context import ApiEndpoint
+    from rotate_lab.cluster.controllers.cronjob import CronJobController
+    from rotate_lab.cluster.controllers.job import JobController
+
+    from tests.support.cronjobs import NS, MovableClock
+    from tests.support.minicluster import namespace
+
+    with running_cluster(tmp_path / "lab") as mc:
+        mc.ctx.tokens = TokenIssuer()
+        mc.ctx.api = ApiEndpoint("127.0.0.1", 6443, b"-----BEGIN CERTIFICATE-----\nlab\n")
+        clock = MovableClock()
+        controller = CronJobController(mc.ctx, clock=clock)
+        for c in (JobController(mc.ctx), controller):
+            c.start()
+            mc.controllers.append(c)
+        mc.apply(namespace(NS), {"apiVersion": "v1", "kind": "ServiceAccount",
+                                 "metadata": {"name": "runner", "namespace": NS}})
+        yield CronLab(mc, controller, clock)
+
+
+@pytest.fixture
+def cron_kubectl(cron: CronLab, tmp_path: Path) -> Iterator[Callable[..., str]]:
+    """Real kubectl against the lab API server over ``cron``'s store (kubeconfig in
+    ``tmp_path/kubeconfig``, for the kubernetes client too)."""
+    with kubectl_over(cron.cluster, tmp_path) as run:
         yield run

@@ -118,6 +118,7 @@ def lab_objects(cfg: Obj, manifests: list[Obj]) -> list[Obj]:
 
 def build_controllers(ctx: LabContext, reloader: bool) -> tuple[list[Part], Any]:
     """The controllers, in start order, and the ServiceController (the proxy's resolver)."""
+    from rotate_lab.cluster.controllers.cronjob import CronJobController
     from rotate_lab.cluster.controllers.daemonset import DaemonSetController
     from rotate_lab.cluster.controllers.deployment import DeploymentController
     from rotate_lab.cluster.controllers.eso import ExternalSecretController
@@ -129,7 +130,8 @@ def build_controllers(ctx: LabContext, reloader: bool) -> tuple[list[Part], Any]
     services = ServiceController(ctx)
     parts: list[Part] = [services, ExternalSecretController(ctx), DeploymentController(ctx),
                          ReplicaSetController(ctx), StatefulSetController(ctx),
-                         DaemonSetController(ctx), JobController(ctx)]
+                         DaemonSetController(ctx), JobController(ctx),
+                         CronJobController(ctx)]
     if reloader:
         from rotate_lab.cluster.controllers.reloader import ReloaderController
 

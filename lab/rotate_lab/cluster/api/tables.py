@@ -194,7 +194,8 @@ _COLUMNS["Job"] = [
 _COLUMNS["CronJob"] = [
     _NAME, ("Schedule", "string", 0, lambda o: _g(o, "spec", "schedule")),
     ("Timezone", "string", 0, lambda o: _g(o, "spec", "timeZone") or "<none>"),
-    ("Suspend", "boolean", 0, lambda o: bool(_g(o, "spec", "suspend"))),
+    # upstream's printBoolPtr: the strings "True"/"False", which kubectl shows as they are
+    ("Suspend", "boolean", 0, lambda o: str(bool(_g(o, "spec", "suspend")))),
     ("Active", "integer", 0, lambda o: len(_g(o, "status", "active", default=[]) or [])),
     ("Last Schedule", "string", 0, lambda o: (
         age(_g(o, "status", "lastScheduleTime")) if _g(o, "status", "lastScheduleTime")

@@ -137,6 +137,8 @@ def validate(kind: Kind, obj: dict[str, Any]) -> None:
         if policy not in ("Never", "OnFailure"):
             causes.append(("spec.template.spec.restartPolicy", "FieldValueRequired",
                            'Required value: valid values: "OnFailure", "Never"'))
+    if kind.kind == "CronJob":
+        causes += _cronjob_causes(obj.get("spec") or {})
     if kind.kind in ("Secret", "ConfigMap"):
         data = obj.get("data")
         if data is not None and not isinstance(data, dict):
@@ -153,6 +155,38 @@ def validate(kind: Kind, obj: dict[str, Any]) -> None:
                                    "Invalid value: not valid base64"))
     if causes:
         raise invalid(kind, name, causes)
+
+
+def _cronjob_causes(spec: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """Upstream's CronJob rules a user trips over: a parseable schedule without ``TZ=``, a
+    known ``timeZone``, a ``concurrencyPolicy`` it knows."""
+    from rotate_lab.cluster.api import cronschedule as cron
+
+    causes: list[tuple[str, str, str]] = []
+    schedule = str(spec.get("schedule") or "")
+    if not schedule:
+        causes.append(("spec.schedule", "FieldValueRequired", "Required value"))
+    else:
+        try:
+            cron.parse(schedule, None)
+        except cron.ScheduleError as exc:
+            why = ("cannot use TZ or CRON_TZ in schedule, use timeZone field instead"
+                   if exc.reason == "UnsupportedSchedule" else "not a standard cron schedule")
+            causes.append(("spec.schedule", "FieldValueInvalid",
+                           f'Invalid value: "{schedule}": {why}'))
+    zone = spec.get("timeZone")
+    if zone is not None:
+        try:
+            cron.zone_of(str(zone))
+        except cron.ScheduleError:
+            causes.append(("spec.timeZone", "FieldValueInvalid",
+                           f'Invalid value: "{zone}": unknown time zone {zone}'))
+    policy = spec.get("concurrencyPolicy")
+    if policy not in (None, "Allow", "Forbid", "Replace"):
+        causes.append(("spec.concurrencyPolicy", "FieldValueNotSupported",
+                       f'Unsupported value: "{policy}": supported values: "Allow", '
+                       '"Forbid", "Replace"'))
+    return causes
 
 
 #: a Secret's or ConfigMap's data (and binaryData) together, as Kubernetes limits them

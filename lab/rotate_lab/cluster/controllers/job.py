@@ -20,8 +20,8 @@ A finished Job is never touched again (its conditions are final).  Events on the
 ``SuccessfulCreate``, ``SuccessfulDelete``, ``Completed``, ``BackoffLimitExceeded``,
 ``DeadlineExceeded`` — what ``kubectl describe job`` shows.  Not played: indexed completion,
 pod failure policies, ``ttlSecondsAfterFinished`` and the retry back-off delay (a failed pod
-is replaced at once).  CronJobs are served (apply, get, ``kubectl create job --from``) but
-nothing schedules them.
+is replaced at once).  A CronJob's Jobs are created by the CronJob controller
+(:mod:`rotate_lab.cluster.controllers.cronjob`) and run here like any other.
 """
 
 from __future__ import annotations
