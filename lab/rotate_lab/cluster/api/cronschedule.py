@@ -59,7 +59,9 @@ class Schedule:
         """The next (``step`` 1) or previous (-1) time whose wall-clock time the expression
         matches.  croniter moves a time that a spring-forward transition skips to just after
         the transition; robfig/cron, and so Kubernetes, never runs it: skip such times."""
-        minutes, hours = croniter(self.expr).expanded[:2]
+        # the stubs type the fields as strings; croniter gives ints, or ["*"] for any
+        fields: list[list[int | str]] = [list(f) for f in croniter(self.expr).expanded[:2]]
+        minutes, hours = fields
         for _ in range(48):
             at: datetime = it.get_next(datetime) if step > 0 else it.get_prev(datetime)
             if (minutes == ["*"] or at.minute in minutes) and (hours == ["*"]
