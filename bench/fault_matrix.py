@@ -44,7 +44,12 @@ FAULTS: tuple[tuple[str, str | None, str], ...] = (
     ("crashloop", "report-env", "workload.restart"),
     # one ExternalSecret of the two the path has never syncs
     ("eso-stall", "reports/dragonfly-password", "sync.trigger"),
+    # a consumer in a namespace rotate may not read (its workloads cannot be listed):
+    # before the run only — discovery is preflight's
+    ("list-forbidden", "reports", ""),
 )
+#: faults a run must refuse in preflight (exit 3, nothing changed)
+PREFLIGHT_FAULTS = ("list-forbidden",)
 #: kinds at which a frozen run's Lease is taken over by `resume --take-over-lock` (read-only:
 #: the step the frozen run was in changes nothing when it is thawed; not the consumers' kinds,
 #: whose lanes may be in state-changing steps at that moment)
