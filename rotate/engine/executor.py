@@ -21,7 +21,8 @@ kind's exit code and a message saying what was undone.
 
 Steps run in groups (rotate.engine.grouping): a group of parallel steps with bounded
 parallelism, each consumer's steps of a lane group in plan order on one thread, and the
-consumers' prepared steps beside sync.wait, on a thread of their own.  Once a step of a group
+consumers' prepared steps beside sync.wait, on a thread of their own; in a run of several
+credentials, each credential's chain (stages ①–③) on a thread of its own.  Once a step of a group
 fails, no further step of that group starts; the steps already running finish, and the run
 ends with the lowest-numbered failed step (an interruption first).  Beside sync.wait both
 sides finish before the next step (the provider's switch), and a failed wait starts no
@@ -208,14 +209,30 @@ class Executor:
         i = 0
         while i < len(groups):
             side = grouping.beside(groups, i)
+            chain = 0 if side else grouping.chain_run(groups, i)
             if side:
                 waits = grouping.waits(groups, i + side)
                 self._run_beside(groups[i:i + side],
                                  [group[0] for group in groups[i + side:i + side + waits]])
                 i += side + waits
+            elif chain and self.run.max_parallel > 1 and grouping.independent(
+                    groups[i:i + chain], lambda step: self.run_of(step).credential.providers):
+                self._run_lanes(grouping.by_credential(groups[i:i + chain]))
+                i += chain
             else:
                 self._run_group(groups[i])
                 i += 1
+
+    def _run_lanes(self, lanes: Sequence[Sequence[PlannedStep]]) -> None:
+        """Each lane in order on a thread of its own, the lanes at once; as a group once a
+        step fails (no further step starts, those running finish)."""
+        errors: list[_StepError] = []
+        stop = threading.Event()
+        with ThreadPoolExecutor(max_workers=len(lanes), thread_name_prefix="rotate-chain") as pool:
+            for fut in [pool.submit(self._run_lane, lane, stop) for lane in lanes]:
+                _gather(errors, fut.exception())
+        if errors:
+            raise _first(errors)
 
     def _run_beside(self, side: Sequence[Sequence[PlannedStep]],
                     waits: Sequence[PlannedStep]) -> None:
