@@ -79,8 +79,9 @@ ADOPT_AT = ("sync.trigger", "provider.apply")
 SECRET_EDIT_AT = ("sync.wait", "provider.apply")
 #: a run of the main and the sharing credential together (`rotate A B --confirm`) is killed
 #: at the start of each of these kinds: consumers prepared (before the restart credential's
-#: switch, after the overlap one's provider took both values), and their readiness proven
-SEVERAL_AT = ("consumer.restart", "readyz.check")
+#: switch, after the overlap one's provider took both values), and their readiness proven;
+#: and at sync.wait, while each credential's chain runs on its own lane beside the other's
+SEVERAL_AT = ("sync.wait", "consumer.restart", "readyz.check")
 #: a human edit of an owned pointer of this consumer's document, at the start of this kind
 #: (after preflight read the versions, well before the parallel document writes)
 HUMAN_EDIT = ("order", "backend.write")
