@@ -44,7 +44,12 @@ FAULTS: tuple[tuple[str, str | None, str], ...] = (
     ("crashloop", "report-env", "workload.restart"),
     # one ExternalSecret of the two the path has never syncs
     ("eso-stall", "reports/dragonfly-password", "sync.trigger"),
+    # a consumer in a namespace rotate may not read (its workloads cannot be listed):
+    # before the run only — discovery is preflight's
+    ("list-forbidden", "reports", ""),
 )
+#: faults a run must refuse in preflight (exit 3, nothing changed)
+PREFLIGHT_FAULTS = ("list-forbidden",)
 #: kinds at which a frozen run's Lease is taken over by `resume --take-over-lock` (read-only:
 #: the step the frozen run was in changes nothing when it is thawed; not the consumers' kinds,
 #: whose lanes may be in state-changing steps at that moment)
@@ -74,8 +79,9 @@ ADOPT_AT = ("sync.trigger", "provider.apply")
 SECRET_EDIT_AT = ("sync.wait", "provider.apply")
 #: a run of the main and the sharing credential together (`rotate A B --confirm`) is killed
 #: at the start of each of these kinds: consumers prepared (before the restart credential's
-#: switch, after the overlap one's provider took both values), and their readiness proven
-SEVERAL_AT = ("consumer.restart", "readyz.check")
+#: switch, after the overlap one's provider took both values), and their readiness proven;
+#: and at sync.wait, while each credential's chain runs on its own lane beside the other's
+SEVERAL_AT = ("sync.wait", "consumer.restart", "readyz.check")
 #: a human edit of an owned pointer of this consumer's document, at the start of this kind
 #: (after preflight read the versions, well before the parallel document writes)
 HUMAN_EDIT = ("order", "backend.write")

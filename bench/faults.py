@@ -53,6 +53,7 @@ import httpx
 
 from bench import fault_adopt, fault_job, fault_plugin
 from bench.fault_matrix import (
+    PREFLIGHT_FAULTS,
     TORN_RECORD,
     Outcome,
     Spec,
@@ -151,6 +152,8 @@ class Case:
             finally:
                 w.fault(s.fault, s.target, clear=True)
             self.out.reached = journal.last()
+            if s.fault in PREFLIGHT_FAULTS and code != 3:  # a refusal, naming the fix
+                self.out.problems.append(f"{s.fault}: exit {code}, not 3 (preflight)")
             return {s.credential: code}
         if s.disturbance == "oversized":  # what rotate's own stdin check lets through
             done = w.rotate(s.credential, "--confirm", *pinned(s.credential), "--value-stdin",

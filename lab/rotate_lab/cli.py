@@ -157,12 +157,13 @@ def fault(
         metavar="KIND", show_default=False,
         help="eso-stall, eso-error, bao-down, config-center-5xx, crashloop, readyz-fail, "
              "provider-crashloop, rotator-fail, rotator-hang, portforward-drop, "
-             "journal-unreachable.")] = None,
+             "journal-unreachable, list-forbidden.")] = None,
     target: Annotated[str | None, typer.Argument(
         metavar="TARGET", show_default=False,
         help="The service, for crashloop and readyz-fail; NS/NAME of one ExternalSecret "
              "for eso-stall (all of them without); the phase (optional) for rotator-fail "
-             "and rotator-hang.")] = None,
+             "and rotator-hang; the namespace (`*`: cluster-wide) for list-forbidden.")
+    ] = None,
     clear: Annotated[bool, typer.Option("--clear", help="Switch KIND (or every fault) "
                                         "off.")] = False,
     dir: LabDir = DEFAULT_DIR,

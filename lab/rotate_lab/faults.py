@@ -26,6 +26,9 @@ FAULT_KINDS = (
     "portforward-drop",
     # the API server drops every request for rotate's run journals (ConfigMaps rotate-run-*)
     "journal-unreachable",
+    # listing workloads and ExternalSecrets in a namespace (TARGET; `*`: cluster-wide) is
+    # forbidden to every caller, requests and SelfSubjectAccessReviews alike
+    "list-forbidden",
 )
 
 

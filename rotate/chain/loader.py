@@ -418,5 +418,6 @@ def _build(data: dict[str, Any], file: Path) -> Chain:
         services={n: _service(n, s, base) for n, s in data.get("services", {}).items()},
         notify=notify_from(data.get("notify")),
         workload_consumers=WorkloadConsumers(
-            tuple((data.get("consumers") or {}).get("namespaces") or ())),
+            tuple((data.get("consumers") or {}).get("namespaces") or ()),
+            (data.get("consumers") or {}).get("allNamespaces") is True),
     )

@@ -96,9 +96,15 @@ class WorkloadConsumers:
     (``consumers.namespaces``): each namespace's Deployments, StatefulSets and DaemonSets
     are listed, and each one whose pod template reads a target Secret is a consumer.  A pod
     reads only Secrets of its own namespace, so a namespace matters only where a target
-    Secret lives (the credential's own, or one of another ExternalSecret of its path)."""
+    Secret lives (the credential's own, or one of another ExternalSecret of its path).
+
+    ``all_namespaces`` (``consumers.allNamespaces: true``): every namespace instead, each kind
+    listed once across the cluster (``namespaces`` is then empty).  A workload still reads
+    only the Secrets of its own namespace: it is matched against the target Secrets of that
+    namespace alone."""
 
     namespaces: tuple[str, ...] = ()
+    all_namespaces: bool = False
 
 
 @dataclass(frozen=True)

@@ -50,7 +50,7 @@ from rotate.core.errors import ForbiddenError, NotFoundError
 from rotate.core.refs import ObjectRef
 from rotate.engine.fanout import fan_out
 from rotate.engine.lock import lease_name, provider_lease_name
-from rotate.engine.preflight_readers import READER_KINDS, target_secrets
+from rotate.engine.preflight_readers import READER_KINDS, cluster_wide, target_secrets
 from rotate.stages.rollout import VSO_KINDS
 
 #: what preflight and doctor call to learn the token's capabilities
@@ -87,12 +87,17 @@ class VaultGrant:
 
 
 def deduplicate(perms: Iterable[Permission]) -> list[Permission]:
-    """First-seen order; a named permission covered by an unnamed one is dropped (so that
-    every generated rule is needed and removing it is noticed)."""
+    """First-seen order; a named permission covered by an unnamed one is dropped, and so is
+    any permission in one namespace covered by the same one in every namespace (namespace
+    None, unnamed) — so that every generated rule is needed and removing it is noticed."""
     perms = list(dict.fromkeys(perms))
     unnamed = {(p.verb, p.kind, p.namespace, p.subresource) for p in perms if p.name is None}
-    return [p for p in perms
-            if p.name is None or (p.verb, p.kind, p.namespace, p.subresource) not in unnamed]
+
+    def covered(p: Permission) -> bool:
+        if p.namespace is not None and (p.verb, p.kind, None, p.subresource) in unnamed:
+            return True
+        return p.name is not None and (p.verb, p.kind, p.namespace, p.subresource) in unnamed
+    return [p for p in perms if not covered(p)]
 
 
 def permissions_needed(chain: Chain, credential: Credential,
@@ -148,25 +153,37 @@ def permissions_needed(chain: Chain, credential: Credential,
             perms += [Permission(v, "Pod", ref.namespace) for v in ("list", "delete", "watch")]
     # workloads that read the Secret themselves: found by listing, rolled by name unknown
     # until preflight (so unnamed), their pods watched (a prepared or OnDelete rollout)
-    discovered = list(target_secrets(chain, credential))
-    for ns in discovered:  # and further ExternalSecrets of the path, synced and proven
-        perms += [Permission(v, kind, ns) for kind in READER_KINDS
+    # consumers.allNamespaces: the same verbs in every namespace (namespace None: a
+    # cluster-wide grant, a ClusterRole), each kind listed once across the cluster
+    discovered: list[str | None] = (
+        [None] if cluster_wide(chain) else list(target_secrets(chain, credential)))
+    for where in discovered:  # and further ExternalSecrets of the path, synced and proven
+        perms += [Permission(v, kind, where) for kind in READER_KINDS
                   for v in ("get", "list", "watch", "patch")]
-        perms += [Permission(v, "ExternalSecret", ns) for v in ("get", "list", "watch", "patch")]
-        perms.append(Permission("get", "Secret", ns))
-        perms += [Permission(v, "Pod", ns) for v in ("get", "list", "watch", "delete")]
+        perms += [Permission(v, "ExternalSecret", where)
+                  for v in ("get", "list", "watch", "patch")]
+        perms.append(Permission("get", "Secret", where))
+        perms += [Permission(v, "Pod", where) for v in ("get", "list", "watch", "delete")]
     consumer_ns = [chain.services[s].namespace for s in consumers_of(chain, credential.name)]
-    for ns in dict.fromkeys([*consumer_ns, *discovered]):  # a budget that makes it an outage
+    for ns in _unless_everywhere([*consumer_ns, *discovered]):  # a budget: an outage anyway
         perms.append(Permission("list", "PodDisruptionBudget", ns))
-    for ns in dict.fromkeys([*(ref.namespace for ref in workloads), *discovered]):
+    for ns in _unless_everywhere([*(ref.namespace for ref in workloads), *discovered]):
         perms += [Permission("list", kind, ns) for kind in VSO_KINDS]
     # Events on every object a run acts on (rotate.engine.events), in that object's namespace
     token_ns = [chain.services[s].token.namespace for s in consumers_of(chain, credential.name)]
-    for ns in dict.fromkeys([es.namespace, sec.namespace, *token_ns,
-                             *(ref.namespace for ref in workloads), *discovered]):
+    for ns in _unless_everywhere([es.namespace, sec.namespace, *token_ns,
+                                  *(ref.namespace for ref in workloads), *discovered]):
         perms.append(Permission("create", "Event", ns))
     perms += _provider_connections(credential, environ)
     return deduplicate(perms)
+
+
+def _unless_everywhere(namespaces: Sequence[str | None]) -> list[str | None]:
+    """``namespaces`` once each — or only None (every namespace) when it is among them: a
+    cluster-wide grant covers each namespace's, so asking for both would ask twice."""
+    if None in namespaces:
+        return [None]
+    return list(dict.fromkeys(namespaces))
 
 
 def _provider_connections(credential: Credential,
@@ -204,10 +221,13 @@ def _method_access(applied: ProviderApply) -> list[KubeAccess | VaultAccess]:
     return list(spec.access(applied)) if spec is not None and spec.access is not None else []
 
 
-def describe(perm: Permission, plural: str) -> str:
-    """``patch deployments in shop`` — the words doctor prints (without the name)."""
+def describe(perm: Permission, plural: str, namespaced: bool = False) -> str:
+    """``patch deployments in shop`` — the words doctor prints (without the name); a
+    namespaced kind asked in every namespace: ``list deployments in all namespaces``."""
     what = plural + (f"/{perm.subresource}" if perm.subresource else "")
-    return f"{perm.verb} {what}" + (f" in {perm.namespace}" if perm.namespace else "")
+    where = (f" in {perm.namespace}" if perm.namespace
+             else " in all namespaces" if namespaced else "")
+    return f"{perm.verb} {what}{where}"
 
 
 def check_permissions(kube: Kube, perms: Iterable[Permission]) -> list[str]:
@@ -230,7 +250,8 @@ def check_permissions(kube: Kube, perms: Iterable[Permission]) -> list[str]:
     missing: dict[str, list[str]] = {}
     for perm, ok in zip(asked, allowed, strict=True):
         if not ok:
-            names = missing.setdefault(describe(perm, kind_info(perm.kind).plural), [])
+            info = kind_info(perm.kind)
+            names = missing.setdefault(describe(perm, info.plural, info.namespaced), [])
             if perm.name:
                 names.append(perm.name)
     return [what + (f" ({', '.join(names)})" if names else "") for what, names in missing.items()]

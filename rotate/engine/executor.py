@@ -8,24 +8,21 @@ through the CancelToken) is checked between steps and inside every wait; the int
 step is journaled as such and the run ends ``interrupted`` (exit 130), resumable.
 
 A TemporaryError (connection refused, 5xx, 429, a 409 on a stale read) does not fail a step:
-the step is attempted again, with back-off, until the step's deadline — through the same
-``wait_for`` as every other wait.  That is safe because every kind is idempotent by
-construction: it first looks at what earlier attempts recorded (``StepIO.prior``, the same
-record resume uses) and observes what is already done.  A step's own WaitTimeout is a
-PermanentError: its wait already used the deadline, so it is not attempted again.
+it is attempted again, with back-off, until the step's deadline (``wait_for``).  Safe because
+every kind is idempotent: it first looks at what earlier attempts recorded (``StepIO.prior``,
+as resume does) and observes what is done.  A step's own WaitTimeout is a PermanentError.
 
 When a step fails, what the run prepared ahead of that step's stage (restart strategy:
 documents and consumer rollouts started before the provider switched) is undone first, by
-steps journaled like any other (rotate.engine.undo); the run then ends with the failed
-kind's exit code and a message saying what was undone.
+journaled steps (rotate.engine.undo); the run ends with the failed kind's exit code.
 
-Steps run in groups (rotate.engine.grouping): a group of parallel steps with bounded
-parallelism, each consumer's steps of a lane group in plan order on one thread, and the
-consumers' prepared steps beside sync.wait, on a thread of their own.  Once a step of a group
-fails, no further step of that group starts; the steps already running finish, and the run
-ends with the lowest-numbered failed step (an interruption first).  Beside sync.wait both
-sides finish before the next step (the provider's switch), and a failed wait starts no
-further prepared step.
+Steps run in groups (rotate.engine.grouping): parallel steps with bounded parallelism, each
+consumer's steps of a lane group in plan order on one thread, the consumers' prepared steps
+beside sync.wait on a thread of their own, and in a run of several credentials each
+credential's chain (stages ①–③) on a thread of its own.  Once a step of a group fails, no
+further step of it starts; those running finish, and the run ends with the lowest-numbered
+failed step (an interruption first).  Beside sync.wait both sides finish before the next
+step (the provider's switch), and a failed wait starts no further prepared step.
 """
 
 from __future__ import annotations
@@ -168,19 +165,19 @@ class Executor:
         self.observer.step_finished(step, record)
         self.notices.step_finished(step, record)
 
-    def _run_group(self, group: Sequence[PlannedStep],
-                   stop: threading.Event | None = None) -> None:
-        """``group``'s steps; none starts once ``stop`` is set (by a failed step of the group,
-        or from outside: the wait the group runs beside failed)."""
+    def _run_group(self, group: Sequence[PlannedStep], stop: threading.Event | None = None,
+                   lanes: Sequence[Sequence[PlannedStep]] | None = None) -> None:
+        """``group``'s steps by ``lanes`` (grouping.lanes), each in order; none starts once
+        ``stop`` is set (a failed step of the group, or the wait it runs beside failed)."""
         stop = threading.Event() if stop is None else stop
-        if len(group) == 1 or self.run.max_parallel <= 1:
+        if lanes is None and (len(group) == 1 or self.run.max_parallel <= 1):
             self._run_lane(group, stop)
             return
+        units = grouping.lanes(group) if lanes is None else lanes
         errors: list[_StepError] = []
-        with ThreadPoolExecutor(max_workers=self.run.max_parallel,
-                                thread_name_prefix="rotate-step") as pool:
-            futures = [pool.submit(self._run_lane, lane, stop) for lane in grouping.lanes(group)]
-            for fut in futures:
+        with ThreadPoolExecutor(max_workers=self.run.max_parallel if lanes is None
+                                else len(units), thread_name_prefix="rotate-step") as pool:
+            for fut in [pool.submit(self._run_lane, lane, stop) for lane in units]:
                 _gather(errors, fut.exception())
         if errors:
             raise _first(errors)
@@ -208,11 +205,18 @@ class Executor:
         i = 0
         while i < len(groups):
             side = grouping.beside(groups, i)
+            chain = 0 if side else grouping.chain_run(groups, i)
             if side:
                 waits = grouping.waits(groups, i + side)
                 self._run_beside(groups[i:i + side],
                                  [group[0] for group in groups[i + side:i + side + waits]])
                 i += side + waits
+            elif chain and self.run.max_parallel > 1 and grouping.independent(
+                    groups[i:i + chain], lambda step: self.run_of(step).credential.providers):
+                chained = groups[i:i + chain]
+                self._run_group([s for g in chained for s in g],
+                                lanes=grouping.by_credential(chained))
+                i += chain
             else:
                 self._run_group(groups[i])
                 i += 1

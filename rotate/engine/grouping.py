@@ -13,11 +13,19 @@ what they return.
   the token mints, the harvest, each consumer's document and restart before sync.wait,
   rotate.engine.plan) run **beside** it (:func:`beside`): the consumers' new pods start
   while ESO reacts.
+* In a run of several credentials (rotate.engine.merge), consecutive steps of stages ①–③
+  — each credential's backend, sync and provider chain, which touch that credential's own
+  path, Secrets and providers — run **per credential** (:func:`chain_run`,
+  :func:`by_credential`): each credential's steps in plan order on one thread, the
+  credentials at once, so neither waits for the other's sync or switch.  The consumer steps
+  around them stay barriers: a consumer still moves after every provider it reads took
+  its value, once.  The executor does so only for credentials whose providers are
+  disjoint (two credentials on one provider keep the merged order).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from rotate.engine.kinds import Kind, kind_of
 from rotate.engine.model import PlannedStep
@@ -73,3 +81,37 @@ def lanes(group: Sequence[PlannedStep]) -> list[list[PlannedStep]]:
     for step in group:
         by_subject.setdefault(step.subject, []).append(step)
     return list(by_subject.values())
+
+
+def chain_run(groups: Sequence[Sequence[PlannedStep]], i: int) -> int:
+    """How many groups from ``groups[i]`` hold only stage ①–③ steps of named credentials,
+    when they span more than one credential (0 otherwise: nothing to run side by side)."""
+    j = i
+    while j < len(groups) and all(step.credential and kind_of(step).stage <= 3
+                                  for step in groups[j]):
+        j += 1
+    names = {step.credential for group in groups[i:j] for step in group}
+    return j - i if len(names) > 1 else 0
+
+
+def by_credential(groups: Sequence[Sequence[PlannedStep]]) -> list[list[PlannedStep]]:
+    """The steps of ``groups`` as one lane per credential, each in plan order."""
+    out: dict[str, list[PlannedStep]] = {}
+    for group in groups:
+        for step in group:
+            out.setdefault(step.credential, []).append(step)
+    return list(out.values())
+
+
+def independent(groups: Sequence[Sequence[PlannedStep]],
+                providers_of: Callable[[PlannedStep], Iterable[object]]) -> bool:
+    """Whether the credentials of ``groups`` share no provider (``providers_of`` a step:
+    its credential's), so their chains may run at once."""
+    seen: set[str] = set()
+    for name in dict.fromkeys(step.credential for group in groups for step in group):
+        first = next(step for group in groups for step in group if step.credential == name)
+        providers = {str(ref) for ref in providers_of(first)}
+        if providers & seen:
+            return False
+        seen |= providers
+    return True

@@ -369,7 +369,9 @@ def _perms_fn(kube: Kube, chain: Chain, credential: Credential,
         needed = permissions_needed(chain, credential, environ or {})
         missing = check_permissions(kube, needed)
         if missing:
-            raise NotFoundError("kubernetes", "permissions", "missing: " + "; ".join(missing))
+            raise NotFoundError("kubernetes", "permissions", "missing: " + "; ".join(missing)
+                                + f"; `rotate rbac {credential.name}` prints the grants (a "
+                                "ClusterRole for those in all namespaces)")
         return f"{len(needed)} permission(s) granted"
     return check
 

@@ -2,8 +2,9 @@
 (chain.md "Workloads that read the Secret"), and of what would make a consumer's restart an
 outage anyway (PodDisruptionBudgets, a single replica).
 
-Observe only.  In every namespace of ``consumers.namespaces`` where a target Secret lives,
-the Deployments, StatefulSets and DaemonSets are listed once each and every one whose pod
+Observe only.  In every namespace of ``consumers.namespaces`` where a target Secret lives
+(or, under ``consumers.allNamespaces``, across the cluster: one list per kind), the
+Deployments, StatefulSets and DaemonSets are listed once each and every one whose pod
 template reads that Secret is a reader (rotate.stages.secret_readers) — but the providers
 and the chain's services, which other steps already roll.  A namespace rotate may not list
 is a failed check naming it and the fix: a reader there would keep the old value unseen.
@@ -46,17 +47,33 @@ class Readers:
 
 def target_secrets(chain: Chain, credential: Credential) -> tuple[str, ...]:
     """The namespaces discovery searches: ``consumers.namespaces`` (the RBAC it needs is
-    granted there, the objects found there are known only at run time)."""
+    granted there, the objects found there are known only at run time).  Empty under
+    ``consumers.allNamespaces``: see :func:`cluster_wide`."""
     return chain.workload_consumers.namespaces
+
+
+def cluster_wide(chain: Chain) -> bool:
+    """``consumers.allNamespaces``: every namespace is searched, one list per kind across
+    the cluster, and the grants are cluster-wide (a ClusterRole)."""
+    return chain.workload_consumers.all_namespaces
+
+
+#: the check of a cluster-wide discovery (one for every namespace)
+ALL_NAMESPACES = "(all namespaces)"
 
 
 def discover(chain: Chain, credential: Credential, kube: Kube, col: Collector) -> Readers:
     """The further ExternalSecrets of the credential's path and the readers of every target
     Secret; one ``consumers.discovered NS`` check per namespace searched (failed, naming the
-    rbac fix, when it cannot be listed)."""
+    rbac fix, when it cannot be listed) — or one ``consumers.discovered (all namespaces)``
+    under ``consumers.allNamespaces``."""
     out = Readers()
     skip = {str(ref) for ref in credential.providers}
     skip |= {str(workload_ref(svc)) for svc in chain.services.values()}
+    if cluster_wide(chain):
+        col.run(f"consumers.discovered {ALL_NAMESPACES}",
+                _everywhere(kube, credential, skip, out))
+        return out
     for ns in target_secrets(chain, credential):
         col.run(f"consumers.discovered {ns}", _namespace(kube, credential, ns, skip, out))
     return out
@@ -71,42 +88,93 @@ def _forbidden(what: str, ns: str) -> ForbiddenError:
         "of consumers.namespaces), or remove it from consumers.namespaces")
 
 
+def _forbidden_everywhere(what: str, credential: Credential) -> ForbiddenError:
+    return ForbiddenError(
+        "kubernetes", f"list {what} in all namespaces",
+        f"rotate may not list the {what} of every namespace (consumers.allNamespaces), so a "
+        "workload reading the Secret somewhere would keep the old value unseen; missing: the "
+        f"cluster-wide grant `list {what}` (a ClusterRole bound by a ClusterRoleBinding). "
+        f"`rotate rbac {credential.name} | kubectl apply -f -` applies the ClusterRole it "
+        "needs; or name the namespaces instead (consumers.namespaces)")
+
+
+def _listed(kube: Kube, kind: str, ns: str | None,
+            forbidden: Callable[[str], ForbiddenError]) -> list[dict[str, Any]]:
+    try:
+        return kube.list(kind, ns)
+    except ForbiddenError:
+        raise forbidden(f"{kind.lower()}s") from None
+
+
+def _mapped(credential: Credential, listed: list[dict[str, Any]], default_ns: str | None,
+            out: Readers) -> dict[str, list[str]]:
+    """namespace → the target Secrets there: the credential's own, and those of every
+    further ExternalSecret of its path (recorded in ``out``)."""
+    primary, sec = credential.external_secret, credential.secret
+    secrets: dict[str, list[str]] = {}
+    if default_ns is None or sec.namespace == default_ns:
+        secrets[sec.namespace] = [sec.name]
+    for es in listed:
+        meta = es.get("metadata") or {}
+        ns, name = str(meta.get("namespace") or default_ns or ""), str(meta.get("name") or "")
+        mapped = secret_readers.maps_path(es, credential.backend.path, credential.backend.key)
+        if mapped is None or (ns, name) == (primary.namespace, primary.name):
+            continue
+        out.external_secrets[f"{ns}/{name}"] = f"{ns}/{mapped[0]}#{mapped[1]}"
+        secrets.setdefault(ns, []).append(mapped[0])
+    return secrets
+
+
+def _match(objs: list[dict[str, Any]], kind: str, default_ns: str | None,
+           secrets: Mapping[str, list[str]], skip: set[str], out: Readers) -> int:
+    """Record each workload reading a target Secret *of its own namespace* (a pod never
+    reads another namespace's Secret: a Secret of the same name elsewhere is another one,
+    a reader only when an ExternalSecret of this path fills it)."""
+    found = 0
+    for obj in objs:
+        meta = obj.get("metadata") or {}
+        ns = str(meta.get("namespace") or default_ns or "")
+        ref = str(ObjectRef(kind, ns, str(meta.get("name"))))
+        if ref in skip or ref in out.found:
+            continue
+        for secret in secrets.get(ns, ()):
+            reader = secret_readers.reader(obj, secret)
+            if reader is not None:
+                out.found[ref] = reader
+                found += 1
+                break
+    return found
+
+
 def _namespace(kube: Kube, credential: Credential, ns: str, skip: set[str],
                out: Readers) -> Callable[[], str]:
     def check() -> str:
-        primary, sec = credential.external_secret, credential.secret
-        secrets = [sec.name] if sec.namespace == ns else []
-        try:
-            listed = kube.list("ExternalSecret", ns)
-        except ForbiddenError:
-            raise _forbidden("externalsecrets", ns) from None
-        for es in listed:
-            name = str((es.get("metadata") or {}).get("name") or "")
-            mapped = secret_readers.maps_path(es, credential.backend.path,
-                                              credential.backend.key)
-            if mapped is None or (ns, name) == (primary.namespace, primary.name):
-                continue
-            out.external_secrets[f"{ns}/{name}"] = f"{ns}/{mapped[0]}#{mapped[1]}"
-            secrets.append(mapped[0])
-        found = 0
-        for kind in READER_KINDS if secrets else ():
-            try:
-                objs = kube.list(kind, ns)
-            except ForbiddenError:
-                raise _forbidden(f"{kind.lower()}s", ns) from None
-            for obj in objs:
-                ref = str(ObjectRef(kind, ns, str((obj.get("metadata") or {}).get("name"))))
-                if ref in skip or ref in out.found:
-                    continue
-                for secret in secrets:
-                    reader = secret_readers.reader(obj, secret)
-                    if reader is not None:
-                        out.found[ref] = reader
-                        found += 1
-                        break
-        if not secrets:
+        def forbidden(what: str) -> ForbiddenError:
+            return _forbidden(what, ns)
+
+        secrets = _mapped(credential, _listed(kube, "ExternalSecret", ns, forbidden), ns, out)
+        found = sum(_match(_listed(kube, kind, ns, forbidden), kind, ns, secrets, skip, out)
+                    for kind in (READER_KINDS if secrets.get(ns) else ()))
+        if not secrets.get(ns):
             return f"no Secret of this credential in {ns}"
-        return f"{found} workload(s) in {ns} read Secret {', '.join(secrets)} themselves"
+        return f"{found} workload(s) in {ns} read Secret {', '.join(secrets[ns])} themselves"
+    return check
+
+
+def _everywhere(kube: Kube, credential: Credential, skip: set[str],
+                out: Readers) -> Callable[[], str]:
+    """One list per kind across the cluster, not one per namespace."""
+    def check() -> str:
+        def forbidden(what: str) -> ForbiddenError:
+            return _forbidden_everywhere(what, credential)
+
+        secrets = _mapped(credential, _listed(kube, "ExternalSecret", None, forbidden), None,
+                          out)
+        found = sum(_match(_listed(kube, kind, None, forbidden), kind, None, secrets, skip, out)
+                    for kind in READER_KINDS)
+        where = "; ".join(f"{ns}: {', '.join(names)}" for ns, names in sorted(secrets.items()))
+        return (f"{found} workload(s) in {len(secrets)} namespace(s) read the credential's "
+                f"Secrets themselves ({where})")
     return check
 
 

@@ -235,6 +235,24 @@ def test_a_consumer_namespace_rotate_may_not_list_is_named_with_the_fix(
         apply(limited.lab, [limited.rbac[index]])
 
 
+def test_cluster_wide_discovery_without_its_cluster_role_is_named_with_the_fix(
+        limited: Limited, tmp_path: Path) -> None:
+    """consumers.allNamespaces on an account granted only namespaces: preflight refuses
+    (exit 3, nothing changed) naming the cluster-wide grant missing and ``rotate rbac``."""
+    text = Path(CHAIN).read_text().replace("namespaces: [reports]", "allNamespaces: true")
+    chain = tmp_path / "everywhere.yaml"
+    chain.write_text(text)
+    (tmp_path / "schemas").symlink_to(Path(CHAIN).parent / "schemas")
+    before = limited.snapshot()
+    res = limited.rotate("dragonfly", "--confirm", "--chain", str(chain))
+    assert res.code == 3, res.output
+    assert "list deployments in all namespaces" in res.output, res.output
+    assert "consumers.discovered (all namespaces)" in res.output
+    assert "`rotate rbac dragonfly" in res.output and "ClusterRole" in res.output
+    assert "nothing was changed" in res.output
+    assert limited.snapshot() == before
+
+
 @pytest.mark.parametrize(("index", "rule_index"), _rule_cases())
 def test_one_rbac_rule_less_stops_in_preflight(limited: Limited, index: int,
                                                rule_index: int) -> None:

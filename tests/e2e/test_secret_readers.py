@@ -170,3 +170,75 @@ def rotate_and_roll_back(lab: Lab, chain: Path) -> None:
     assert lab.dragonfly_auth(lab.bao_password(lab.bao_version() - 2))
     for name in ("report-env", "report-batch"):
         assert ready(lab, "reports", name) is not None, name
+
+
+def all_namespaces_chain(lab: Lab, tmp_path: Path) -> str:
+    """The lab's chain with cluster-wide discovery: it names no namespace."""
+    chain = Path(lab.env["ROTATE_CHAIN"])
+    text = chain.read_text().replace("namespaces: [reports]", "allNamespaces: true")
+    assert "allNamespaces: true" in text
+    copy = tmp_path / "everywhere.yaml"
+    copy.write_text(text)
+    (tmp_path / "schemas").symlink_to(chain.parent / "schemas")
+    return str(copy)
+
+
+def copy_of_the_acl_path() -> dict[str, Any]:
+    """A further ExternalSecret of dragonfly-acl's path in ``reports``: every key of it
+    (dataFrom extract), the previous key included; ESO refreshes it hourly."""
+    return {"apiVersion": "external-secrets.io/v1", "kind": "ExternalSecret",
+            "metadata": {"name": "search-copy", "namespace": "reports"},
+            "spec": {"refreshInterval": "1h", "refreshPolicy": "Periodic",
+                     "secretStoreRef": {"name": "openbao", "kind": "SecretStore"},
+                     "target": {"name": "search-copy", "creationPolicy": "Owner"},
+                     "dataFrom": [{"extract": {"key": "infra/dragonfly-acl"}}]}}
+
+
+def test_cluster_wide_discovery_moves_readers_of_namespaces_the_chain_does_not_name(
+        lab: Lab, tmp_path: Path) -> None:
+    """consumers.allNamespaces: a reader in a namespace the chain never names is found and
+    rolled, one in a namespace where no copy of the value is made is not (its Secret of the
+    same name is another Secret); under overlap, phase 2 forces every ExternalSecret of the
+    path again, so no copy keeps the old value under the previous key."""
+    chain = all_namespaces_chain(lab, tmp_path)
+    name = "cache-probe-all"
+    lookalike = env_reader("lookalike", namespace="shop")  # no Dragonfly Secret in shop
+    lookalike["spec"]["replicas"] = 0
+    lab.kubectl_apply(env_reader(name))
+    lab.kubectl_apply(lookalike)
+    lab.kubectl_apply(copy_of_the_acl_path())
+    eventually(lambda: ready(lab, "dragonfly", name), 60, f"{name} Ready")
+    eventually(lambda: lab.kjson("get", "secret", "-n", "reports", "search-copy").get("data"),
+               60, "the copy of infra/dragonfly-acl")
+    try:
+        plan = lab.rotate("dragonfly", "-o", "json", "--chain", chain)
+        assert plan.code == 0, plan.output
+        doc = json.loads(plan.stdout)
+        found = {r["workload"] for r in doc["workload_consumers"]}
+        assert {f"deployment/dragonfly/{name}", "deployment/reports/report-env"} <= found
+        assert "deployment/shop/lookalike" not in found
+        checks = {c["check"]: c for c in doc["preflight"]}
+        assert checks["consumers.discovered (all namespaces)"]["ok"]
+        before = restarted_at(lab.kjson("get", "deployment", "-n", "dragonfly", name))
+
+        run = lab.rotate("dragonfly", "--confirm", "--chain", chain)
+        assert run.code == 0, run.output
+        new = lab.bao_password()
+        after = ready(lab, "dragonfly", name)
+        assert after is not None and restarted_at(after) != before
+        assert lab.secret_value("reports", "dragonfly-credentials", "DRAGONFLY_PASSWORD") == new
+        for reader in ("report-env", "report-batch"):
+            assert ready(lab, "reports", reader) is not None, reader
+
+        acl = lab.rotate("dragonfly-acl", "--confirm", "--chain", chain, "-o", "json")
+        assert acl.code == 0, acl.output
+        steps = [(s["kind"], s["target"]) for s in json.loads(acl.stdout)["steps"]]
+        assert steps.count(("sync.wait", "reports/search-copy")) == 2, steps  # both phases
+        current = lab.bao("GET", "secret/data/infra/dragonfly-acl").json()["data"]["data"]
+        assert current["password_previous"] == current["password"]
+        for key in ("password", "password_previous"):
+            assert lab.secret_value("reports", "search-copy", key) == current["password"], key
+    finally:
+        lab.kubectl("delete", "deployment", "-n", "dragonfly", name)
+        lab.kubectl("delete", "deployment", "-n", "shop", "lookalike")
+        lab.kubectl("delete", "externalsecret", "-n", "reports", "search-copy")

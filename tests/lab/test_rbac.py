@@ -228,3 +228,23 @@ def _exists(store: Store, namespace: str) -> bool:
     except Exception:
         return False
     return True
+
+
+def test_the_list_forbidden_fault_withholds_listing_workloads_where_it_names() -> None:
+    """``list-forbidden NS``: listing workloads there is refused to requests and access
+    reviews alike; elsewhere, and every other verb, is the identity's own answer; ``*``
+    withholds the cluster-wide lists too."""
+    from rotate_lab.cluster.api.auth import Identity, Withheld, access_review
+
+    denied: set[str | None] = {"reports"}
+    who = Withheld(Identity.admin(), lambda ns: ns in denied)
+    assert not who.allows("list", "apps", "deployments", "reports")
+    assert not who.allows("watch", "external-secrets.io", "externalsecrets", "reports")
+    assert who.allows("list", "apps", "deployments", "shop")
+    assert who.allows("patch", "apps", "deployments", "reports", "report-env")
+    assert who.allows("list", "apps", "deployments", None)
+    review = access_review(who, {"spec": {"resourceAttributes": {
+        "verb": "list", "group": "apps", "resource": "deployments", "namespace": "reports"}}})
+    assert review["status"]["allowed"] is False
+    denied.add(None)
+    assert not who.allows("list", "apps", "daemonsets", None)

@@ -70,7 +70,9 @@ def test_the_other_credential_covers_the_kinds_the_first_lacks() -> None:
 def test_every_lab_fault_before_and_during_with_both_recoveries() -> None:
     specs = matrix({"a": LIVE, "b": ROLLED}, "a", "b")
     faults = {(s.fault, s.disturbance, s.recovery) for s in specs if s.fault}
-    assert len(faults) == 8 * 2 * 2  # seven lab faults and portforward-drop
+    assert len(faults) == 8 * 2 * 2 + 2  # seven lab faults and portforward-drop, then
+    # list-forbidden, before the run only (discovery is preflight's)
+    assert ("list-forbidden", "fault-during", "resume") not in faults
     assert all(s.kind in plan_kinds(LIVE) for s in specs if s.disturbance == "fault-during")
 
 

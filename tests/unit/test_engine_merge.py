@@ -267,3 +267,40 @@ def test_once_a_provider_switched_a_failure_undoes_nothing() -> None:
     assert any(s.kind == "provider.apply" and s.credential == "postgres" and
                s.index < failed.index for s in steps)
     assert plan_undo(state, failed).steps == ()
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_each_credentials_chain_runs_on_its_own_between_the_consumer_barriers(
+        case: str) -> None:
+    """grouping.chain_run: the stage ①–③ steps between consumer steps, spanning both
+    credentials, run as one lane per credential in its own plan order; no consumer step is
+    ever in such a run (the barriers keep "after every provider it reads")."""
+    plans, names = CASES[case]
+    steps = _merged(plans, names)
+    groups = grouping.groups_of(steps)
+    runs, i = [], 0
+    while i < len(groups):
+        n = 0 if grouping.beside(groups, i) else grouping.chain_run(groups, i)
+        if n:
+            runs.append(grouping.by_credential(groups[i:i + n]))
+        i += n or 1
+    assert runs
+    for lanes in runs:
+        assert len(lanes) == 2 and {lane[0].credential for lane in lanes} == set(plans)
+        for lane in lanes:
+            assert [s.index for s in lane] == sorted(s.index for s in lane)
+            assert all(s.stage <= 3 and s.credential == lane[0].credential for s in lane)
+    first = [[s.kind for s in lane] for lane in runs[0]]
+    if case == "both overlap":  # each credential's whole ①–③ before any consumer
+        assert first[0] == ["backend.write", "sync.trigger", "sync.wait", "provider.apply",
+                            "provider.verify"]
+    providers = {"dragonfly": ["df"], "postgres": ["pg"]}
+    chained = [g for g in groups if all(s.stage <= 3 for s in g)]
+    assert grouping.independent(chained, lambda s: providers[s.credential])
+    assert not grouping.independent(chained, lambda s: ["one"])  # a provider in common
+
+
+def test_a_run_of_one_credential_has_no_chain_run() -> None:
+    steps = _merged({"dragonfly": overlap("df", DF)}, ())
+    groups = grouping.groups_of(steps)
+    assert all(grouping.chain_run(groups, i) == 0 for i in range(len(groups)))

@@ -23,6 +23,7 @@ from rotate.clients.seams import ReadyzTarget
 from rotate.core.errors import PermanentError, PreflightFailed, UsageError
 from rotate.core.secret import Secret
 from rotate.core.waiting import CancelToken
+from rotate.engine.targets import backend_target
 from tests.fakes import CONSUMERS, FakeKube, World, make_chain
 from tests.support.engine import RecordingObserver, journal_lines, options, resume, rollback
 
@@ -294,3 +295,53 @@ def test_adopt_under_overlap_needs_the_chain_value_as_the_previous_key(
     assert report.status == "succeeded", report.message
     assert len(ow.vault.versions[PATH]) == hand
     assert ow.accepted() == {"adopted-by-hand-0123456789abcdefghijkl"}
+
+
+class CopiedOverlapWorld(OverlapWorld):
+    """A further ExternalSecret of the path, ``reports/copy``, maps both keys into Secret
+    ``reports/copy-secret`` (its ESO refreshes only when forced, as with a long interval)."""
+
+    def setup(self, password: str = OLD) -> None:
+        super().setup(password)
+        self.kube.put({"kind": "ExternalSecret", "apiVersion": "external-secrets.io/v1",
+                       "metadata": {"name": "copy", "namespace": "reports"},
+                       "spec": {"target": {"name": "copy-secret"}, "data": [
+                           {"secretKey": k, "remoteRef": {"key": PATH, "property": k}}
+                           for k in ("password", PREV)]},
+                       "status": {"conditions": [{"type": "Ready", "status": "True"}]}})
+        self.kube.create_secret("reports", "copy-secret", {k: Secret(password)
+                                                            for k in ("password", PREV)})
+
+    def _eso(self, kube: FakeKube, kind: str, ns: str, name: str) -> None:
+        super()._eso(kube, kind, ns, name)
+        if (kind, ns, name) == ("ExternalSecret", "reports", "copy") and self.eso_mode == "ok":
+            for key in ("password", PREV):
+                kube.write_secret_key("reports", "copy-secret", key,
+                                      Secret(self.vault.current(PATH, key)))
+
+
+def test_phase_two_syncs_every_external_secret_of_the_path_again(tmp_path: Path) -> None:
+    """The retire's new version reaches every copy of the path: a further ExternalSecret is
+    forced and proven in phase 2 too, so its Secret's previous key no longer holds the old
+    value; a rollback does the same."""
+    chain = _overlap_chain(tmp_path)
+    from rotate.chain.model import WorkloadConsumers
+    w = CopiedOverlapWorld(dataclasses.replace(chain, workload_consumers=WorkloadConsumers(
+        ("reports",))))
+    w.setup()
+    try:
+        report = _run(w, tmp_path)
+        assert report.status == "succeeded", report.message
+        kinds = [s.kind for s in report.steps if s.target == "reports/copy"]
+        assert kinds == ["sync.trigger", "sync.wait", "sync.wait"], kinds  # phase 1, phase 2
+        order = [(s.kind, s.target) for s in report.steps]
+        assert len(order) - 1 - order[::-1].index(("sync.wait", "reports/copy")) > order.index(
+            ("backend.retire", backend_target(chain, chain.credentials["dragonfly"])))
+        new = w.vault.current(PATH, "password")
+        assert w.kube.secret_value("reports", "copy-secret", PREV) == new
+        back = rollback(w, tmp_path, report.run_id)
+        assert back.status == "succeeded", back.message
+        assert w.kube.secret_value("reports", "copy-secret", PREV) == OLD
+        assert w.kube.secret_value("reports", "copy-secret", "password") == OLD
+    finally:
+        w.kube.close()

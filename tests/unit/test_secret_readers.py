@@ -186,3 +186,91 @@ def test_a_fixed_reader_is_resumed_to_the_end(world: World, tmp_path: Path) -> N
     assert resumed.status == "succeeded", resumed.message
     template = world.kube.raw("Deployment", "dragonfly", "warmer")["spec"]["template"]
     assert RESTARTED_AT in template["metadata"]["annotations"]
+
+
+class CountedLists:
+    """The fake Kube, counting list calls by (kind, namespace); ``forbid``: kinds whose
+    cluster-wide list is refused (403)."""
+
+    def __init__(self, kube: Any, forbid: tuple[str, ...] = ()) -> None:
+        self.kube, self.forbid, self.calls = kube, forbid, list[tuple[str, str | None]]()
+
+    def list(self, kind: str, namespace: str | None, **kw: Any) -> list[dict[str, Any]]:
+        self.calls.append((kind, namespace))
+        if namespace is None and kind in self.forbid:
+            raise ForbiddenError("kubernetes", f"list {kind}", "forbidden", status=403)
+        return list(self.kube.list(kind, namespace, **kw))
+
+
+def everywhere(world: World) -> None:
+    world.chain = dataclasses.replace(world.chain, workload_consumers=WorkloadConsumers(
+        all_namespaces=True))
+
+
+def test_cluster_wide_discovery_matches_each_workload_to_its_own_namespace_secret(
+        world: World) -> None:
+    """One list per kind across the cluster; a workload is a reader only of a target Secret
+    of its own namespace — the credential's own, or one an ExternalSecret of its path fills
+    there — never of a Secret that merely has the same name elsewhere."""
+    everywhere(world)
+    world.kube.put({"kind": "ExternalSecret", "apiVersion": "external-secrets.io/v1",
+                    "metadata": {"name": "df", "namespace": "reports"},
+                    "spec": {"target": {"name": "creds"}, "data": [{"secretKey": "PW",
+                             "remoteRef": {"key": "infra/dragonfly", "property": "password"}}]}})
+    world.kube.put(reading("dragonfly", "warmer", env=True))   # the credential's own Secret
+    world.kube.put(reading("elsewhere", "lookalike", env=True))  # same name, another Secret
+    copy = reading("reports", "report", env_from=True)
+    copy["spec"]["template"]["spec"]["containers"][0]["envFrom"] = [
+        {"secretRef": {"name": "creds"}}]
+    world.kube.put(copy)
+    stray = reading("other", "stray", env_from=True)  # reads "creds" where no copy is made
+    stray["spec"]["template"]["spec"]["containers"][0]["envFrom"] = [
+        {"secretRef": {"name": "creds"}}]
+    world.kube.put(stray)
+    kube, col = CountedLists(world.kube), Collector()
+    found = discover(world.chain, world.chain.credentials["dragonfly"], kube, col)  # type: ignore[arg-type]
+    [check] = col.checks
+    assert check.ok and check.check == "consumers.discovered (all namespaces)", check.detail
+    assert set(found.found) == {"deployment/dragonfly/warmer", "deployment/reports/report"}
+    assert found.external_secrets == {"reports/df": "reports/creds#PW"}
+    assert sorted(kube.calls) == sorted([("ExternalSecret", None), ("Deployment", None),
+                                         ("StatefulSet", None), ("DaemonSet", None)])
+
+
+def test_cluster_wide_discovery_rbac_refuses_names_the_grant_and_rotate_rbac(
+        world: World, tmp_path: Path) -> None:
+    everywhere(world)
+    col = Collector()
+    discover(world.chain, world.chain.credentials["dragonfly"],
+             CountedLists(world.kube, forbid=("Deployment",)), col)  # type: ignore[arg-type]
+    [check] = col.checks
+    assert not check.ok and check.fatal
+    assert "`list deployments`" in check.detail and "ClusterRole" in check.detail
+    assert "rotate rbac dragonfly" in check.detail
+
+
+def test_cluster_wide_discovery_is_granted_by_a_cluster_role() -> None:
+    """`rotate rbac` prints the ClusterRole cluster-wide discovery needs, and no Role rule
+    that it covers."""
+    from rotate.chain.loader import load_chain
+    from rotate.engine.access import Permission, permissions_needed
+    from rotate.engine.grants import ServiceAccountRef, rbac_objects
+    from tests.support.paths import EXAMPLE_CHAIN
+
+    chain = load_chain(EXAMPLE_CHAIN)
+    chain = dataclasses.replace(chain, workload_consumers=WorkloadConsumers(
+        all_namespaces=True))
+    cred = chain.credential("dragonfly")
+    perms = permissions_needed(chain, cred)
+    for kind in ("Deployment", "StatefulSet", "DaemonSet", "ExternalSecret"):
+        assert {Permission(v, kind, None) for v in ("get", "list", "watch", "patch")} <= set(
+            perms)
+    assert not [p for p in perms if p.kind in ("Deployment", "ExternalSecret", "Event",
+                                               "PodDisruptionBudget") and p.namespace]
+    objects = rbac_objects(chain, [cred], ServiceAccountRef("rotate-system", "rotate"))
+    [role] = [o for o in objects if o["kind"] == "ClusterRole"]
+    assert {"apiGroups": ["apps"], "resources": ["deployments"],
+            "verbs": ["get", "list", "patch", "watch"]} in role["rules"]
+    for obj in objects:
+        if obj["kind"] == "Role":
+            assert not [r for r in obj["rules"] if "deployments" in r["resources"]], obj

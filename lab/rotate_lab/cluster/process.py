@@ -162,6 +162,17 @@ def journal_unreachable(faults: Faults) -> Any:
     return drop
 
 
+def list_forbidden(faults: Faults) -> Any:
+    """The namespaces where ``list-forbidden`` withholds listing workloads: its targets
+    (``*``: every namespace and the cluster-wide lists; no target: everywhere)."""
+    def denied(namespace: str | None) -> bool:
+        if not faults.active("list-forbidden"):
+            return False
+        return (faults.active("list-forbidden", "*")
+                or (namespace is not None and faults.active("list-forbidden", namespace)))
+    return denied
+
+
 def write_atomic(path: Path, text: str) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(text)
@@ -214,7 +225,8 @@ def run(lab_dir: Path, profile: str, octet: int, reloader: bool,
                         cfg["tokens"]["restricted"]: Identity.restricted()},
             proxy=services.proxy_target, logs=pod_log_reader(kubelet), tokens=ctx.tokens,
             forwards_dropped=lambda: ctx.faults.active("portforward-drop"),
-            unreachable=journal_unreachable(ctx.faults))
+            unreachable=journal_unreachable(ctx.faults),
+            withheld=list_forbidden(ctx.faults))
         ctx.api = ApiEndpoint.from_url(str(server.url), tls.ca_pem)
         for part in [*controllers, kubelet]:
             part.start()

@@ -21,11 +21,13 @@ TARGETED_FAULTS = ("crashloop", "readyz-fail")
 #: faults that hit everything, or only the targets named (``eso-stall NS/NAME``: that
 #: ExternalSecret alone is never synced)
 OPTIONALLY_TARGETED = ("eso-stall",)
+#: faults whose target, a namespace (``*``: cluster-wide), is optional: everywhere without
+NAMESPACE_FAULTS = ("list-forbidden",)
 #: faults whose target, a rotator phase (set, test, finish, undo-set, …), is optional: every
 #: phase without one
 PHASE_FAULTS = ("rotator-fail", "rotator-hang")
 #: faults whose target is optional
-MAY_TARGET = (*OPTIONALLY_TARGETED, *PHASE_FAULTS)
+MAY_TARGET = (*OPTIONALLY_TARGETED, *PHASE_FAULTS, *NAMESPACE_FAULTS)
 
 
 def fault(dir: str | Path, kind: str | None, target: str | None = None,

@@ -29,6 +29,7 @@ from rotate.engine.kinds.sync_trigger import (
     SyncTriggered,
     external_secret_of,
     trigger,
+    trigger_other,
 )
 from rotate.engine.model import Phase
 from rotate.stages import sync
@@ -128,7 +129,10 @@ class SyncWait(SyncWaitRestored):
 
 class SyncWaitRetire(StepKind[RetireSynced]):
     """Overlap phase 2: trigger and wait in one step (a fresh trigger on every attempt, so a
-    resumed wait always has a request ESO has not answered yet)."""
+    resumed wait always has a request ESO has not answered yet).  One per ExternalSecret of
+    the path, as in phase 1: a further one (subject ``NS/NAME``) that maps the previous key
+    too must stop holding the old value there; one that does not is proven synced after the
+    trigger with its copy of the key still on the new value."""
 
     name: ClassVar[str] = "sync.wait"
     phase: ClassVar[Phase] = "retire"
@@ -140,6 +144,8 @@ class SyncWaitRetire(StepKind[RetireSynced]):
 
     @classmethod
     def objects(cls, run: Run, subject: str) -> list[ObjectRef]:
+        if subject:
+            return external_secret_of(run, subject)
         return objects.target_secret(run)
 
     @classmethod
@@ -150,23 +156,44 @@ class SyncWaitRetire(StepKind[RetireSynced]):
         sec = inp.credential.secret
         yield Draft(f"{sec.namespace}/{sec.name}#{prev}",
                     f"force-sync again, until the Secret's {prev} holds the new value")
+        for short in inp.observed.external_secrets:
+            yield Draft(short, f"force-sync again, until its Secret's {prev} (where it maps "
+                        "it) holds the new value (another ExternalSecret of the path)", short)
 
     def observe(self, run: Run, io: StepIO) -> Outcome[RetireSynced] | None:
         return None
 
     def act(self, run: Run, io: StepIO) -> Outcome[RetireSynced]:
-        t = trigger(run)
+        subject = io.step.subject
+        t = trigger_other(run, subject) if subject else trigger(run)
         io.record(stamp=t.stamp, trigger_time=t.trigger_time, baselines=dict(t.baselines))
         return Outcome(RetireSynced(t.stamp, t.trigger_time, t.baselines, ""), "")
 
     def prove(self, run: Run, io: StepIO,
               acted: Outcome[RetireSynced]) -> Outcome[RetireSynced]:
         prev_key = run.overlap_key or ""
-        es, sec = run.credential.external_secret, run.credential.secret
-        proof = sync.wait(run.adapters.kube, (es.namespace, es.name),
-                          (sec.namespace, sec.name, prev_key), ensure_value(run),
+        es, sec = self._target(run, io.step.subject, prev_key)
+        proof = sync.wait(run.adapters.kube, es, sec, ensure_value(run),
                           parse_rfc3339(acted.data.trigger_time), deadline=run.deadline(),
                           cancel=run.cancel)
         return Outcome(replace(acted.data, refresh_time=proof.refresh_time),
-                       f"Ready/SecretSynced at {proof.refresh_time}; the Secret's {prev_key} "
+                       f"Ready/SecretSynced at {proof.refresh_time}; the Secret's {sec[2]} "
                        "holds the current value")
+
+    @staticmethod
+    def _target(run: Run, subject: str, prev_key: str
+                ) -> tuple[tuple[str, str], tuple[str, str, str]]:
+        """The ExternalSecret and the key of its Secret proven: the previous key where the
+        ExternalSecret maps it, else its copy of the credential's key."""
+        if not subject:
+            es, sec = run.credential.external_secret, run.credential.secret
+            return (es.namespace, es.name), (sec.namespace, sec.name, prev_key)
+        ns, name = subject.split("/", 1)
+        obj = run.adapters.kube.get("ExternalSecret", ns, name)
+        path = run.credential.backend.path
+        mapped = maps_path(obj, path, prev_key) or maps_path(obj, path,
+                                                            run.credential.backend.key)
+        if mapped is None:
+            raise StepFailed(f"ExternalSecret {subject} no longer maps "
+                             f"{path}#{run.credential.backend.key}")
+        return (ns, name), (ns, mapped[0], mapped[1])

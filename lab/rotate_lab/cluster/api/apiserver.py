@@ -41,7 +41,14 @@ from urllib.parse import parse_qs, urlsplit
 
 from rotate_lab.cluster.api import discovery, portforward, rest, spdy_forward, tables
 from rotate_lab.cluster.api.apierrors import ApiError, bad_request
-from rotate_lab.cluster.api.auth import Authorizer, Identity, access_review, forbidden, unauthorized
+from rotate_lab.cluster.api.auth import (
+    Authorizer,
+    Identity,
+    Withheld,
+    access_review,
+    forbidden,
+    unauthorized,
+)
 from rotate_lab.cluster.api.proxy import ProxyResolver, forward
 from rotate_lab.cluster.api.rbac import RbacIdentity, ServiceAccountUser, name_from_field_selector
 from rotate_lab.cluster.api.rest import Route
@@ -109,13 +116,17 @@ class ApiServer:
                  proxy: ProxyResolver | None = None, logs: LogReader | None = None,
                  tokens: TokenIssuer | None = None,
                  forwards_dropped: Callable[[], bool] = lambda: False,
-                 unreachable: Callable[[str], bool] | None = None) -> None:
+                 unreachable: Callable[[str], bool] | None = None,
+                 withheld: Callable[[str | None], bool] | None = None) -> None:
         """``unreachable(path)``: whether a request for ``path`` is dropped unanswered (the
-        connection closed, as by a network fault) — the lab's ``journal-unreachable``."""
+        connection closed, as by a network fault) — the lab's ``journal-unreachable``;
+        ``withheld(namespace)``: whether listing workloads there is forbidden to every
+        caller (auth.Withheld) — the lab's ``list-forbidden``."""
         self.store = store
         #: the lab fault ``portforward-drop``: open port-forward sessions end, new ones fail
         self.forwards_dropped = forwards_dropped
         self.unreachable = unreachable or (lambda _path: False)
+        self.withheld = withheld
         self.tokens = tokens or TokenIssuer()
         self.logs = logs
         self.identities = dict(identities)
@@ -221,6 +232,10 @@ class ApiServer:
         self._tmp.cleanup()
 
     def identify(self, header: str | None) -> Authorizer | None:
+        who = self._identify(header)
+        return Withheld(who, self.withheld) if who is not None and self.withheld else who
+
+    def _identify(self, header: str | None) -> Authorizer | None:
         # The scheme is case-insensitive (RFC 7235; kube-apiserver lower-cases it): the Python
         # client's in-cluster config sends "bearer <token>".
         scheme, _, token = (header or "").partition(" ")

@@ -8,6 +8,7 @@ The same ``allows`` answers every request and every SelfSubjectAccessReview, so
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -97,6 +98,39 @@ class Identity:
             Rule(frozenset({"create", "update"}), frozenset({"coordination.k8s.io"}),
                  frozenset({"leases"})),
         ))
+
+
+#: what the lab fault ``list-forbidden`` withholds: listing (and watching) the kinds rotate
+#: discovers Secret readers among
+WITHHELD = frozenset({"deployments", "statefulsets", "daemonsets", "externalsecrets"})
+
+
+@dataclass(frozen=True)
+class Withheld:
+    """``inner`` with the lab fault ``list-forbidden`` applied: it may not list or watch
+    :data:`WITHHELD` in a namespace ``denied`` names (None: across the cluster) — as a
+    missing RBAC grant looks, to the request and to a SelfSubjectAccessReview alike."""
+
+    inner: Authorizer
+    denied: Callable[[str | None], bool]
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    def _withheld(self, verb: str, resource: str, namespace: str | None) -> bool:
+        return verb in ("list", "watch") and resource in WITHHELD and self.denied(namespace)
+
+    def allows(self, verb: str, group: str, resource: str, namespace: str | None = None,
+               name: str | None = None) -> bool:
+        return (not self._withheld(verb, resource, namespace)
+                and self.inner.allows(verb, group, resource, namespace, name))
+
+    def reason(self, verb: str, group: str, resource: str, namespace: str | None = None,
+               name: str | None = None) -> str:
+        if self._withheld(verb, resource, namespace):
+            return ""
+        return self.inner.reason(verb, group, resource, namespace, name)
 
 
 def unauthorized() -> ApiError:
