@@ -32,8 +32,9 @@ API_VERSION = "rotate/v1"
 
 #: Commands of the CLI (cli.md). ``rotate NAME`` dispatches on them before credential names,
 #: so a credential named like one could never be rotated: the loader refuses such names.
-RESERVED_CREDENTIAL_NAMES = ("list", "runs", "show", "resume", "rollback", "doctor", "lab", "help",
-                             "init", "due")
+#: tests/unit/test_cli_usage.py checks that every command of the CLI is here.
+RESERVED_CREDENTIAL_NAMES = ("list", "runs", "show", "resume", "rollback", "doctor", "status",
+                             "due", "rbac", "vault-policy", "init", "lab", "help")
 
 DEFAULT_CONFIG_KEY = "bootstrap"
 DEFAULT_READYZ_PATH = "/readyz"

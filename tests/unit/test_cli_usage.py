@@ -240,3 +240,15 @@ def test_the_lab_chain_does_not_promise_to_create_the_lock_namespace() -> None:
 
     line = next(x for x in EXAMPLE_CHAIN.read_text().splitlines() if "lockNamespace:" in x)
     assert "must exist" in line and not re.search(r"created if missing", line)
+
+
+def test_every_command_is_a_name_no_credential_may_take() -> None:
+    """``rotate NAME`` runs the command NAME before any credential of that name: a credential
+    named like a command could never be rotated, so the chain loader refuses those names."""
+    from rotate.chain.model import RESERVED_CREDENTIAL_NAMES
+    from rotate.cli.app import CREDENTIAL_COMMAND
+
+    group = typer.main.get_command(app)
+    commands = set(getattr(group, "commands", {})) - {CREDENTIAL_COMMAND}
+    assert commands, "no commands found"
+    assert commands <= set(RESERVED_CREDENTIAL_NAMES), commands - set(RESERVED_CREDENTIAL_NAMES)

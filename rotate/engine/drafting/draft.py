@@ -39,7 +39,7 @@ Path_ = tuple[str | int, ...]
 LOCK_NAMESPACE = "rotate-system"
 CONFIG_KEY = "bootstrap"
 #: names a credential may not take: the commands (cli.md "Commands")
-COMMANDS = frozenset({*RESERVED_CREDENTIAL_NAMES, "rbac", "vault-policy", "rotate"})
+COMMANDS = frozenset({*RESERVED_CREDENTIAL_NAMES, "rotate"})
 _SUFFIX = re.compile(r"-(password|passwd|secret|secrets|credentials?|creds)$")
 _LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,48}[a-z0-9])?$")
 
