@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from rotate.chain.apply_fields import provider_problems
 from rotate.chain.model import RESERVED_CREDENTIAL_NAMES
 from rotate.chain.templates import is_json_pointer, template_problems, template_refs
+from rotate.chain.waves import wave_problems
 from rotate.core.errors import ChainFileProblem
 from rotate.core.secret import ALPHABETS
 
@@ -223,6 +224,10 @@ def semantic_problems(
                     add([*where, "overlap", "previousKey"],
                         "previousKey must differ from the credential's key")
             for parts, reason in provider_problems(cred):
+                add([*where, *parts], reason)
+            services = data.get("services")
+            for parts, reason in wave_problems(
+                    cred, services.keys() if isinstance(services, dict) else ()):
                 add([*where, *parts], reason)
 
     services = data.get("services")
