@@ -27,7 +27,7 @@ class FakeMetrics:
     query, the last one repeated; an exception instance is raised)."""
 
     def __init__(self) -> None:
-        self.values: dict[str, list[float | None | Exception]] = {}
+        self.values: dict[str, list[float | Exception | None]] = {}
         self.calls: list[tuple[str, str]] = []
 
     def value(self, url: str, expr: str) -> float | None:

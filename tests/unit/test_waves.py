@@ -107,7 +107,7 @@ def test_a_signal_fails_only_when_bad_twice_in_a_row() -> None:
 
 def test_query_signal_compares_with_max_and_never_passes_unreachable() -> None:
     class Metrics:
-        answer: float | None | Exception = 3.0
+        answer: float | Exception | None = 3.0
 
         def value(self, url: str, expr: str) -> float | None:
             if isinstance(self.answer, Exception):
