@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from rotate.chain.loader import load_chain
+from rotate.cli.render import plan_lines
 from rotate.chain.model import OverlapConfig
 from rotate.chain.waves import Canary, PromQuery, Waves, after_cycle, waves_of, with_canary
 from rotate.core.errors import ChainFileError, TemporaryError, UsageError
@@ -155,6 +156,9 @@ def test_plan_moves_the_canary_then_bakes_then_the_waves(ow: OverlapWorld,
     assert after.index("user") > max(i for i, s in enumerate(after) if s == "order")
     assert plan.to_json()["waves"] == [["cart"], ["order"], ["user"]]
     assert plan.to_json()["canary"]["consumers"] == ["cart"]
+    text = "\n".join(plan_lines(plan))
+    assert "1 cart (canary, bake 0s) · 2 order · 3 user" in text
+    assert "canary.bake" in text
 
 
 def test_a_failing_canary_stops_before_the_next_wave(ow: OverlapWorld, tmp_path: Path) -> None:
