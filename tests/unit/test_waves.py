@@ -13,16 +13,16 @@ from pathlib import Path
 import pytest
 
 from rotate.chain.loader import load_chain
-from rotate.cli.render import plan_lines
 from rotate.chain.model import OverlapConfig
 from rotate.chain.waves import Canary, PromQuery, Waves, after_cycle, waves_of, with_canary
+from rotate.cli.render import plan_lines
 from rotate.core.errors import ChainFileError, TemporaryError, UsageError
 from rotate.core.waiting import CancelToken
 from rotate.engine.model import Options
 from rotate.stages import bake
 from tests.fakes import make_chain
+from tests.fakes.overlap import OLD, PATH, PREV, OverlapWorld
 from tests.support.engine import RecordingObserver, options, resume, rollback
-from tests.unit.test_engine_overlap import OLD, PATH, PREV, OverlapWorld
 
 EXPR = "sum(readyz_failures_total)"
 
