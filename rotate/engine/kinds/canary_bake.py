@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from typing import Any, ClassVar
 
 from rotate.chain.waves import waves_of, with_canary
-from rotate.core.errors import StepFailed
+from rotate.core.errors import EXIT_CANARY_FAILED, StepFailed
 from rotate.engine.kinds.base import (
     Draft,
     NoData,
@@ -35,13 +35,11 @@ from rotate.engine.next_commands import resume_command, rollback_command
 from rotate.engine.targets import parse_workload, workload_ref
 from rotate.stages import bake, readyz
 
-EXIT_CANARY = 19
-
 
 class CanaryBake(StepKind[NoData]):
     name: ClassVar[str] = "canary.bake"
     stage: ClassVar[int] = 4
-    exit_code: ClassVar[int] = EXIT_CANARY
+    exit_code: ClassVar[int] = EXIT_CANARY_FAILED
     result: ClassVar[type[StepData]] = NoData
     undo: ClassVar[tuple[type[StepKind[Any]], ...]] = ()  # watches only
     undoes_prepared: ClassVar[bool] = False
