@@ -205,3 +205,18 @@ def test_resume_bakes_again_then_moves_the_later_waves(ow: OverlapWorld,
 def test_restart_refuses_waves(ow: OverlapWorld, tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="needs strategy overlap"):
         ow.engine().plan(options(tmp_path, strategy="restart"), "dragonfly")
+
+
+def test_status_counts_pods_from_before_a_rolled_back_excursion() -> None:
+    from datetime import UTC, datetime
+
+    from rotate.engine.status_model import pods_since
+
+    def pod(at: str) -> dict[str, object]:
+        return {"metadata": {"name": f"p-{at}"}, "status": {"startTime": at}}
+
+    t = [datetime(2026, 12, 5, 4, m, tzinfo=UTC) for m in range(5)]  # v1 t0, v2 t2, v3 t4
+    window = (t[0], t[2])  # the value held before v2 (the canary's) until v3 restored it
+    assert pods_since([pod("2026-12-05T04:01:00Z")], t[4], "v3", window)[0]
+    assert not pods_since([pod("2026-12-05T04:03:00Z")], t[4], "v3", window)[0]  # saw v2
+    assert not pods_since([pod("2026-12-05T04:01:00Z")], t[4], "v3")[0]
