@@ -99,10 +99,11 @@ class Case:
         #: the recovery runs from the second machine's state directory (machines)
         self.where: tuple[str, ...] = (("--state-dir", str(world.machine_b))
                                        if spec.disturbance == "machines" else ())
-        if spec.disturbance == "canary":  # its own chain file; overlap (2 versions a run)
+        if spec.disturbance == "canary":  # its own chain file, the chain's overlap (redis-acl:
+            # no previousKey, so one version a run, as the pinned restart)
             self.where = ("--chain", str(fault_canary.canary_chain(world)))
-            self.creds = {**creds, spec.credential: replace(
-                creds[spec.credential], per_rotation=2, strategy="")}
+            self.creds = {**creds, spec.credential: replace(creds[spec.credential],
+                                                            strategy="")}
         self.rebase()
 
     def rebase(self) -> None:
