@@ -68,6 +68,10 @@ def test_prometheus_scrapes_the_shop(prometheus_lab: Lab) -> None:
         return bool(body["data"]["result"])
 
     eventually(scraped, 30, "Prometheus to scrape cart's /metrics")
+    part = prometheus_lab.status()["parts"]["prometheus"]
+    assert part["healthy"] and part["url"] == url
+    cmdline = Path(f"/proc/{part['pid']}/cmdline").read_bytes()  # the pid `down` stops
+    assert b"prometheus" in cmdline and str(prometheus_lab.dir).encode() in cmdline
 
 
 def test_a_canary_fault_stops_before_the_later_waves(prometheus_lab: Lab) -> None:
