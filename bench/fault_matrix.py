@@ -108,7 +108,9 @@ class Spec:
     put`` by hand, then ``--adopt --confirm`` with ``sig`` at ``kind``), ``secret-edit``
     (the target Secret changed by hand at ``kind``; bench/fault_adopt.py), ``several``
     (``credential`` and ``target`` as one run, ``sig`` at ``kind``) or ``provider-freeze``
-    (the provider's process SIGSTOPped at ``kind`` until the run ended; bench/fault_plugin.py)."""
+    (the provider's process SIGSTOPped at ``kind`` until the run ended; bench/fault_plugin.py)
+    or ``canary`` (``fault`` on the canary ``target`` at ``kind``, the run in waves behind
+    it: exit 19; bench/fault_canary.py)."""
 
     disturbance: str
     credential: str
@@ -143,6 +145,7 @@ class Spec:
             "human-edit": f"human edit of {self.target}'s document at {at}",
             "adopt-noop": "--adopt with nothing to adopt",
             "adopt": f"{self.sig} at {at} of --adopt after a bao kv put",
+            "canary": f"canary {self.target} fails its bake ({self.fault} at {at})",
             "secret-edit": f"Secret edited by hand at {at}",
             "several": f"{self.credential} and {self.target} in one run, {self.sig} at {at}",
             "provider-freeze": f"provider frozen (SIGSTOP) at {at}",

@@ -5,7 +5,8 @@ or Config Center edit mid-run, a torn journal record after a kill, a run's lock 
 while it is frozen, a `bao kv put` of the path after sync.wait (exit 17) and an oversized
 supplied value (exit 2), ``--adopt`` of a value written by hand (and with nothing to adopt),
 a Secret changed by hand mid-run (bench/fault_adopt.py), the API server unreachable while the
-journal is written, and two machines (state directories) starting one credential — each
+journal is written, a canary failing its bake (bench/fault_canary.py), and two machines
+(state directories) starting one credential — each
 recovered by resume and by rollback, and checked from outside the tool (docs/reliability.md).
 
 One lab (fast profile) in its own directory, started and stopped here.  The kinds come from
@@ -51,7 +52,7 @@ from typing import Any
 
 import httpx
 
-from bench import fault_adopt, fault_job, fault_plugin
+from bench import fault_adopt, fault_canary, fault_job, fault_plugin
 from bench.fault_matrix import (
     PREFLIGHT_FAULTS,
     TORN_RECORD,
@@ -99,6 +100,11 @@ class Case:
         #: the recovery runs from the second machine's state directory (machines)
         self.where: tuple[str, ...] = (("--state-dir", str(world.machine_b))
                                        if spec.disturbance == "machines" else ())
+        if spec.disturbance == "canary":  # its own chain file, the chain's overlap (redis-acl:
+            # no previousKey, so one version a run, as the pinned restart)
+            self.where = ("--chain", str(fault_canary.canary_chain(world)))
+            self.creds = {**creds, spec.credential: replace(creds[spec.credential],
+                                                            strategy="")}
         self.rebase()
 
     def rebase(self) -> None:
@@ -117,8 +123,8 @@ class Case:
             self.rebase()
             fault_adopt.put_by_hand(self.world, self.creds[credential])
             adopt = ("--adopt",)
-        proc = self.world.spawn(credential, "--confirm", *timeout, *adopt,
-                                 *pinned(credential))
+        chain = self.where if self.spec.disturbance == "canary" else pinned(credential)
+        proc = self.world.spawn(credential, "--confirm", *timeout, *adopt, *chain)
         return proc, Journal(self.world.runs, credential, self.known)
 
     def finish(self, proc: subprocess.Popen[str]) -> int:
@@ -195,7 +201,7 @@ class Case:
             if proc.poll() is None:
                 thaw(proc)
         codes[s.credential] = self.finish(proc)
-        if s.disturbance == "fault-during":
+        if s.disturbance in ("fault-during", "canary"):
             w.fault(s.fault, s.target, clear=True)
         if s.disturbance == "journal-down":
             w.fault("journal-unreachable", clear=True)
@@ -261,7 +267,7 @@ class Case:
                 thaw(proc)
                 time.sleep(s.delay_ms / 1000)  # "a few ms into the step" is the disturbance
             os.kill(proc.pid, SIGS[s.sig])
-        elif s.disturbance == "fault-during":
+        elif s.disturbance in ("fault-during", "canary"):
             w.fault(s.fault, s.target)
         elif s.disturbance == "human":
             w.rollout_restart(s.target)
@@ -474,6 +480,9 @@ class Case:
                 self.out.problems.append(f"the run reads {status} after the take-over's "
                                          "resume finished it: the process that lost its "
                                          "lock journaled on")
+        if self.spec.disturbance == "canary" and codes[self.spec.credential] != 19:
+            self.out.problems.append("a canary failing its bake: exit is not 19 "
+                                     "(docs/cli.md)")
         if self.spec.disturbance == "bao-write" and codes[self.spec.credential] != 17:
             self.out.problems.append("backend write after sync.wait: exit is not 17 "
                                      "(docs/cli.md)")
@@ -621,8 +630,8 @@ def main(argv: list[str] | None = None) -> int:
                            (int(i), int(n)))
         else:
             creds, plans = credentials(world)
-            specs = select(matrix(plans, MAIN, OTHER, args.signals.split(","), SHARING),
-                           args.only, (int(i), int(n)))
+            specs = select(matrix(plans, MAIN, OTHER, args.signals.split(","), SHARING)
+                           + fault_canary.canary_specs(MAIN), args.only, (int(i), int(n)))
         if args.list:
             print("\n".join(s.name for s in specs))
             return 0

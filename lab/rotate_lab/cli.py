@@ -69,6 +69,7 @@ class Extra(StrEnum):
 
     bugsink = "bugsink"
     mariadb = "mariadb"
+    prometheus = "prometheus"
 
 
 def _status_rows(status: dict[str, Any]) -> list[tuple[str, str, str]]:
@@ -120,7 +121,9 @@ def up(
         "--with", metavar="PART", show_default=False,
         help="Also start an optional part: bugsink (an init-only app, rotated with apply: "
              "job; needs `make bugsink`), mariadb (the credential mariadb, rotated by the "
-             "plug-in examples/provider-mariadb, and its reader catalog); repeatable.")] = None,
+             "plug-in examples/provider-mariadb, and its reader catalog), prometheus (Debian's "
+             "Prometheus on loopback, scraping the shop's /metrics; PROMETHEUS_URL in the "
+             "env file); repeatable.")] = None,
     output: OutputOpt = Output.text,
 ) -> None:
     """Start everything in the background; return when every workload is Ready."""

@@ -50,6 +50,7 @@ from rotate.chain.model import (
 from rotate.chain.notify import notify_from
 from rotate.chain.problems import json_path, line_of, schema_problems, semantic_problems
 from rotate.chain.schedule import parse_schedule
+from rotate.chain.waves import Canary, PromQuery, Waves
 from rotate.core.durations import parse_duration
 from rotate.core.errors import ChainFileError, ChainFileProblem, UsageError
 from rotate.core.refs import ObjectRef
@@ -366,7 +367,29 @@ def _credential_as_written(name: str, raw: dict[str, Any]) -> Credential:
         schedule=parse_schedule(raw["schedule"]) if "schedule" in raw else None,
         overlap=OverlapConfig(overlap["previousKey"]) if overlap else None,
         applies=build_applies(raw["providers"]),
+        waves=_waves(raw.get("waves")),
+        canary=_canary(raw.get("canary")),
     )
+
+
+def _waves(raw: Any) -> Waves | None:
+    if raw is None:
+        return None
+    if isinstance(raw, dict):
+        return Waves(after={n: tuple(e["after"]) for n, e in raw.items()})
+    return Waves(explicit=tuple(tuple(w) for w in raw))
+
+
+def _canary(raw: dict[str, Any] | None) -> Canary | None:
+    if raw is None:
+        return None
+    q = raw.get("query")
+    consumers = raw["consumers"]
+    return Canary(
+        consumers=consumers if isinstance(consumers, int) else tuple(consumers),
+        bake=parse_duration(raw["bake"]),
+        query=PromQuery(q["expr"], float(q["max"]), url=q["prometheus"].get("url"),
+                        url_env=q["prometheus"].get("urlEnv")) if q else None)
 
 
 def _service(name: str, raw: dict[str, Any], base: Path) -> Service:

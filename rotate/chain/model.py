@@ -24,6 +24,7 @@ from rotate.chain.schedule import Schedule
 from rotate.chain.templates import is_json_pointer as is_json_pointer
 from rotate.chain.templates import render_template as render_template
 from rotate.chain.templates import template_refs as template_refs
+from rotate.chain.waves import Canary, Waves
 from rotate.core.errors import UsageError
 from rotate.core.refs import ObjectRef
 from rotate.core.strategy import Strategy
@@ -282,6 +283,10 @@ class Credential:
     description: str = ""
     #: One entry per provider, in ``providers`` order; empty means every provider rolls out.
     applies: tuple[ProviderApply, ...] = ()
+    #: the consumers' order (``waves``) and the canary baked before the next wave moves
+    #: (rotate.chain.waves); None: every consumer in one wave, no bake
+    waves: Waves | None = None
+    canary: Canary | None = None
 
     def apply_of(self, provider: ObjectRef) -> ProviderApply:
         """How ``provider`` takes the new value (``rollout`` unless the chain says otherwise)."""

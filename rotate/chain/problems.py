@@ -23,6 +23,7 @@ from rotate.chain.apply_fields import provider_problems
 from rotate.chain.model import RESERVED_CREDENTIAL_NAMES
 from rotate.chain.schedule import schedule_problem
 from rotate.chain.templates import is_json_pointer, template_problems, template_refs
+from rotate.chain.waves import wave_problems
 from rotate.core.errors import ChainFileProblem
 from rotate.core.secret import ALPHABETS
 
@@ -228,6 +229,10 @@ def semantic_problems(
                 if problem is not None:
                     add([*where, "schedule"], problem)
             for parts, reason in provider_problems(cred):
+                add([*where, *parts], reason)
+            services = data.get("services")
+            for parts, reason in wave_problems(
+                    cred, services.keys() if isinstance(services, dict) else ()):
                 add([*where, *parts], reason)
 
     services = data.get("services")

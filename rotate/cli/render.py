@@ -106,7 +106,19 @@ def _plan_head(plan: Plan) -> list[tuple[str, str]]:
         *_listed("consumers", list(plan.consumers), " (derived from the chain file)"),
         *[("reads Secret" if i == 0 else "", f"{ref}: {words}")
           for i, (ref, words) in enumerate(plan.readers.items())],
+        *_waves(plan),
     ]
+
+
+def _waves(plan: Plan) -> list[tuple[str, str]]:
+    """``waves   1 cart (canary, bake 30s) · 2 order, user``: the order consumers move in."""
+    if not plan.waves:
+        return []
+    bake = plan.canary.get("bake_seconds") if plan.canary is not None else None
+    parts = [f"{i} {', '.join(wave)}" + (f" (canary, bake {bake:g}s)"
+                                          if i == 1 and bake is not None else "")
+             for i, wave in enumerate(plan.waves, start=1)]
+    return [("waves", " · ".join(parts))]
 
 
 def _listed(label: str, names: list[str], suffix: str = "") -> list[tuple[str, str]]:

@@ -301,6 +301,12 @@ class ConfigCenter(Protocol):
 # --------------------------------------------------------------------------- readyz
 
 
+class Metrics(Protocol):
+    def value(self, url: str, expr: str) -> float | None:
+        """A PromQL instant query's first value at the Prometheus ``url`` (None: no data;
+        TemporaryError when unreachable, PermanentError when the expression is refused)."""
+
+
 class Readyz(Protocol):
     def status(self, target: ReadyzTarget) -> int:
         """The HTTP status of one GET (TemporaryError when unreachable)."""

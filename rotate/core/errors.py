@@ -10,7 +10,7 @@
     ├── LockHeld                     4   another run holds the Lease
     ├── LockLost                     5   the run's Lease was taken while it ran (named)
     ├── JournalUnreadable            6   a journal that is not a run's records (named)
-    ├── StepFailed                   10..18: the failed step's kind says which (engine/kinds)
+    ├── StepFailed                   10..19: the failed step's kind says which (engine/kinds)
     ├── Interrupted                  130 SIGINT/SIGTERM; the run is resumable
     └── ClientError                  raised by client adapters (clients/*), never with library text
         ├── TemporaryError           worth retrying: connection refused, timeout, 5xx, 429
@@ -50,6 +50,8 @@ EXIT_INTERRUPTED = 130
 EXIT_BACKEND_MOVED = 17
 #: a rollback's restore the provider refuses for good: resuming it meets the same refusal
 EXIT_RESTORE_REFUSED = 18
+#: a canary failed during its bake: the later waves never moved (engine/kinds/canary_bake.py)
+EXIT_CANARY_FAILED = 19
 #: ``rotate status``: the chain is not closed (the document names the first broken link)
 EXIT_CHAIN_OPEN = 20
 #: ``rotate due --exit-code``: something is due (nothing was changed)

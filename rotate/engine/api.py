@@ -179,7 +179,7 @@ class Engine:
                 raise UsageError(problems[0])
             raise UsageError("; ".join(problems))
         return Adapters(vault=vault, kube=kube, config_center=cc, readyz=f.readyz(kube),
-                        providers=f.providers())
+                        providers=f.providers(), metrics=f.metrics())
 
     @contextmanager
     def _session(

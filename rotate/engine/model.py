@@ -27,7 +27,7 @@ from rotate.engine.member import Member
 from rotate.engine.options import Options
 
 if TYPE_CHECKING:  # annotations only: the seams' Protocols cost start-up (bench/startup.py)
-    from rotate.clients.seams import ConfigCenter, Kube, ProviderConnector, Readyz, Vault
+    from rotate.clients.seams import ConfigCenter, Kube, Metrics, ProviderConnector, Readyz, Vault
 
 #: re-exported: the CLI and tests import them from here
 __all__ = ["Check", "Member", "Options", "Strategy", "Trap"]
@@ -56,6 +56,8 @@ class Adapters:
     readyz: Readyz
     #: opens admin sessions and login probes on providers (live apply methods, verify)
     providers: ProviderConnector | None = None
+    #: PromQL instant queries (a canary's bake with ``query``); None: built on first use
+    metrics: Metrics | None = None
 
 
 class AdapterFactory(Protocol):
@@ -71,6 +73,8 @@ class AdapterFactory(Protocol):
     def readyz(self, kube: Kube) -> Readyz: ...
 
     def providers(self) -> ProviderConnector: ...
+
+    def metrics(self) -> Metrics: ...
 
 
 class ChainLoader(Protocol):
@@ -156,6 +160,11 @@ class Plan:
     members: tuple[Plan, ...] = ()
     #: the strategy is --strategy's, not the chain's: the command to run it must say so too
     strategy_given: bool = False
+    #: the consumers in the order they move, wave by wave (the canary first); empty for a
+    #: credential without ``waves`` or ``canary`` (every consumer at once)
+    waves: tuple[tuple[str, ...], ...] = ()
+    #: the canary: ``consumers`` (wave 1), ``bake_seconds``, ``query`` {expr, max} or None
+    canary: Mapping[str, Any] | None = None
 
     @property
     def ok(self) -> bool:
@@ -173,6 +182,10 @@ class Plan:
         if self.readers:  # chains without consumers.namespaces keep the JSON they had
             out["workload_consumers"] = [{"workload": ref, "reads": words}
                                          for ref, words in self.readers.items()]
+        if self.waves:  # only a plan in waves has them
+            out["waves"] = [list(w) for w in self.waves]
+        if self.canary is not None:
+            out["canary"] = dict(self.canary)
         if self.members:  # a one-credential plan keeps the JSON it had
             out["credentials"] = list(self.credentials)
             out["members"] = [{"credential": m.credential, "strategy": m.strategy,

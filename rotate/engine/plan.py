@@ -24,8 +24,10 @@ the plain order.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from rotate.chain.model import Chain, Credential
+from rotate.chain.waves import waves_of, with_canary
 from rotate.core.strategy import Strategy
 from rotate.engine.kinds import ROTATION, Kind
 from rotate.engine.kinds.base import Draft, PlanInput
@@ -36,11 +38,42 @@ from rotate.engine.targets import backend_target
 def ordered_drafts(kinds: Iterable[Kind], inp: PlanInput) -> list[tuple[Kind, Draft]]:
     """Every kind's drafts in run order (the prepared ones right before sync.wait, ahead of
     stage ③ — see above)."""
-    drafted = [(kind, draft) for kind in kinds for draft in kind.plan(inp)]
+    drafted = in_waves([(kind, draft) for kind in kinds for draft in kind.plan(inp)], inp)
     if not inp.prepare_first or not any(kind.stage == 3 for kind, _ in drafted):
         return drafted
     ahead = _move_ahead(drafted, lambda kind: kind.syncs, lambda kind: kind.prepares)
     return _move_behind(ahead, lambda kind: kind.syncs, lambda kind: kind.prepares_after_sync)
+
+
+def in_waves(drafted: list[tuple[Kind, Draft]], inp: PlanInput) -> list[tuple[Kind, Draft]]:
+    """``drafted`` with the consumers' steps (the ``per_wave`` kinds') in waves: every step
+    of wave 1's consumers, in the kinds' order, then the canary's bake (``divides_waves``),
+    then wave 2's, and so on (rotate.chain.waves).  What sat among them and moves with no
+    wave (the harvest: every document validated before any is written) goes first.
+    Unchanged for a rollback and for a credential without ``waves`` or ``canary``."""
+    cred = inp.credential
+    if inp.restore is not None or (cred.waves is None and cred.canary is None):
+        return drafted
+    waves = with_canary(waves_of(cred.waves, inp.wave_members), cred.canary)
+
+    def moves(kind: Kind) -> bool:
+        return (kind.per_wave and kind.phase == "main") or kind.divides_waves
+
+    at = [i for i, (kind, _) in enumerate(drafted) if moves(kind)]
+    if not at:
+        return drafted
+    span = drafted[at[0]:at[-1] + 1]
+    ordered: list[tuple[Kind, Draft]] = []
+    bakes = [kd for kd in span if kd[0].divides_waves]
+    for n, wave in enumerate(waves):
+        ordered += [kd for kd in span if moves(kd[0]) and not kd[0].divides_waves
+                    and (kd[1].subject in wave or (n == 0 and not kd[1].subject))]
+        if n == 0:
+            ordered += bakes
+    placed = {id(kd) for kd in ordered}
+    ordered += [kd for kd in span if moves(kd[0]) and id(kd) not in placed]  # in no wave
+    stay = [kd for kd in span if not moves(kd[0])]
+    return [*drafted[:at[0]], *stay, *ordered, *drafted[at[-1] + 1:]]
 
 
 def _move_behind(drafted: list[tuple[Kind, Draft]], after: Callable[[Kind], bool],
@@ -104,4 +137,20 @@ def build_plan(
         readers=dict(observed.readers),
         adopt=adopt,
         strategy_given=strategy != credential.strategy,
+        **_waves_of_plan(credential, inp),
     )
+
+
+def _waves_of_plan(credential: Credential, inp: PlanInput) -> dict[str, Any]:
+    """The plan's ``waves`` and ``canary`` (none for a credential without them)."""
+    if credential.waves is None and credential.canary is None:
+        return {}
+    waves = with_canary(waves_of(credential.waves, inp.wave_members), credential.canary)
+    canary = credential.canary
+    out: dict[str, Any] = {"waves": tuple(waves)}
+    if canary is not None and waves:
+        query = canary.query
+        out["canary"] = {"consumers": list(waves[0]), "bake_seconds": canary.bake,
+                         "query": {"expr": query.expr, "max": query.max}
+                         if query is not None else None}
+    return out

@@ -92,13 +92,16 @@ def rollback_input(
     if written_from == 0:
         raise UsageError(f"run {orig.run_id} created {credential.backend.path}; there is no "
                          "previous value to restore")
-    consumers = tuple(c for c in orig.start.consumers if c in chain.services)
+    moved = _moved_in_waves(orig)
+    consumers = tuple(c for c in orig.start.consumers if c in chain.services
+                      and (moved is None or c in moved))
     config = _config_before(chain, orig)
     overlap = orig.strategy == Strategy.overlap and credential.overlap is not None
     restore = Restore(written_from, config, overlap)
     readers = tuple(dict.fromkeys(  # the Secret's readers the run restarted, again
         st.step.subject for st in orig.steps if st.step.phase == "main"
-        and (kind := find(st.step)) is not None and kind.restarts_reader))
+        and (kind := find(st.step)) is not None and kind.restarts_reader
+        and (moved is None or st.step.subject in moved)))
     inp = PlanInput(chain, credential, Strategy.overlap if overlap else Strategy.restart,
                     PreflightResult(current_version=written_from, consumers=consumers,
                                     reader_restarts=readers,
@@ -106,6 +109,18 @@ def rollback_input(
                     restore=restore)
     planned: set[tuple[str, Phase]] = {(s.step.kind, s.step.phase) for s in orig.steps}
     return undo_of(planned), inp
+
+
+def _moved_in_waves(orig: RunState) -> set[str] | None:
+    """A run that moved its consumers in waves behind a canary: the consumers it began to
+    move (a stage-④ step of theirs not pending) — the later waves it never reached are left
+    untouched by its rollback too.  None for any other run: its rollback moves every
+    consumer back, as it always did."""
+    if not any((kind := find(st.step)) is not None and kind.divides_waves
+               for st in orig.steps):
+        return None
+    return {st.step.subject for st in orig.steps if st.step.phase == "main"
+            and st.step.stage == 4 and st.step.subject and st.status != "pending"}
 
 
 def _synced_others(orig: RunState) -> tuple[str, ...]:

@@ -40,6 +40,14 @@ def strategy_for(options: Options, credential: Credential) -> Strategy:
     problem = strategy_problem(credential, strategy)
     if problem is not None:
         raise UsageError(problem)
+    if strategy == Strategy.restart and (credential.waves or credential.canary):
+        raise UsageError(f"credential {credential.name!r} orders its consumers in waves or "
+                         "bakes a canary: that needs strategy overlap (under restart the "
+                         "provider accepts only the new value, so a later wave would fail "
+                         "while an earlier one moves or bakes): "
+                         + ("drop --strategy restart" if options.strategy else
+                            "its providers must hold two values (chain-file.md "
+                            "\"The strategy rule\")"))
     return Strategy(strategy)
 
 

@@ -76,11 +76,12 @@ class Checker:
         except ValueError:
             written = self.clock()
         self._value_key = self.compare.of(value)
-        retired, retired_version, since = self._history(meta, version, written)
+        retired, retired_version, since, before = self._history(meta, version, written)
         previous = self.cred.overlap.previous_key if self.cred.overlap else None
         held = data.get(previous) if previous else None
         open_ = held is not None and self.compare.of(held) != self._value_key
-        self.cur = Current(version, written, value, retired, retired_version, open_, since)
+        self.cur = Current(version, written, value, retired, retired_version, open_, since,
+                           before)
         held_since = (f" (the value held since {rfc3339(since, micro=False)})"
                       if since < written else "")
         return Link("backend", self.path, True,
@@ -88,12 +89,15 @@ class Checker:
                     f"fingerprint {self.shown(value)}")
 
     def _history(self, meta: Any, version: int, written: datetime
-                 ) -> tuple[Secret | None, int | None, datetime]:
+                 ) -> tuple[Secret | None, int | None, datetime,
+                            tuple[datetime, datetime] | None]:
         """Looking at most RETIRED_LOOKBACK versions back: the latest one holding another
-        value (the retired one; an overlap's retire writes the same value again) and since
-        when the backend holds the current value.  A version with another value created
-        after the ExternalSecret's last sync never reached the Secret, so the value held
-        before it still counts (a ``bao kv put`` put back with ``bao kv rollback``)."""
+        value (the retired one; an overlap's retire writes the same value again), since
+        when the backend holds the current value, and when it held it before the versions
+        with another value (a run rolled back) — (from, until), or None.  A version with
+        another value created after the ExternalSecret's last sync never reached the
+        Secret, so the value held before it still counts (a ``bao kv put`` put back with
+        ``bao kv rollback``)."""
         back = [v for v in range(version - 1, max(0, version - 1 - RETIRED_LOOKBACK), -1)
                 if (info := meta.versions.get(v)) is not None
                 and not info.deletion_time and not info.destroyed]
@@ -104,6 +108,8 @@ class Checker:
         retired: Secret | None = None
         retired_version: int | None = None
         since = written
+        other: datetime | None = None  # the oldest version of the other value(s), once seen
+        before: tuple[datetime, datetime] | None = None
         for v, old in zip(back, olds, strict=True):
             try:
                 created = parse_rfc3339(meta.versions[v].created_time)
@@ -111,14 +117,23 @@ class Checker:
                 break
             if old is None:
                 break
-            if self.compare.of(old) == self._value_key:
+            same = self.compare.of(old) == self._value_key
+            if other is not None:  # past the current run of versions: the one before it
+                if same:
+                    before = (created, before[1] if before is not None else other)
+                    continue
+                if before is not None:
+                    break
+                other = created
+                continue
+            if same:
                 since = created
                 continue
             if retired is None:
                 retired, retired_version = old, v
             if refresh is None or refresh >= created.replace(microsecond=0):
-                break  # the ExternalSecret may have copied it: the value is held since then
-        return retired, retired_version, since
+                other = created  # the ExternalSecret may have copied it: held since `since`
+        return retired, retired_version, since, before
 
     def _old_value(self, version: int) -> Secret | None:
         try:
@@ -263,10 +278,11 @@ class Checker:
                               f"{what} {'still accepted' if accepted else 'refused'}"))
         return links
 
-    def _workload_pods(self, link: str, ref: ObjectRef, since: datetime, what: str) -> Link:
+    def _workload_pods(self, link: str, ref: ObjectRef, since: datetime, what: str,
+                       before: tuple[datetime, datetime] | None = None) -> Link:
         try:
             obj = self.listed.workload(ref.kind, ref.namespace, ref.name)
-            ok, words = pods_since(self.listed.pods_of(obj), since, what)
+            ok, words = pods_since(self.listed.pods_of(obj), since, what, before)
         except ClientError as exc:
             return Link(link, str(ref), False, f"cannot read it: {exc.message}")
         return Link(link, str(ref), ok, words)
@@ -282,7 +298,10 @@ class Checker:
         token_link, minted = self._token(name)
         if minted is not None and minted > since:
             since, what = minted, "its live token was minted"
-        pods = self._workload_pods("consumer.pods", workload_ref(svc), since, what)
+        # the document and the token no newer than the value: its pods may be from before a
+        # rolled-back excursion to another value (a canary's run never moved it)
+        earlier = self.current.held_before if since == self.current.value_since else None
+        pods = self._workload_pods("consumer.pods", workload_ref(svc), since, what, earlier)
         target = target_for(svc)
         try:
             status = self.a.readyz.status(target)
@@ -374,7 +393,7 @@ class Checker:
             return [Link("reader.pods", ref, True, words)]
         cur = self.current
         return [self._workload_pods("reader.pods", parse_workload(ref), cur.value_since,
-                                    "the backend held the value")]
+                                    "the backend held the value", cur.held_before)]
 
     def age(self) -> tuple[Link, float, float | None]:
         cur = self.current

@@ -61,6 +61,10 @@ class Current:
     #: versions holding it, not counting a version with another value that the
     #: ExternalSecret never synced (a hand write put back before ESO saw it)
     value_since: datetime
+    #: (from, until): the backend held this same value before too, from ``from`` until
+    #: ``until``, when versions with another value began (a run rolled back: a canary's):
+    #: a consumer whose pods started then and were never moved holds this value
+    held_before: tuple[datetime, datetime] | None = None
 
 
 class Listed:
@@ -121,9 +125,11 @@ class Listed:
                         for k, v in wanted.items())]
 
 
-def pods_since(pods: list[dict[str, Any]], since: datetime, what: str) -> tuple[bool, str]:
+def pods_since(pods: list[dict[str, Any]], since: datetime, what: str,
+               before: tuple[datetime, datetime] | None = None) -> tuple[bool, str]:
     """Whether every pod started at or after ``since`` (second precision, as Kubernetes
-    keeps it), and the words saying so."""
+    keeps it) — or within ``before`` (from, until: the same value held earlier) — and the
+    words saying so."""
     from rotate.stages.rollout import metadata
 
     if not pods:
@@ -133,9 +139,12 @@ def pods_since(pods: list[dict[str, Any]], since: datetime, what: str) -> tuple[
         started = (pod.get("status") or {}).get("startTime") or metadata(pod).get(
             "creationTimestamp")
         try:
-            late = bool(started) and parse_rfc3339(str(started)) >= floor
+            at = parse_rfc3339(str(started)) if started else None
         except ValueError:
-            late = False
+            at = None
+        late = at is not None and (at >= floor or (
+            before is not None
+            and before[0].replace(microsecond=0) <= at < before[1].replace(microsecond=0)))
         if not late:
             return False, (f"pod {metadata(pod).get('name')} started "
                            f"{started or 'at an unknown time'}, before {what} "

@@ -20,7 +20,7 @@ from rotate.core.urls import plain_remote_host
 from rotate.engine.model import Options
 
 if TYPE_CHECKING:  # annotations only (start-up: the seams are Protocols, slow to build)
-    from rotate.clients.seams import ConfigCenter, Kube, ProviderConnector, Readyz, Vault
+    from rotate.clients.seams import ConfigCenter, Kube, Metrics, ProviderConnector, Readyz, Vault
 
 #: moves the in-cluster ServiceAccount directory (token, ca.crt) from the kubelet's fixed path
 SERVICEACCOUNT_DIR_ENV = "ROTATE_SERVICEACCOUNT_DIR"
@@ -88,6 +88,11 @@ class RealAdapters:
         from rotate.clients.readyz import ReadyzRouter
 
         return ReadyzRouter(kube)
+
+    def metrics(self) -> Metrics:
+        from rotate.clients.prometheus import PrometheusQuery
+
+        return PrometheusQuery()
 
     def providers(self) -> ProviderConnector:
         from rotate.clients.provider_connect import Connector

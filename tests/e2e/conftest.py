@@ -63,6 +63,20 @@ def mariadb_rotation(mariadb_lab: Lab) -> dict[str, Any]:
     return rotate_under_load(mariadb_lab)
 
 
+@pytest.fixture(scope="module")
+def prometheus_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    """A lab started with ``--with prometheus`` (Debian's Prometheus scraping the shop's
+    /metrics; ``PROMETHEUS_URL`` in its env file).  Skipped where Prometheus is not
+    installed (``make install`` installs it)."""
+    from rotate_lab.systems import prometheus
+
+    try:
+        prometheus.binary()
+    except prometheus.NoPrometheus as exc:
+        pytest.skip(str(exc))
+    yield from _lab_with(tmp_path_factory, "prometheus")
+
+
 def _lab_with(factory: pytest.TempPathFactory, part: str) -> Iterator[Lab]:
     """A lab started with ``--with PART`` in a directory of its own, stopped afterwards."""
     from rotate_lab import control

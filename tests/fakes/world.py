@@ -44,7 +44,7 @@ from rotate.stages.rollout import RESTARTED_AT
 from tests.fakes.configcenter import FakeConfigCenter
 from tests.fakes.kube import FakeKube
 from tests.fakes.providers import FakeConnector
-from tests.fakes.readyz import FakeReadyz
+from tests.fakes.readyz import FakeMetrics, FakeReadyz
 from tests.fakes.vault import FakeVault
 
 
@@ -157,6 +157,8 @@ class World:
     rollouts: list[str] = field(default_factory=list)
     #: the providers' own servers (live apply methods, provider.verify)
     connector: FakeConnector = field(default_factory=FakeConnector)
+    #: PromQL answers (a canary's bake query)
+    metrics: FakeMetrics = field(default_factory=FakeMetrics)
 
     def __post_init__(self) -> None:
         self.readyz = FakeReadyz(self._readyz)
@@ -166,7 +168,8 @@ class World:
 
     @property
     def adapters(self) -> Adapters:
-        return Adapters(self.vault, self.kube, self.cc, self.readyz, self.connector)
+        return Adapters(self.vault, self.kube, self.cc, self.readyz, self.connector,
+                        self.metrics)
 
     def engine(self, environ: Mapping[str, str] = IN_CLUSTER) -> Engine:
         """A real Engine whose adapters are these fakes and whose chain is this chain."""
@@ -339,6 +342,9 @@ class WorldAdapters:
 
     def readyz(self, kube: object) -> FakeReadyz:
         return self.world.readyz
+
+    def metrics(self) -> FakeMetrics:
+        return self.world.metrics
 
 
 def assert_no_secret(text: str, *values: str) -> None:

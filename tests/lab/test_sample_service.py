@@ -184,14 +184,29 @@ def test_revoked_token_and_readyz_fault_make_readyz_fail(shop: Shop) -> None:
     # The kubelet's probe (kube-probe user agent) does not see this fault: the pod stays Ready.
     assert shop.get(pod_ip, 8080, "/readyz", {"User-Agent": "kube-probe/1.32"})[0] == 200
     assert shop.cart_ready(True)
+    # /metrics counts the 503 given to a client, never the kubelet's probes
+    assert _failures(pod_ip) == 1.0
+    shop.get(pod_ip, 8080, "/readyz")
+    assert _failures(pod_ip) == 2.0
     mc.set_fault("readyz-fail", [])
     assert shop.get(pod_ip, 8080, "/readyz")[0] == 200
+    assert _failures(pod_ip) == 2.0
 
     assert shop.state.revoke_token("cart", shop.token_id)
     eventually(lambda: shop.cart_ready(False), 5, "cart unready after revocation")
     status, body = shop.get(pod_ip, 8080, "/readyz")
     assert status == 503 and "token" in body["reason"]
     assert shop.get(pod_ip, 8080, "/healthz")[0] == 200  # liveness is unaffected
+
+
+def _failures(pod_ip: str) -> float:
+    """``lab_readyz_failures_total`` of cart, from its /metrics (Prometheus text)."""
+    import httpx
+
+    text = httpx.get(f"http://{pod_ip}:8080/metrics", timeout=5).text
+    line = next(x for x in text.splitlines() if x.startswith("lab_readyz_failures_total{"))
+    assert 'service="cart"' in line
+    return float(line.rsplit(" ", 1)[1])
 
 
 def test_kubectl_reaches_readyz_through_the_service_proxy(shop: Shop,

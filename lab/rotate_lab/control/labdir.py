@@ -27,6 +27,9 @@ from rotate_lab.host.processes import Recorded
 
 #: order matters for ``down``'s output: the cluster first (it stops its pods)
 PARTS = ("cluster", "kube_proxy", "config_center", "openbao")
+#: parts started only when asked (``up --with``) that run as processes of their own,
+#: recorded in ``pids.json`` beside :data:`PARTS` and stopped first
+OPTIONAL_PARTS = ("prometheus",)
 
 
 @dataclass(frozen=True)
@@ -76,7 +79,7 @@ class LabDir:
         pids = processes.read_json(self / "pids.json")
         if not isinstance(pids, dict):
             return []
-        return [Recorded(p, int(pids[p]), str(self.root)) for p in PARTS
+        return [Recorded(p, int(pids[p]), str(self.root)) for p in (*OPTIONAL_PARTS, *PARTS)
                 if isinstance(pids.get(p), int)]
 
     def pods(self) -> list[Recorded]:

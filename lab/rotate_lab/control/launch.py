@@ -140,7 +140,8 @@ def start_all(d: LabDir, profile: str, reloader: bool, say: Say,
     if reloader:
         argv.append("--reloader")
     for extra in extras:
-        argv += ["--with", extra]
+        if extra != "prometheus":  # a process of its own, not the cluster's
+            argv += ["--with", extra]
     pid = processes.spawn(argv, log=d.log("cluster"), cwd=d.root, nice=d.nice())
     record_pid(d, "cluster", pid)
     port = int(wait_file(d, "cluster", pid, port_file, timeout=30.0))
@@ -163,6 +164,35 @@ def start_all(d: LabDir, profile: str, reloader: bool, say: Say,
         "ROTATE_CHAIN": str(shopfiles.chain_file(d.root)),
         "ROTATE_STATE_DIR": str(d / "state"),
     })
+
+
+def start_prometheus(d: LabDir, say: Say) -> str:
+    """Start Debian's Prometheus scraping the shop's services (rotate_lab.systems.prometheus),
+    record its pid, wait until it is ready, and export ``PROMETHEUS_URL`` in ``DIR/env``."""
+    from rotate_lab.systems import prometheus
+
+    try:
+        prometheus.binary()
+    except prometheus.NoPrometheus as exc:
+        raise PartFailed("prometheus", str(exc)) from None
+    say("starting Prometheus (scrapes the shop's /metrics)")
+    directory = d / "prometheus"
+    prometheus.write_config(directory, prometheus.shop_targets(d / "hosts"))
+    port = prometheus.free_port()
+    pid = processes.spawn(prometheus.argv(directory, port), log=d.log("prometheus"),
+                          cwd=d.root, nice=d.nice())
+    record_pid(d, "prometheus", pid)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        prometheus.wait_ready(url, lambda: processes.alive(pid), time.monotonic() + 30.0)
+    except TimeoutError as exc:
+        raise PartFailed("prometheus", str(exc)) from None
+    meta = processes.read_json(d / "lab.json")
+    processes.write_json(d / "lab.json", {**(meta if isinstance(meta, dict) else {}),
+                                          "prometheus_url": url})
+    with open(d / "env", "a") as env:
+        env.write(f"export PROMETHEUS_URL='{url}'\n")
+    return url
 
 
 def start_kube_proxy(d: LabDir) -> int:

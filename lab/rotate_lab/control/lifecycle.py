@@ -99,7 +99,7 @@ def _up_locked(d: LabDir, profile: str, reloader: bool, say: Progress,
     from rotate_lab.control import launch  # heavy imports only when starting
 
     live, recs = running(d)
-    if live and len(live) == len(recs) == len(PARTS):
+    if live and len(live) == len(recs) and {r.part for r in live} >= set(PARTS):
         meta = d.meta()
         say(f"a lab is already running in {d.root} (profile {meta.get('profile')}, reloader "
             f"{'on' if meta.get('reloader') else 'off'}); `rotate lab down` first to change it")
@@ -126,6 +126,8 @@ def _up_locked(d: LabDir, profile: str, reloader: bool, say: Progress,
                  + (BUGSINK_START if "bugsink" in extras else 0.0)
                  + (MARIADB_START if "mariadb" in extras else 0.0))
         wait_ready(d, deadline=time.monotonic() + UP_DEADLINE[profile] + extra, say=say)
+        if "prometheus" in extras:  # scrapes the services' ClusterIPs: once they exist
+            launch.start_prometheus(d, say)
     except BaseException as exc:
         part: str | None = getattr(exc, "part", None) or _guess_failed_part(d)
         detail = str(getattr(exc, "message", "") or type(exc).__name__)
@@ -326,6 +328,10 @@ def status(dir: str | Path) -> dict[str, Any]:
         else None
     faults = processes.read_json(d / "faults.json")
     running = bool(pids) and all(pid_of(p) for p in PARTS)
+    prom_url = meta.get("prometheus_url")
+    optional = {"prometheus": {"url": prom_url, "pid": pid_of("prometheus"),
+                               "healthy": bool(pid_of("prometheus")) and probe(
+                                   f"{prom_url}/-/ready")}} if prom_url else {}
     return {
         "dir": str(d.root),
         "env_file": str(d / "env"),
@@ -352,6 +358,7 @@ def status(dir: str | Path) -> dict[str, Any]:
                 str(dragonfly))},
             "postgres": {"addr": postgres, "healthy": bool(postgres) and _postgres_answers(
                 str(postgres))},
+            **optional,
         },
         "logs": str(d.logs),
         "faults": faults if isinstance(faults, dict) else {},

@@ -14,6 +14,9 @@ sample service"):
   every caller except the kubelet's probe (``User-Agent: kube-probe/…``), so the fault fails
   a rotation's readyz stage without making the pods unready;
 - ``/work`` does a real SET+GET round trip to Dragonfly;
+- ``/metrics`` (Prometheus text format) counts the ``/readyz`` answers other than 200 given
+  to callers other than the kubelet (``lab_readyz_failures_total{service=NAME}``): what a
+  canary's PromQL query in the lab watches (``rotate lab up --with prometheus``);
 - a ``cache`` section (host, port, username, password: a Dragonfly ACL user, the credential
   rotated with the overlap strategy) is one more Dragonfly connection, authenticated as that
   user (``AUTH username password``): ``/readyz`` and ``/work`` cover it the same way;
@@ -374,6 +377,7 @@ class Service:
         else:
             self.mariadb = None
         self.token_valid = True
+        self.readyz_failures = 0  # /readyz answers other than 200, to callers but the kubelet
         self._work_seq = 0
         self._lock = threading.Lock()
         self.df_check = Cached(self._check_dragonfly)
@@ -411,9 +415,19 @@ class Service:
         # deep check only clients run): the kubelet's probe does not see it, so the pods stay
         # Ready, rollouts complete, and only a client's /readyz — rotate's readyz stage —
         # answers 503.
-        if not from_kubelet and fault_active("readyz-fail", self.name):
-            return "lab fault readyz-fail is active"
-        return self.df_check.get() or self.token_check.get()
+        reason = ("lab fault readyz-fail is active"
+                  if not from_kubelet and fault_active("readyz-fail", self.name)
+                  else self.df_check.get() or self.token_check.get())
+        if reason is not None and not from_kubelet:
+            with self._lock:
+                self.readyz_failures += 1
+        return reason
+
+    def metrics(self) -> str:
+        """The Prometheus text exposition of this service's counters."""
+        return ("# HELP lab_readyz_failures_total /readyz answers other than 200 (kubelet's "
+                "probes excluded).\n# TYPE lab_readyz_failures_total counter\n"
+                f'lab_readyz_failures_total{{service="{self.name}"}} {self.readyz_failures}\n')
 
     def work(self) -> str | None:
         if (self.dragonfly is None and self.cache is None and self.postgres is None
@@ -471,6 +485,13 @@ def make_handler(service: Service, in_flight: InFlight) -> type[BaseHTTPRequestH
                     self._send(200, {"status": "ready"})
                 else:
                     self._send(503, {"status": "not ready", "reason": reason})
+            elif path == "/metrics":
+                raw = service.metrics().encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; version=0.0.4")
+                self.send_header("Content-Length", str(len(raw)))
+                self.end_headers()
+                self.wfile.write(raw)
             elif path == "/work":
                 reason = service.work()
                 if reason is None:

@@ -30,6 +30,7 @@ from rotate.engine.kinds.backend_confirm import BackendConfirm
 from rotate.engine.kinds.backend_retire import BackendRetire
 from rotate.engine.kinds.backend_write import BackendAdopt, BackendRestore, BackendWrite
 from rotate.engine.kinds.base import StepKind
+from rotate.engine.kinds.canary_bake import CanaryBake
 from rotate.engine.kinds.config_harvest import ConfigHarvest
 from rotate.engine.kinds.config_write import ConfigRestore, ConfigUndo, ConfigWrite
 from rotate.engine.kinds.consumer_restart import ConsumerRestart
@@ -61,7 +62,7 @@ ROTATION: tuple[Kind, ...] = (
     BackendWrite, BackendAdopt, SyncTrigger, SyncWait, ProviderRestart, ProviderWait, ApplyLive,
     VerifyProvider,
     TokenMint, ConfigHarvest, ConfigWrite, ConsumerRestart, WorkloadRestart, ConsumerWait,
-    WorkloadWait, ReadyzCheck,
+    WorkloadWait, ReadyzCheck, CanaryBake,
     BackendRetire, SyncWaitRetire, ProviderRestartRetire, ProviderWaitRetire, RetireLive,
     VerifyRetired,
     TokenRevoke, BackendConfirm,

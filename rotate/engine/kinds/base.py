@@ -184,6 +184,11 @@ class PlanInput:
         return self.observed.consumers
 
     @property
+    def wave_members(self) -> tuple[str, ...]:
+        """Every consumer a wave may hold: the services, then the Secret's readers."""
+        return (*self.consumers, *self.observed.reader_restarts)
+
+    @property
     def services(self) -> list[Service]:
         return [self.chain.services[name] for name in self.consumers]
 
@@ -334,6 +339,12 @@ class StepKind(ABC, Generic[D]):
     #: first of its credentials that consumes it (rotate.engine.merge), so a consumer of
     #: two credentials restarts once
     one_per_consumer: ClassVar[bool] = False
+    #: its steps act on one consumer each (subject: its name or workload ref) and move with
+    #: that consumer's wave (rotate.chain.waves, rotate.engine.plan)
+    per_wave: ClassVar[bool] = False
+    #: its step divides the waves: the consumers planned before it are the canary
+    #: (rotate.engine.kinds.canary_bake)
+    divides_waves: ClassVar[bool] = False
     #: the reason of the Normal event a done step leaves on each of its :meth:`objects`
     #: (None: the step only proves, and its proof is what the object's success event says;
     #: a failed step of any kind leaves a Warning)

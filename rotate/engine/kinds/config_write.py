@@ -184,6 +184,7 @@ class ConfigRestore(StepKind[ConfigWritten]):
 
 class ConfigWrite(StepKind[ConfigWritten]):
     name: ClassVar[str] = "config.write"
+    per_wave: ClassVar[bool] = True
     stage: ClassVar[int] = 4
     exit_code: ClassVar[int] = 13
     parallel: ClassVar[bool] = True  # one consumer each: independent requests

@@ -62,6 +62,7 @@ def restart_detail(inp: PlanInput, ref: str, kind: str) -> tuple[str, bool]:
 
 class ConsumerRestart(RestartKind):
     name: ClassVar[str] = "consumer.restart"
+    per_wave: ClassVar[bool] = True
     stage: ClassVar[int] = 4
     exit_code: ClassVar[int] = 15
     parallel: ClassVar[bool] = True

@@ -29,6 +29,7 @@ from rotate.stages import rollout
 
 class ConsumerWait(WaitKind):
     name: ClassVar[str] = "consumer.wait"
+    per_wave: ClassVar[bool] = True
     stage: ClassVar[int] = 4
     exit_code: ClassVar[int] = 15
     parallel: ClassVar[bool] = True

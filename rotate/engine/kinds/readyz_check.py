@@ -25,6 +25,7 @@ from rotate.stages import readyz
 
 class ReadyzCheck(StepKind[NoData]):
     name: ClassVar[str] = "readyz.check"
+    per_wave: ClassVar[bool] = True
     stage: ClassVar[int] = 4
     exit_code: ClassVar[int] = 16
     parallel: ClassVar[bool] = True

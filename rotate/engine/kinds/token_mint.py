@@ -40,6 +40,7 @@ class TokenMinted(StepData):
 
 class TokenMint(StepKind[TokenMinted]):
     name: ClassVar[str] = "token.mint"
+    per_wave: ClassVar[bool] = True
     stage: ClassVar[int] = 4
     exit_code: ClassVar[int] = 14
     parallel: ClassVar[bool] = True  # one consumer each: independent requests
