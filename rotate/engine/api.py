@@ -69,12 +69,15 @@ from rotate.engine.starting import (
 )
 
 if TYPE_CHECKING:
+    import threading
+
     from rotate.clients.seams import Kube
     from rotate.core.waiting import CancelToken
     from rotate.engine.runstore import RunStore
     from rotate.engine.session import Session
     from rotate.engine.several import Several
     from rotate.engine.status import CredentialStatus
+    from rotate.engine.watch_service import WatchSettings
 
 T = TypeVar("T")
 #: ``off``: journals are kept in the state directory only (docs/cli.md "State directory")
@@ -449,6 +452,25 @@ class Engine:
             adapters.kube.close_forwards()  # the provider probes' port-forwards, if any
         self.status_warning = push_closed(chain, found, self.environ)
         return found
+
+    def watch(self, options: Options, settings: WatchSettings, stop: threading.Event,
+              child_args: Sequence[str], log: Callable[[str], None]) -> None:
+        """``rotate watch`` until ``stop`` (rotate.engine.watcher): UsageError before it
+        starts when the chain file, the cluster or kopf cannot be used."""
+        from rotate.clients.drivers import watch_driver_missing
+        from rotate.clients.rotate_process import RotateProcess
+        from rotate.engine.watch_service import ChainObserver, serve
+
+        missing = watch_driver_missing()
+        if missing:
+            raise UsageError(missing)
+        chain = self.load_chain(options)
+        kube = self._factory.kube(chain, options, self.environ)
+        self._factory.vault(chain, self.environ)  # fails now, not at the first change
+        observer = ChainObserver(chain, kube, lambda: self._factory.vault(chain, self.environ),
+                                 lambda: self._runstore(options, chain, kube))
+        runner = RotateProcess(child_args, self.environ)
+        serve(chain, kube, observer, runner, settings, stop, log)
 
     def doctor(self, options: Options) -> list[Check]:
         """Connectivity and every permission any run needs, for every credential in the
