@@ -82,8 +82,9 @@ class Engine(Protocol):
     def status(self, options: Options, credentials: Sequence[str] = ()
                ) -> Sequence[CredentialStatus]: ...
 
-    def watch(self, options: Options, settings: WatchSettings, stop: threading.Event,
-              child_args: Sequence[str], log: Callable[[str], None]) -> None: ...
+    def watch(self, options: Options, credentials: Sequence[str], settings: WatchSettings,
+              stop: threading.Event, child_args: Sequence[str],
+              log: Callable[[str], None]) -> None: ...
 
 
 def _real_engine() -> Engine:

@@ -453,8 +453,9 @@ class Engine:
         self.status_warning = push_closed(chain, found, self.environ)
         return found
 
-    def watch(self, options: Options, settings: WatchSettings, stop: threading.Event,
-              child_args: Sequence[str], log: Callable[[str], None]) -> None:
+    def watch(self, options: Options, credentials: Sequence[str], settings: WatchSettings,
+              stop: threading.Event, child_args: Sequence[str],
+              log: Callable[[str], None]) -> None:
         """``rotate watch`` until ``stop`` (rotate.engine.watcher): UsageError before it
         starts when the chain file, the cluster or kopf cannot be used."""
         from rotate.clients.drivers import watch_driver_missing
@@ -465,12 +466,14 @@ class Engine:
         if missing:
             raise UsageError(missing)
         chain = self.load_chain(options)
+        for name in credentials:
+            chain.credential(name)  # an unknown name: UsageError before anything starts
         kube = self._factory.kube(chain, options, self.environ)
         self._factory.vault(chain, self.environ)  # fails now, not at the first change
         observer = ChainObserver(chain, kube, lambda: self._factory.vault(chain, self.environ),
                                  lambda: self._runstore(options, chain, kube))
         runner = RotateProcess(child_args, self.environ)
-        serve(chain, kube, observer, runner, settings, stop, log)
+        serve(chain, credentials, kube, observer, runner, settings, stop, log)
 
     def doctor(self, options: Options) -> list[Check]:
         """Connectivity and every permission any run needs, for every credential in the

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from rotate.chain.model import Chain
@@ -70,15 +70,15 @@ class ChainObserver:
         return (meta.current_version, int(written)), ""
 
 
-def serve(chain: Chain, kube: Kube, observer: ChainObserver, runner: Runner,
-          settings: WatchSettings, stop: threading.Event, log: Callable[[str], None],
-          due: Callable[[], Iterable[str]] | None = None) -> None:
+def serve(chain: Chain, credentials: Sequence[str], kube: Kube, observer: ChainObserver,
+          runner: Runner, settings: WatchSettings, stop: threading.Event,
+          log: Callable[[str], None], due: Callable[[], Iterable[str]] | None = None) -> None:
     """Watch until ``stop``: endpoints up, Secret watch started, the loop run."""
     from rotate.clients.kube import KubeClient
     from rotate.clients.secret_watch import KopfSecretWatch
     from rotate.clients.watch_http import WatchHttp, WatchMetrics
 
-    targets = targets_of(chain)
+    targets = targets_of(chain, credentials)
     metrics = WatchMetrics()
     leader = Leadership(kube, chain.cluster.lock_namespace, duration=settings.lease_seconds)
     watcher = Watcher(targets, observer, runner, leader, metrics, log, resync=settings.resync,
@@ -92,7 +92,7 @@ def serve(chain: Chain, kube: Kube, observer: ChainObserver, runner: Runner,
                      and secrets.alive,
                      ready=lambda: secrets.ready)
     http.start()
-    log(f"watching {len(targets)} Secret(s) of {len(chain.credentials)} credential(s) as "
+    log(f"watching {len(targets)} Secret(s) of {len(watcher.credentials)} credential(s) as "
         f"{leader.holder}; endpoints on {settings.host}:{http.port}")
     secrets.start()
     try:

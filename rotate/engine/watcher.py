@@ -69,10 +69,14 @@ class Action:
     take_over: bool = False
 
 
-def targets_of(chain: Chain) -> dict[tuple[str, str], tuple[str, ...]]:
-    """Each target Secret (namespace, name) and the credentials it carries."""
+def targets_of(chain: Chain, names: Iterable[str] = ()) -> dict[tuple[str, str], tuple[str, ...]]:
+    """Each target Secret (namespace, name) and the credentials it carries, of ``names``
+    (every credential of the chain when empty)."""
     found: dict[tuple[str, str], list[str]] = {}
-    for name, cred in chain.credentials.items():
+    wanted = [chain.credential(n) for n in dict.fromkeys(names)] or \
+        list(chain.credentials.values())
+    for cred in wanted:
+        name = cred.name
         found.setdefault((cred.secret.namespace, cred.secret.name), []).append(name)
     return {k: tuple(v) for k, v in found.items()}
 
@@ -160,6 +164,7 @@ class Watcher:
                  due: Callable[[], Iterable[str]] | None = None) -> None:
         self._targets = dict(targets)
         self._all = tuple(dict.fromkeys(c for cs in self._targets.values() for c in cs))
+        self.credentials = self._all
         self._observer, self._runner, self._leader = observer, runner, leader
         self._metrics, self._log, self._due = metrics, log, due
         self._resync, self._retry = resync, retry

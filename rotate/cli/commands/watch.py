@@ -46,8 +46,14 @@ def _listen(text: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
+Credentials = Annotated[list[str] | None, typer.Argument(
+    metavar="CREDENTIAL", show_default=False,
+    help="Credentials to watch [default: all in the chain file].")]
+
+
 def watch(
     ctx: typer.Context,
+    credentials: Credentials = None,
     chain: Chain = DEFAULT_CHAIN,
     listen: Listen = "127.0.0.1:8080",
     lease_seconds: LeaseSeconds = 15,
@@ -79,5 +85,6 @@ def watch(
         console.note(f"{datetime.now(UTC):%H:%M:%S} watch: {text}")
 
     settings = WatchSettings(host=host, port=port, lease_seconds=lease_seconds, resync=resync)
-    state_of(ctx).engine().watch(options, settings, stop, child, log)
+    state_of(ctx).engine().watch(options, tuple(credentials or ()), settings, stop, child,
+                                 log)
     log("stopped")
