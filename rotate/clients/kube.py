@@ -170,7 +170,8 @@ class KubeClient:
         cfg = self._api.configuration
         bearer = str(cfg.get_api_key_with_prefix("BearerToken")
                      or cfg.get_api_key_with_prefix("authorization") or "")
-        token = bearer.removeprefix("Bearer ").strip()
+        scheme, _, rest = bearer.partition(" ")
+        token = (rest if scheme.lower() == "bearer" else bearer).strip()
         return KubeConnection(
             server=self._server, ca_path=cfg.ssl_ca_cert or None,
             insecure=not cfg.verify_ssl, token=Secret(token) if token else None,

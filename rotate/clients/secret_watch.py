@@ -9,6 +9,8 @@ and name only — never its body.  Why these settings:
   watched Secret.  The storages are empty besides (``MultiDiffBaseStorage([])``,
   ``MultiProgressStorage([])``): kopf's default diff-base is an annotation holding the
   object's "essence" — for a Secret, its data.  Nothing is written to a Secret, ever.
+* no scanning: the namespaces are the target Secrets' own, so kopf needs no cluster-wide
+  ``list namespaces`` (nor a watch of CRDs).
 * standalone: kopf's peering needs its own CRDs; leadership is rotate's Lease instead
   (rotate.engine.leadership), and every replica watches so that a new leader has its watch
   established already.
@@ -35,8 +37,9 @@ _QUIET = ("kopf", "aiohttp", "asyncio")
 
 
 class KopfSecretWatch:
-    """Watches Secrets ``targets`` (namespace, name) in their namespaces; ``ready`` is set
-    once kopf's watch streams are established, cleared when the thread ends."""
+    """Watches Secrets ``targets`` (namespace, name) in their namespaces; ``ready`` once kopf
+    is up *and* its listing delivered a target (the API server answered the watch: a login
+    refused or a missing permission never makes it ready), until the thread ends."""
 
     def __init__(self, kube: KubeClient, targets: Collection[tuple[str, str]],
                  on_change: Callable[[str, str], None]) -> None:
@@ -45,12 +48,13 @@ class KopfSecretWatch:
         self._on_change = on_change
         self._stop = threading.Event()
         self._ready = threading.Event()
+        self._seen = threading.Event()  # a target was listed or changed
         self._thread: threading.Thread | None = None
         self.failure = ""  # why the watch ended, when it did on its own
 
     @property
     def ready(self) -> bool:
-        return self._ready.is_set() and self.alive
+        return self._ready.is_set() and self._seen.is_set() and self.alive
 
     @property
     def alive(self) -> bool:
@@ -83,13 +87,14 @@ class KopfSecretWatch:
         registry = kopf.OperatorRegistry()
         settings = kopf.OperatorSettings()
         settings.peering.standalone = True
+        settings.scanning.disabled = True  # exact namespaces: no cluster-wide namespace list
         settings.posting.enabled = False
         settings.persistence.diffbase_storage = kopf.MultiDiffBaseStorage([])
         settings.persistence.progress_storage = kopf.MultiProgressStorage([])
         settings.persistence.finalizer = "rotate.dev/unused"  # never added: no on.delete
         settings.watching.server_timeout = 60
         settings.watching.client_timeout = 90
-        targets, on_change, kube = self._targets, self._on_change, self._kube
+        targets, on_change, kube, seen = self._targets, self._on_change, self._kube, self._seen
 
         def login(**_: Any) -> Any:
             conn = kube.connection()
@@ -104,6 +109,7 @@ class KopfSecretWatch:
 
         def event(name: str | None, namespace: str | None, type: str | None,
                   **_: Any) -> None:
+            seen.set()
             if type in ("ADDED", "MODIFIED", None):  # None: the initial listing
                 on_change(str(namespace), str(name))
 

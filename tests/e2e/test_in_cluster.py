@@ -20,94 +20,26 @@ No kubeconfig, no OpenBao token reaches the pod.  The one full rotation of this 
 
 from __future__ import annotations
 
-import base64
 import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from ruamel.yaml import YAML
 
 from rotate.clients.cluster_journals import head_name
+from tests.support.incluster import NS, SA, install_prerequisites, manifest, with_lab_addresses
 from tests.support.labtools import CONSUMERS, Lab, scan
-from tests.support.paths import EXAMPLE_CHAIN, SHOP_DATA
 from tests.support.polling import eventually
 
 pytestmark = pytest.mark.lab
 
-BAO = str(Path(sys.executable).parent / "bao")
-NS, SA, JOB = "rotate-system", "rotate", "rotate-dragonfly"
-
-
-def _yaml(path: Path) -> Any:
-    return YAML(typ="safe").load(path.read_text())
-
-
-def _private_file(directory: Path, name: str, text: str) -> str:
-    path = directory / name
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(text)
-    return str(path)
-
-
-def bao(lab: Lab, *args: str, stdin: str | None = None) -> str:
-    proc = subprocess.run([BAO, *args], env=lab.process_env, capture_output=True, text=True,
-                          input=stdin, timeout=30)
-    assert proc.returncode == 0, f"bao {args[:2]} failed: {proc.stderr}"
-    return proc.stdout
-
-
-def pipe(lab: Lab, producer: list[str], consumer: list[str]) -> str:
-    """``rotate … | kubectl/bao …`` as an operator types it."""
-    made = lab.rotate(*producer)
-    assert made.code == 0, made.output
-    proc = subprocess.run(consumer, env=lab.process_env, input=made.stdout, text=True,
-                          capture_output=True, timeout=30)
-    assert proc.returncode == 0, proc.stderr
-    return proc.stdout
-
-
-def configure_openbao(lab: Lab, tmp: Path) -> None:
-    """Kubernetes auth reviewing tokens through the lab API server, and role ``rotate``."""
-    kubeconfig = json.loads(Path(lab.env["KUBECONFIG"]).read_text())
-    server = kubeconfig["clusters"][0]["cluster"]["server"]
-    ca = base64.b64decode(kubeconfig["clusters"][0]["cluster"]["certificate-authority-data"])
-    reviewer = next(u["user"]["token"] for u in kubeconfig["users"] if u["name"] == "lab-admin")
-    ca_file = _private_file(tmp, "ca.crt", ca.decode())
-    jwt_file = _private_file(tmp, "reviewer.jwt", reviewer)
-    bao(lab, "auth", "enable", "kubernetes")
-    bao(lab, "write", "auth/kubernetes/config", f"kubernetes_host={server}",
-        f"kubernetes_ca_cert=@{ca_file}", f"token_reviewer_jwt=@{jwt_file}",
-        "disable_local_ca_jwt=true")
-    pipe(lab, ["vault-policy", "dragonfly"], [BAO, "policy", "write", "rotate-dragonfly", "-"])
-    bao(lab, "write", f"auth/kubernetes/role/{SA}", f"bound_service_account_names={SA}",
-        f"bound_service_account_namespaces={NS}", "token_policies=rotate-dragonfly",
-        "token_ttl=30m")
-
-
-def in_cluster_chain() -> str:
-    """The lab's chain file with ``backend.auth`` switched to the ServiceAccount."""
-    text = EXAMPLE_CHAIN.read_text()
-    token_auth = "    method: token"
-    assert token_auth in text
-    line = next(ln for ln in text.splitlines() if ln.startswith(token_auth))
-    return text.replace(line, f"    method: kubernetes\n    role: {SA}")
+JOB = "rotate-dragonfly"
 
 
 def rendered_job(lab: Lab, examples: Path) -> dict[str, Any]:
-    job: dict[str, Any] = _yaml(examples / "job.yaml")
-    container = job["spec"]["template"]["spec"]["containers"][0]
-    lab_values = {"BAO_ADDR": lab.env["BAO_ADDR"],
-                  "CONFIG_CENTER_URL": lab.env["CONFIG_CENTER_URL"]}
-    for var in container["env"]:
-        var["value"] = lab_values.get(var["name"], var.get("value"))
-        if var["value"] is None:
-            var.pop("value")
+    job: dict[str, Any] = manifest(examples / "job.yaml")
+    with_lab_addresses(lab, job["spec"]["template"]["spec"]["containers"][0])
     return job
 
 
@@ -121,19 +53,7 @@ def finished(lab: Lab) -> dict[str, Any] | None:
 def test_the_example_job_rotates_dragonfly_in_the_cluster(lab: Lab, tmp_path: Path,
                                                            repo_root: Path) -> None:
     examples = repo_root / "examples" / "in-cluster"
-    pipe(lab, ["rbac", "dragonfly", "--service-account", f"{NS}/{SA}"],
-         ["kubectl", "apply", "-f", "-"])
-    configure_openbao(lab, tmp_path)
-    lab.kubectl_apply({"apiVersion": "v1", "kind": "List", "items": [
-        {"apiVersion": "v1", "kind": "ConfigMap",
-         "metadata": {"name": "rotate-chain", "namespace": NS},
-         "data": {"rotate.yaml": in_cluster_chain()}},
-        {"apiVersion": "v1", "kind": "ConfigMap",
-         "metadata": {"name": "rotate-schemas", "namespace": NS},
-         "data": {p.name: p.read_text() for p in (SHOP_DATA / "schemas").glob("*.json")}},
-        {"apiVersion": "v1", "kind": "Secret",
-         "metadata": {"name": "rotate-config-center", "namespace": NS},
-         "stringData": {"token": lab.env["CONFIG_CENTER_TOKEN"]}}]})
+    install_prerequisites(lab, tmp_path)
     before = lab.bao_version()
 
     lab.kubectl_apply(rendered_job(lab, examples))
