@@ -96,8 +96,9 @@ def watch_runs(lab: Lab) -> list[dict[str, Any]]:
 def test_two_replicas_adopt_a_hand_put_and_survive_their_leader_killed_mid_run(
         lab: Lab, tmp_path: Path, repo_root: Path) -> None:
     install_prerequisites(lab, tmp_path, watch=True)
-    assert lab.rotate("dragonfly", "--confirm").code == 0  # rotate-version: the chain's
     lab.kubectl_apply(rendered_watch(lab, repo_root / "examples" / "in-cluster"))
+    # while the replicas start: the rotation that sets rotate-version (the chain's value)
+    assert lab.rotate("dragonfly", "--confirm").code == 0
     eventually(lambda: both_ready(lab), 180, "both watch replicas ready")
     eventually(lambda: leader(lab), 30, "a leader")
     before = lab.bao_password()
