@@ -49,6 +49,7 @@ from rotate.chain.model import (
 )
 from rotate.chain.notify import notify_from
 from rotate.chain.problems import json_path, line_of, schema_problems, semantic_problems
+from rotate.chain.schedule import parse_schedule
 from rotate.core.durations import parse_duration
 from rotate.core.errors import ChainFileError, ChainFileProblem, UsageError
 from rotate.core.refs import ObjectRef
@@ -362,6 +363,7 @@ def _credential_as_written(name: str, raw: dict[str, Any]) -> Credential:
         strategy=Strategy(raw.get("strategy", "restart")),
         timeout=parse_duration(raw["timeout"]) if "timeout" in raw else None,
         max_age=parse_duration(raw["maxAge"]) if "maxAge" in raw else None,
+        schedule=parse_schedule(raw["schedule"]) if "schedule" in raw else None,
         overlap=OverlapConfig(overlap["previousKey"]) if overlap else None,
         applies=build_applies(raw["providers"]),
     )

@@ -20,6 +20,7 @@ from rotate.chain.methods import find_spec
 
 # Re-exported: the template syntax lives in rotate.chain.templates.
 from rotate.chain.notify import NotifyConfig
+from rotate.chain.schedule import Schedule
 from rotate.chain.templates import is_json_pointer as is_json_pointer
 from rotate.chain.templates import render_template as render_template
 from rotate.chain.templates import template_refs as template_refs
@@ -32,7 +33,7 @@ API_VERSION = "rotate/v1"
 #: Commands of the CLI (cli.md). ``rotate NAME`` dispatches on them before credential names,
 #: so a credential named like one could never be rotated: the loader refuses such names.
 RESERVED_CREDENTIAL_NAMES = ("list", "runs", "show", "resume", "rollback", "doctor", "lab", "help",
-                             "init")
+                             "init", "due")
 
 DEFAULT_CONFIG_KEY = "bootstrap"
 DEFAULT_READYZ_PATH = "/readyz"
@@ -264,6 +265,9 @@ class Credential:
     timeout: float | None = None  # overrides Defaults.timeout for this credential
     #: the age (seconds) the value must not exceed (``maxAge``); None: notify.maxAge, if any
     max_age: float | None = None
+    #: when the credential is due whatever its age (``schedule``, cron, UTC;
+    #: rotate.chain.schedule); None: its age alone decides (``rotate due``)
+    schedule: Schedule | None = None
     #: why ``strategy`` was chosen when the chain file does not set it (default_strategy);
     #: empty when the file sets it
     strategy_reason: str = ""

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from rotate.chain.apply_fields import provider_problems
 from rotate.chain.model import RESERVED_CREDENTIAL_NAMES
+from rotate.chain.schedule import schedule_problem
 from rotate.chain.templates import is_json_pointer, template_problems, template_refs
 from rotate.core.errors import ChainFileProblem
 from rotate.core.secret import ALPHABETS
@@ -222,6 +223,10 @@ def semantic_problems(
                 if prev is not None and prev in (secret.get("key"), bkey):
                     add([*where, "overlap", "previousKey"],
                         "previousKey must differ from the credential's key")
+            if "schedule" in cred and isinstance(cred["schedule"], str):
+                problem = schedule_problem(cred["schedule"])
+                if problem is not None:
+                    add([*where, "schedule"], problem)
             for parts, reason in provider_problems(cred):
                 add([*where, *parts], reason)
 

@@ -39,6 +39,7 @@ from typer.core import TyperGroup
 from rotate.cli.coercion import ClickUsageError, LightCommand, lighten, usage_in
 from rotate.cli.commands import (
     doctor,
+    due,
     list_cmd,
     resume,
     rollback,
@@ -281,7 +282,8 @@ EPILOG = """\b
 Exit codes: 0 ok or plan passed, 1 bug, 2 usage or invalid chain file, 3 preflight failed,
 4 locked, 10-16 stage failed (backend, sync, provider, config, token, consumer, readyz),
 17 the backend moved on during the run, 18 a rollback's restore refused by the provider,
-20 status: the chain is not closed, 130 interrupted (resumable)."""
+20 status: the chain is not closed, 21 due --exit-code: something is due,
+130 interrupted (resumable)."""
 
 app = typer.Typer(
     name="rotate",
@@ -335,7 +337,7 @@ app.command(CREDENTIAL_COMMAND, hidden=True, cls=CredentialCommand,
 for _name, _function in (("list", list_cmd.list_credentials), ("runs", runs.runs),
                          ("show", show.show), ("resume", resume.resume),
                          ("rollback", rollback.rollback), ("doctor", doctor.doctor),
-                         ("status", status.status), ("watch", watch.watch),
+                         ("status", status.status), ("due", due.due), ("watch", watch.watch),
                          ("rbac", rbac), ("vault-policy", vault_policy), ("init", init)):
     app.command(_name, cls=LightCommand, options_metavar=OPTIONS)(_function)
 app.add_typer(lab_app, name="lab")

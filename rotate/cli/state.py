@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from rotate.core.errors import JournalUnreadable
     from rotate.core.secret import Secret
     from rotate.core.waiting import CancelToken
+    from rotate.engine.due import Due
     from rotate.engine.model import (
         Check,
         CredentialSummary,
@@ -85,6 +86,8 @@ class Engine(Protocol):
     def watch(self, options: Options, credentials: Sequence[str], settings: WatchSettings,
               stop: threading.Event, child_args: Sequence[str],
               log: Callable[[str], None]) -> None: ...
+
+    def due(self, options: Options, credentials: Sequence[str] = ()) -> Sequence[Due]: ...
 
 
 def _real_engine() -> Engine:

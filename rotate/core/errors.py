@@ -52,6 +52,8 @@ EXIT_BACKEND_MOVED = 17
 EXIT_RESTORE_REFUSED = 18
 #: ``rotate status``: the chain is not closed (the document names the first broken link)
 EXIT_CHAIN_OPEN = 20
+#: ``rotate due --exit-code``: something is due (nothing was changed)
+EXIT_DUE = 21
 
 
 class RotateError(Exception):

@@ -24,6 +24,7 @@ import os
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from rotate.chain.model import Chain, Credential, consumers_of
@@ -73,6 +74,7 @@ if TYPE_CHECKING:
 
     from rotate.clients.seams import Kube
     from rotate.core.waiting import CancelToken
+    from rotate.engine.due import Due
     from rotate.engine.runstore import RunStore
     from rotate.engine.session import Session
     from rotate.engine.several import Several
@@ -460,7 +462,7 @@ class Engine:
         starts when the chain file, the cluster or kopf cannot be used."""
         from rotate.clients.drivers import watch_driver_missing
         from rotate.clients.rotate_process import RotateProcess
-        from rotate.engine.watch_service import ChainObserver, serve
+        from rotate.engine.watch_service import ChainObserver, due_now, serve
 
         missing = watch_driver_missing()
         if missing:
@@ -470,10 +472,34 @@ class Engine:
             chain.credential(name)  # an unknown name: UsageError before anything starts
         kube = self._factory.kube(chain, options, self.environ)
         self._factory.vault(chain, self.environ)  # fails now, not at the first change
-        observer = ChainObserver(chain, kube, lambda: self._factory.vault(chain, self.environ),
-                                 lambda: self._runstore(options, chain, kube))
+        vault = lambda: self._factory.vault(chain, self.environ)  # noqa: E731 (a fresh login)
+        runs = lambda: self._runstore(options, chain, kube)  # noqa: E731
         runner = RotateProcess(child_args, self.environ)
-        serve(chain, credentials, kube, observer, runner, settings, stop, log)
+        serve(chain, credentials, kube, ChainObserver(chain, kube, vault, runs), runner,
+              settings, stop, log, due=due_now(chain, credentials, vault, runs))
+
+    def due(self, options: Options, credentials: Sequence[str] = (),
+            now: datetime | None = None) -> tuple[Due, ...]:
+        """Whether each named credential (every one when none is named) is due for a
+        rotation at ``now`` (default: the clock), why, and when next
+        (rotate.engine.due.due_credentials).  Read-only: the backend's metadata (no value)
+        and the run journals — read only when a credential has a ``schedule``.  An unknown
+        name is a UsageError naming the known ones."""
+        from rotate.engine.due import due_credentials
+
+        chain = self.load_chain(options)
+        creds = [chain.credential(name) for name in dict.fromkeys(credentials)] or list(
+            chain.credentials.values())
+        vault = self._factory.vault(chain, self.environ)
+        engine = self
+
+        class _Runs:  # the journals, read the first time they are asked for
+            where = "the state directory and the cluster"
+
+            def load_runs(self) -> Iterator[journal_mod.RunState]:
+                return engine._runstore(options, chain).load_runs()
+
+        return due_credentials(chain, creds, vault, _Runs(), now or utcnow())
 
     def doctor(self, options: Options) -> list[Check]:
         """Connectivity and every permission any run needs, for every credential in the

@@ -70,6 +70,27 @@ class ChainObserver:
         return (meta.current_version, int(written)), ""
 
 
+def due_now(chain: Chain, credentials: Sequence[str], vault: Callable[[], Vault],
+            runs: Callable[[], RunSource]) -> Callable[[], list[str]]:
+    """What is due among ``credentials`` (all when empty), for the watcher's resync: not a
+    credential whose value comes from stdin (a person's), nor one whose backend cannot be
+    read."""
+    from rotate.core.timestamps import utcnow
+    from rotate.engine.due import due_credentials
+
+    creds = [chain.credential(n) for n in dict.fromkeys(credentials)] or list(
+        chain.credentials.values())
+
+    def due() -> list[str]:
+        try:
+            found = due_credentials(chain, creds, vault(), runs(), utcnow())
+        except (ClientError, RotateError):
+            return []
+        return [d.credential for d in found if d.due and not d.manual and not d.error]
+
+    return due
+
+
 def serve(chain: Chain, credentials: Sequence[str], kube: Kube, observer: ChainObserver,
           runner: Runner, settings: WatchSettings, stop: threading.Event,
           log: Callable[[str], None], due: Callable[[], Iterable[str]] | None = None) -> None:

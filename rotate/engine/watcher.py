@@ -24,6 +24,9 @@ and says, in this order:
 6. M > W: **adopt** — ``rotate CREDENTIAL --adopt --confirm``, which itself finds a value
    equal to W's a no-op.
 
+Every ``resync`` the leader also asks which credentials are due (rotate.engine.due) and
+rotates those as one run (``rotate due NAMES --confirm``), unless one has a run in flight.
+
 :class:`Watcher` runs it for every credential whose target Secret changed (events from
 rotate.clients.secret_watch), for every credential when this replica becomes leader (a
 change made while no watcher ran, a run its predecessor left) and every ``resync`` seconds,
@@ -233,8 +236,27 @@ class Watcher:
         elector.join(timeout=10)
 
     def _run_due(self) -> None:
-        if self._due is not None and self._leader.leading:
-            self._queue(self._due(), 0.0)
+        """Credentials due for a rotation (``maxAge``, ``schedule``: rotate.engine.due) are
+        rotated as one run, ``rotate due NAMES --confirm`` — unless one of them has a run
+        in flight or unfinished, which the next resync finds settled."""
+        if self._due is None or not self._leader.leading:
+            return
+        names = list(self._due())
+        if not names:
+            return
+        obs = self._observer
+        busy = [n for n in names if not obs.lock(n).free or obs.open_run(n) is not None]
+        if busy:
+            self._log(f"due: {', '.join(names)}; waiting for the run of {', '.join(busy)}")
+            return
+        self._log(f"due: {', '.join(names)}: rotate due {' '.join(names)} --confirm")
+        self.acting = True
+        try:
+            code = self._runner.run(["due", *names, "--confirm"])
+        finally:
+            self.acting = False
+        self._metrics.acted("due", "+".join(names), code)
+        self._log(f"due: ended with exit {code}")
 
     def _act(self, credential: str) -> None:
         obs = self._observer

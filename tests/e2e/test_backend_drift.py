@@ -3,7 +3,10 @@ someone wrote the path meanwhile), a value the provider cannot take is refused b
 anything changes (exit 2), ``rotate status`` proves the chain closed after a rotation,
 then names the Secret link (exit 20) after a hand ``bao kv put`` — writing nothing —,
 and a value written by hand is adopted with ``--adopt`` (no new version), closing the
-chain as ``status`` proves, and rolled back to the value it replaced.
+chain as ``status`` proves, and rolled back to the value it replaced.  First, ``rotate due``
+lists Dragonfly due (a chain variant with a short ``maxAge``) and ``rotate due --confirm``
+rotates it: then it is no longer due (nor by a ``schedule`` that fired before that run) and
+``status`` proves the chain closed.
 
 The write comes from outside, through OpenBao's HTTP API, while the run is frozen (SIGSTOP)
 at ``provider.apply`` — after ``sync.wait`` proved the Secret — as a ``bao kv put`` typed
@@ -15,6 +18,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -48,6 +53,60 @@ def _consistent(lab: Lab) -> None:
         assert lab.bootstrap(svc)["value"]["dragonfly"]["password"] == value
     assert eventually(lambda: all(lab.readyz(s) == 200 for s in SHOP) or None, 90,
                       "every shop service ready")
+
+
+def _chain_with(lab: Lab, name: str, line: str) -> str:
+    """The lab's chain file with ``line`` added to Dragonfly's credential, in the lab DIR with
+    the schemas it names beside it."""
+    original = Path(lab.env["ROTATE_CHAIN"])
+    folder = lab.dir / name
+    folder.mkdir(exist_ok=True)
+    if not (folder / "schemas").exists():
+        (folder / "schemas").symlink_to(original.parent / "schemas")
+    text = original.read_text()
+    assert "\n  dragonfly:\n" in text
+    copy = folder / "rotate.yaml"
+    copy.write_text(text.replace("\n  dragonfly:\n", f"\n  dragonfly:\n    {line}\n", 1))
+    return str(copy)
+
+
+def test_due_lists_dragonfly_due_then_confirm_rotates_it_and_status_proves_it(lab: Lab
+                                                                            ) -> None:
+    # maxAge: 1s — the value is older: due, and --exit-code says so (read-only)
+    short = _chain_with(lab, "due-max-age", "maxAge: 1s")
+    aged = lab.rotate("due", "dragonfly", "--exit-code", "-o", "json", "--chain", short)
+    assert aged.code == 21, aged.output
+    (found,) = json.loads(aged.stdout)["credentials"]
+    assert (found["due"], found["triggers"]) == (True, ["maxAge"]), found
+    assert found["backend"]["version"] == lab.bao_version()
+    listed = lab.rotate("due", "--chain", short)
+    assert listed.code == 0, listed.output
+    assert f"Rotate it: rotate due --confirm --chain {short}" in listed.stdout
+    rows = listed.stdout.split("\n\n")[0].splitlines()[1:]  # the table, its header off
+    due = [row for row in rows if row.split()[1] == "DUE"]
+    assert len(due) == 1 and due[0].startswith("dragonfly "), listed.stdout  # only it
+    v = lab.bao_version()
+    runs = set(lab.run_ids())
+    fired = datetime.now(UTC).replace(second=0, microsecond=0)  # a fire before the run
+    rotated = lab.rotate("due", "--confirm", "-o", "json", "--chain", short)
+    assert rotated.code == 0, rotated.output
+    report = json.loads(rotated.stdout)
+    assert (report["kind"], report["status"]) == ("run", "succeeded"), report
+    assert newest_run(lab, runs) == report["run_id"] and lab.bao_version() == v + 1
+    # afterwards: an hour's maxAge, and a yearly schedule that fired before the run, which
+    # the run handled (its end read from the journals): nothing is due
+    handled = _chain_with(lab, "due-handled", f"maxAge: 1h\n    schedule: \"{fired.minute} "
+                                              f"{fired.hour} {fired.day} {fired.month} *\"")
+    after = lab.rotate("due", "dragonfly", "--exit-code", "-o", "json", "--chain", handled)
+    assert after.code == 0, after.output
+    (found,) = json.loads(after.stdout)["credentials"]
+    assert (found["due"], found["backend"]["version"]) == (False, v + 1), found
+    assert found["last_run"] is not None and found["schedule"], found
+    nothing = lab.rotate("due", "--confirm", "--chain", handled)
+    assert nothing.code == 0 and "Nothing is due." in nothing.stdout, nothing.output
+    assert lab.bao_version() == v + 1
+    status = lab.rotate("status", "dragonfly")
+    assert status.code == 0, status.output
 
 
 def test_a_bao_kv_put_during_provider_apply_exits_17_then_resume_after_rollback(

@@ -139,6 +139,9 @@ class FakeEngine:
     #: what ``status`` finds: ``closed``, or the link it reports broken (``secret``)
     chain: str = "closed"
     status_warning: str | None = None
+    #: what ``due`` finds: ``due`` (dragonfly due), ``none`` (nothing due), ``error`` (the
+    #: backend unreadable), ``stdin`` (dragonfly due, its value from stdin)
+    due_found: str = "due"
     checks: tuple[Check, ...] = CHECKS_OK
     calls: list[tuple[str, Any]] = field(default_factory=list)
     received: list[Secret | None] = field(default_factory=list)
@@ -281,6 +284,50 @@ class FakeEngine:
         self.calls.append(("watch", (options, tuple(credentials), settings, list(child_args))))
         self._chain(options)
         log("leading: this replica acts now")
+
+    def due(self, options: FakeOptions, credentials: Any = ()) -> list[Any]:
+        self.calls.append(("due", (options, tuple(credentials))))
+        self._chain(options)
+        found = make_due(self.due_found)
+        known = [d.credential for d in found]
+        for name in credentials:
+            if name not in known:
+                raise UsageError(f"unknown credential {name!r} (the chain file defines: "
+                                 f"{', '.join(known)})")
+        return [d for d in found if d.credential in credentials] if credentials else found
+
+
+def make_due(found: str) -> list[Any]:
+    """``rotate due`` findings shaped like the engine's: dragonfly (maxAge), postgres (a
+    schedule) and redis (neither)."""
+    from datetime import UTC, datetime
+
+    from rotate.engine.due import Due
+
+    at = datetime(2026, 12, 2, 14, 3, tzinfo=UTC)
+    dragonfly = Due(
+        "dragonfly", found == "due", ("maxAge",) if found == "due" else (),
+        "value 31d0h old ≥ maxAge 30d0h" if found == "due" else "value 2h00m old < maxAge 30d0h",
+        datetime(2026, 12, 1, 14, 3, tzinfo=UTC) if found == "due"
+        else datetime(2027, 1, 1, 12, 3, tzinfo=UTC),
+        "secret/infra/dragonfly#password", 4,
+        datetime(2026, 11, 1, 14, 3, tzinfo=UTC) if found == "due"
+        else datetime(2026, 12, 2, 12, 3, tzinfo=UTC),
+        None, 2678400.0 if found == "due" else 7200.0, 2592000.0, None)
+    if found == "stdin":
+        dragonfly = replace(make_due("due")[0], manual=True)
+    postgres = Due("postgres", False, (), "schedule '0 3 * * *'",
+                   datetime(2026, 12, 3, 3, 0, tzinfo=UTC), "secret/infra/postgres#password",
+                   7, datetime(2026, 12, 2, 3, 1, tzinfo=UTC), at, 39720.0, None, "0 3 * * *")
+    redis = Due("redis", False, (), "no schedule (neither maxAge nor schedule)", None,
+                "secret/infra/redis#password", None, None, None, None, None, None)
+    if found == "error":
+        postgres = Due("postgres", False, (), "the backend cannot be read: vault: "
+                       "read_metadata: permission denied (HTTP 403)", None,
+                       "secret/infra/postgres#password", None, None, None, None, None,
+                       "0 3 * * *", error="cannot read secret/infra/postgres#password: vault: "
+                       "read_metadata: permission denied (HTTP 403)")
+    return [dragonfly, postgres, redis]
 
 
 def make_status(chain: str) -> Any:

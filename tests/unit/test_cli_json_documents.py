@@ -40,6 +40,8 @@ def _chain_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (["show", RUN_ID], "succeeded", "run"),
     (["list"], "succeeded", "credentials"),
     (["doctor"], "succeeded", "doctor"),
+    (["due"], "succeeded", "due"),
+    (["due", "--confirm"], "succeeded", "run"),
     (["nosuch"], "succeeded", "error"),
     (["dragonfly", "--timeout", "soon"], "succeeded", "error"),
     (["lab", "status"], "succeeded", "lab-status"),

@@ -228,3 +228,30 @@ def test_a_replica_that_does_not_lead_acts_on_nothing(kube: FakeKube) -> None:
         stop.set()
         thread.join(timeout=10)
     assert ran.commands == [] and counted.lead == []
+
+
+def test_what_is_due_is_rotated_as_one_run_unless_one_has_a_run_in_flight(
+        kube: FakeKube) -> None:
+    observed, ran, counted = Observed(), Ran(), Counted()
+    observed.current = (7, 7)
+    observed.lock_state = HELD
+    watcher = Watcher({("dragonfly", "dragonfly-password-secret"): ("dragonfly",),
+                       ("db", "postgres-password-secret"): ("postgres",)}, observed, ran,
+                      Leadership(kube, "rotate-system", duration=3, holder="pod-a/1"),
+                      counted, lambda _text: None, resync=0.1, retry=0.05,
+                      due=lambda: ["dragonfly", "postgres"])
+    stop = threading.Event()
+    thread = threading.Thread(target=watcher.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        eventually(lambda: counted.lead == [True] or None, 10, "the replica to lead")
+        since = time.monotonic()
+        eventually(lambda: watcher.beat > since + 0.3 or None, 10, "a few resyncs")
+        assert ran.commands == []  # a run holds dragonfly's lock: nothing due is started
+        observed.lock_state = FREE
+        eventually(lambda: ran.commands or None, 10, "the due run")
+    finally:
+        stop.set()
+        thread.join(timeout=10)
+    assert ran.commands[0] == ["due", "dragonfly", "postgres", "--confirm"]
+    assert ("due", "dragonfly+postgres", 0) in counted.acts
