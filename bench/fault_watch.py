@@ -58,10 +58,13 @@ def _stop(proc: subprocess.Popen[str], sig: int) -> None:
 
 
 def kill_leader_mid_run(world: World, credential: str, known: set[str], kind: str,
-                        recovery: str, put: Callable[[], None]) -> tuple[Journal, list[str]]:
-    """The case up to its recovery: the run's journal and what went wrong.  ``put``: the
+                        recovery: str, put: Callable[[], None]
+                        ) -> tuple[Journal, str, list[str]]:
+    """The case up to its recovery: the run's journal, its last event when the leader was
+    killed, and what went wrong.  ``put``: the
     human's ``bao kv put`` (called once both replicas run and one leads)."""
     problems: list[str] = []
+    reached = ""
     procs = [_spawn(world, credential, port) for port in (18481, 18482)]
     journal = Journal(world.runs, credential, known)
     try:
@@ -75,6 +78,7 @@ def kill_leader_mid_run(world: World, credential: str, known: set[str], kind: st
         if leader is None:
             raise BenchError("the leader changed before the kill")
         os.killpg(leader, signal.SIGKILL)
+        reached = journal.last()
         other = next(p for p in procs if p.pid != leader)
         if recovery == "rollback":
             _stop(other, signal.SIGTERM)
@@ -88,4 +92,4 @@ def kill_leader_mid_run(world: World, credential: str, known: set[str], kind: st
     finally:
         for proc in procs:
             _stop(proc, signal.SIGTERM)
-    return journal, problems
+    return journal, reached, problems

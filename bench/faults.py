@@ -208,10 +208,9 @@ class Case:
         cred = self.creds[s.credential]
         fault_adopt.chain_written(w, cred)
         self.rebase()
-        self.journal, problems = fault_watch.kill_leader_mid_run(
+        self.journal, self.out.reached, problems = fault_watch.kill_leader_mid_run(
             w, s.credential, self.known, s.kind, s.recovery,
             lambda: fault_adopt.put_by_hand(w, cred))
-        self.out.reached = self.journal.last()
         self.out.problems += problems
         return {s.credential: -signal.SIGKILL}
 
