@@ -2,7 +2,8 @@
 watch`` replicas against the lab (local processes, each its own process group as a pod is),
 a human's ``bao kv put`` of the path, and the leader — with the adopt run it started as a
 child — killed (SIGKILL of its process group) the moment that run's journal shows
-``step.start`` of the spec's kind.
+``step.start`` of the spec's kind (both replicas frozen first, SIGSTOP, while the Lease
+says which one leads).
 
 Recovery ``resume``: nobody types anything — the other replica takes the leader Lease,
 finds the adopt run unfinished with its holder gone and resumes it
@@ -74,11 +75,16 @@ def kill_leader_mid_run(world: World, credential: str, known: set[str], kind: st
         put()
         if not wait(lambda: journal.started(kind), 120, every=0.001):
             raise BenchError(f"the leader's adopt run never started {kind}")
+        for proc in procs:  # both frozen at once (with their runs): then the leader killed
+            os.killpg(proc.pid, signal.SIGSTOP)
+        reached = journal.last()
         leader = _leader(world, pids)
         if leader is None:
-            raise BenchError("the leader changed before the kill")
+            raise BenchError("no replica of ours held the leader Lease at the kill")
         os.killpg(leader, signal.SIGKILL)
-        reached = journal.last()
+        for proc in procs:
+            if proc.pid != leader:
+                os.killpg(proc.pid, signal.SIGCONT)
         other = next(p for p in procs if p.pid != leader)
         if recovery == "rollback":
             _stop(other, signal.SIGTERM)
