@@ -78,13 +78,15 @@ def watch(
     def _stop(_signum: int, _frame: object) -> None:
         stop.set()
 
-    signal.signal(signal.SIGTERM, _stop)
-    signal.signal(signal.SIGINT, _stop)
-
     def log(text: str) -> None:
         console.note(f"{datetime.now(UTC):%H:%M:%S} watch: {text}")
 
     settings = WatchSettings(host=host, port=port, lease_seconds=lease_seconds, resync=resync)
-    state_of(ctx).engine().watch(options, tuple(credentials or ()), settings, stop, child,
-                                 log)
+    before = {sig: signal.signal(sig, _stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        state_of(ctx).engine().watch(options, tuple(credentials or ()), settings, stop, child,
+                                     log)
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
     log("stopped")
