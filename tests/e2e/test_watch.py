@@ -85,6 +85,16 @@ def closed(lab: Lab) -> bool | None:
     return True if lab.rotate("status", "dragonfly").code == 0 else None
 
 
+def settled(lab: Lab, timeout: float, what: str) -> None:
+    """The chain closed within ``timeout``; else the replicas' logs say why (no value)."""
+    try:
+        eventually(lambda: closed(lab), timeout, what)
+    except AssertionError as exc:
+        logs = "\n".join(f"--- {p['metadata']['name']}\n" + lab.kubectl(
+            "logs", "-n", NS, p["metadata"]["name"], "--tail=60", check=False) for p in pods(lab))
+        raise AssertionError(f"{exc}\n{logs}") from None
+
+
 def at_step(lab: Lab, known: set[str], kind: str) -> str | None:
     """A new run whose journal — in a replica's state directory, the pod's emptyDir on this
     host — shows ``step.start`` of ``kind``."""
@@ -124,7 +134,7 @@ def test_two_replicas_adopt_a_hand_put_and_survive_their_leader_killed_mid_run(
     assert opened.code == 20, opened.output
     assert "secret dragonfly/dragonfly-password-secret#password" in opened.stderr
     refresh(lab, 1)
-    eventually(lambda: closed(lab), 90, "the watcher to close the chain")
+    settled(lab, 120, "the watcher to close the chain")
     assert lab.bao_version() == version and lab.bao_password() == FIRST
     assert lab.dragonfly_auth(FIRST) and not lab.dragonfly_auth(before)
 
@@ -146,7 +156,7 @@ def test_two_replicas_adopt_a_hand_put_and_survive_their_leader_killed_mid_run(
         if str(pid) != killed.rpartition("/")[2]:
             os.killpg(pid, signal.SIGCONT)
     eventually(lambda: (leader(lab) or killed) != killed or None, 30, "a new leader")
-    eventually(lambda: closed(lab), 150, "the new leader to resume the run and close the chain")
+    settled(lab, 150, "the new leader to resume the run and close the chain")
     assert lab.bao_version() == version and lab.bao_password() == SECOND
     assert lab.dragonfly_auth(SECOND) and not lab.dragonfly_auth(FIRST)
     report = json.loads(lab.rotate("show", run_id, "-o", "json").stdout)
