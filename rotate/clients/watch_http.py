@@ -57,11 +57,14 @@ class WatchHttp:
             def do_GET(self) -> None:
                 route = routes.get(self.path.split("?", 1)[0])
                 code, body, ctype = route() if route else (404, b"not found\n", "text/plain")
-                self.send_response(code)
-                self.send_header("Content-Type", ctype)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+                try:
+                    self.send_response(code)
+                    self.send_header("Content-Type", ctype)
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                except (BrokenPipeError, ConnectionResetError):
+                    return  # the prober gave up first (its timeout): nothing to tell it
 
             def log_message(self, *_args: object) -> None:
                 return  # probes every few seconds: not the watcher's log

@@ -47,7 +47,7 @@ def rendered_watch(lab: Lab, examples: Path) -> dict[str, Any]:
     # a dead leader replaced within seconds; changes found by events, not by the resync
     container["args"] = [a for a in container["args"]
                          if not a.startswith(("--lease-seconds", "--resync"))]
-    container["args"] += ["--lease-seconds=3", "--resync=600"]
+    container["args"] += ["--lease-seconds=5", "--resync=600"]
     return deployment
 
 
@@ -134,7 +134,7 @@ def test_two_replicas_adopt_a_hand_put_and_survive_their_leader_killed_mid_run(
     assert opened.code == 20, opened.output
     assert "secret dragonfly/dragonfly-password-secret#password" in opened.stderr
     refresh(lab, 1)
-    settled(lab, 120, "the watcher to close the chain")
+    settled(lab, 300, "the watcher to close the chain")
     assert lab.bao_version() == version and lab.bao_password() == FIRST
     assert lab.dragonfly_auth(FIRST) and not lab.dragonfly_auth(before)
 
@@ -156,7 +156,7 @@ def test_two_replicas_adopt_a_hand_put_and_survive_their_leader_killed_mid_run(
         if str(pid) != killed.rpartition("/")[2]:
             os.killpg(pid, signal.SIGCONT)
     eventually(lambda: (leader(lab) or killed) != killed or None, 30, "a new leader")
-    settled(lab, 150, "the new leader to resume the run and close the chain")
+    settled(lab, 300, "the new leader to resume the run and close the chain")
     assert lab.bao_version() == version and lab.bao_password() == SECOND
     assert lab.dragonfly_auth(SECOND) and not lab.dragonfly_auth(FIRST)
     report = json.loads(lab.rotate("show", run_id, "-o", "json").stdout)
