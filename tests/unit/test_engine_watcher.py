@@ -255,3 +255,25 @@ def test_what_is_due_is_rotated_as_one_run_unless_one_has_a_run_in_flight(
         thread.join(timeout=10)
     assert ran.commands[0] == ["due", "dragonfly", "postgres", "--confirm"]
     assert ("due", "dragonfly+postgres", 0) in counted.acts
+
+
+def test_a_run_lock_is_free_when_absent_expired_or_its_holder_gone_from_this_host(
+        kube: FakeKube) -> None:
+    from rotate.engine.lock import Lease
+    from rotate.engine.watch_service import ChainObserver
+
+    chain = load_chain(EXAMPLE_CHAIN)
+    observer = ChainObserver(chain, kube, lambda: None, lambda: None)  # type: ignore[arg-type,return-value]
+    assert observer.lock("dragonfly") == LockState(False, True)
+    held = Lease(kube, "rotate-system", "dragonfly", "root@host/RUN", duration=30)
+    held.acquire(renew=False)
+    assert observer.lock("dragonfly") == LockState(True, False, "root@host/RUN")
+    lease = kube.get("Lease", "rotate-system", "rotate-dragonfly")
+    lease["spec"]["renewTime"] = rfc3339(utcnow() - timedelta(seconds=31))
+    kube.replace("Lease", "rotate-system", "rotate-dragonfly", lease)
+    assert observer.lock("dragonfly").free  # expired
+    lease = kube.get("Lease", "rotate-system", "rotate-dragonfly")
+    lease["spec"]["renewTime"] = rfc3339(utcnow())
+    lease["metadata"]["annotations"]["rotate.dev/pid"] = "999999999"  # no such process here
+    kube.replace("Lease", "rotate-system", "rotate-dragonfly", lease)
+    assert observer.lock("dragonfly").free
