@@ -4,7 +4,10 @@ tests/e2e/test_watch.py."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
+
+import pytest
 
 from tests.fakes.engine import FakeEngine
 from tests.support.cli import invoke
@@ -38,3 +41,13 @@ def test_a_listen_address_that_is_not_host_port_is_exit_2(tmp_path: Path) -> Non
         assert res.exit_code == 2, (bad, res.output)
         assert "is not HOST:PORT" in res.output
         assert "Traceback" not in res.output
+
+
+def test_without_kopf_the_watch_names_the_extra_to_install(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from rotate.clients.drivers import watch_driver_missing
+
+    assert watch_driver_missing() == ""
+    monkeypatch.setitem(sys.modules, "kopf", None)  # an import of kopf now fails
+    assert watch_driver_missing() == ("rotate watch needs kopf, which is not installed: "
+                                      "pip install 'rotate[watch]'")
