@@ -75,6 +75,8 @@ HUMAN: tuple[tuple[str, str, str], ...] = (
 SHARING_OFFSETS_MS = (0, 150, 500)
 #: kinds at which an ``--adopt`` run (after a human's ``bao kv put``) is killed
 ADOPT_AT = ("sync.trigger", "provider.apply")
+#: kinds at which the watcher's leader is killed with the adopt run it started
+WATCH_AT = ("provider.apply",)
 #: kinds at whose start the target Secret is changed by hand (after / while the sync proves it)
 SECRET_EDIT_AT = ("sync.wait", "provider.apply")
 #: a run of the main and the sharing credential together (`rotate A B --confirm`) is killed
@@ -110,7 +112,9 @@ class Spec:
     (``credential`` and ``target`` as one run, ``sig`` at ``kind``) or ``provider-freeze``
     (the provider's process SIGSTOPped at ``kind`` until the run ended; bench/fault_plugin.py)
     or ``canary`` (``fault`` on the canary ``target`` at ``kind``, the run in waves behind
-    it: exit 19; bench/fault_canary.py)."""
+    it: exit 19; bench/fault_canary.py)
+    or ``watch-leader`` (two ``rotate watch`` replicas; after a ``bao kv put`` the leader's
+    adopt run reaches ``kind`` and the leader is killed with it; bench/fault_watch.py)."""
 
     disturbance: str
     credential: str
@@ -149,6 +153,7 @@ class Spec:
             "secret-edit": f"Secret edited by hand at {at}",
             "several": f"{self.credential} and {self.target} in one run, {self.sig} at {at}",
             "provider-freeze": f"provider frozen (SIGSTOP) at {at}",
+            "watch-leader": f"watcher leader killed at {at} of its adopt run",
             "journal-down": f"API server unreachable while the journal is written (kill at "
                             f"{at})",
             "machines": (f"second machine starts it after a kill at {at}" if self.kind
@@ -280,6 +285,8 @@ def adopt_specs(credential: str, kinds: Sequence[str]) -> list[Spec]:
             for kind in ADOPT_AT if kind in kinds for how in RECOVERIES]
     out += [Spec("secret-edit", credential, how, kind=kind)
             for kind in SECRET_EDIT_AT if kind in kinds for how in RECOVERIES]
+    out += [Spec("watch-leader", credential, how, kind=kind)
+            for kind in WATCH_AT if kind in kinds for how in RECOVERIES]
     return out
 
 

@@ -4,9 +4,10 @@ one provider, two sharing consumers at several offsets, a human `kubectl rollout
 or Config Center edit mid-run, a torn journal record after a kill, a run's lock taken over
 while it is frozen, a `bao kv put` of the path after sync.wait (exit 17) and an oversized
 supplied value (exit 2), ``--adopt`` of a value written by hand (and with nothing to adopt),
-a Secret changed by hand mid-run (bench/fault_adopt.py), the API server unreachable while the
-journal is written, a canary failing its bake (bench/fault_canary.py), and two machines
-(state directories) starting one credential — each
+a Secret changed by hand mid-run (bench/fault_adopt.py), the watcher's leader killed with the
+adopt run it started (bench/fault_watch.py), the API server unreachable while the journal is
+written, a canary failing its bake (bench/fault_canary.py), and two machines (state
+directories) starting one credential — each
 recovered by resume and by rollback, and checked from outside the tool (docs/reliability.md).
 
 One lab (fast profile) in its own directory, started and stopped here.  The kinds come from
@@ -52,7 +53,7 @@ from typing import Any
 
 import httpx
 
-from bench import fault_adopt, fault_canary, fault_job, fault_plugin
+from bench import fault_adopt, fault_canary, fault_job, fault_plugin, fault_watch
 from bench.fault_matrix import (
     PREFLIGHT_FAULTS,
     TORN_RECORD,
@@ -181,6 +182,8 @@ class Case:
             return {MAIN: self.finish(a), OTHER: self.finish(b)}
         if s.disturbance == "several":
             return self.disturb_several()
+        if s.disturbance == "watch-leader":
+            return self.watch_leader()
         if s.disturbance == "machines" and not s.kind:
             return self.two_machines()
         if s.disturbance == "journal-down":
@@ -206,6 +209,19 @@ class Case:
         if s.disturbance == "journal-down":
             w.fault("journal-unreachable", clear=True)
         return codes
+
+    def watch_leader(self) -> dict[str, int]:
+        """bench/fault_watch.py: the leader killed with its adopt run; resumed by the other
+        replica, or (rollback) both stopped and the run rolled back by hand."""
+        s, w = self.spec, self.world
+        cred = self.creds[s.credential]
+        fault_adopt.chain_written(w, cred)
+        self.rebase()
+        self.journal, self.out.reached, problems = fault_watch.kill_leader_mid_run(
+            w, s.credential, self.known, s.kind, s.recovery,
+            lambda: fault_adopt.put_by_hand(w, cred))
+        self.out.problems += problems
+        return {s.credential: -signal.SIGKILL}
 
     def several(self) -> str:
         """The credential of a run of the spec's two credentials (names sorted, "+")."""

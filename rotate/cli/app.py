@@ -47,6 +47,7 @@ from rotate.cli.commands import (
     runs,
     show,
     status,
+    watch,
 )
 from rotate.cli.commands.init_cmd import init
 from rotate.cli.commands.plugins import lab_app
@@ -336,7 +337,7 @@ app.command(CREDENTIAL_COMMAND, hidden=True, cls=CredentialCommand,
 for _name, _function in (("list", list_cmd.list_credentials), ("runs", runs.runs),
                          ("show", show.show), ("resume", resume.resume),
                          ("rollback", rollback.rollback), ("doctor", doctor.doctor),
-                         ("status", status.status), ("due", due.due),
+                         ("status", status.status), ("due", due.due), ("watch", watch.watch),
                          ("rbac", rbac), ("vault-policy", vault_policy), ("init", init)):
     app.command(_name, cls=LightCommand, options_metavar=OPTIONS)(_function)
 app.add_typer(lab_app, name="lab")

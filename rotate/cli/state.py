@@ -21,6 +21,8 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    import threading
+
     from rotate.chain.model import Chain
     from rotate.core.errors import JournalUnreadable
     from rotate.core.secret import Secret
@@ -36,6 +38,7 @@ if TYPE_CHECKING:
         RunSummary,
     )
     from rotate.engine.status import CredentialStatus
+    from rotate.engine.watch_service import WatchSettings
 
 
 class Engine(Protocol):
@@ -79,6 +82,10 @@ class Engine(Protocol):
 
     def status(self, options: Options, credentials: Sequence[str] = ()
                ) -> Sequence[CredentialStatus]: ...
+
+    def watch(self, options: Options, credentials: Sequence[str], settings: WatchSettings,
+              stop: threading.Event, child_args: Sequence[str],
+              log: Callable[[str], None]) -> None: ...
 
     def due(self, options: Options, credentials: Sequence[str] = ()) -> Sequence[Due]: ...
 

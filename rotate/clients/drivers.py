@@ -77,3 +77,13 @@ def missing_drivers(credentials: Iterable[Credential]) -> list[str]:
             problems.append(f"{driver.name} is not installed, and {', '.join(needed_by)} "
                             f"needs it: {pip_command([driver.extra])}")
     return problems
+
+
+def watch_driver_missing() -> str:
+    """Why ``rotate watch`` cannot run here ("" when it can): kopf, the extra ``watch``."""
+    try:
+        importlib.import_module("kopf")
+    except ImportError:
+        return ("rotate watch needs kopf, which is not installed: "
+                f"{pip_command(['watch'])}")
+    return ""

@@ -26,6 +26,7 @@ import json
 import secrets
 import ssl
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -93,6 +94,18 @@ def _load_in_cluster(cfg: Any, directory: str) -> None:
     ).load_and_set(cfg)
 
 
+@dataclass(frozen=True)
+class KubeConnection:
+    """The API server's address and this client's credentials (the token masked)."""
+
+    server: str
+    ca_path: str | None
+    insecure: bool
+    token: Secret | None
+    cert_path: str | None
+    key_path: str | None
+
+
 class KubeClient:
     """The Kube seam over one kubeconfig context (KUBECONFIG/~/.kube/config when None,
     in-cluster service account as the last resort, as kubectl does).
@@ -150,6 +163,19 @@ class KubeClient:
     @property
     def server(self) -> str:
         return self._server
+
+    def connection(self) -> KubeConnection:
+        """Where and as whom this client talks to the API server, for a second client of
+        its own (kopf, rotate.clients.secret_watch); the token re-read as the client would."""
+        cfg = self._api.configuration
+        bearer = str(cfg.get_api_key_with_prefix("BearerToken")
+                     or cfg.get_api_key_with_prefix("authorization") or "")
+        scheme, _, rest = bearer.partition(" ")
+        token = (rest if scheme.lower() == "bearer" else bearer).strip()
+        return KubeConnection(
+            server=self._server, ca_path=cfg.ssl_ca_cert or None,
+            insecure=not cfg.verify_ssl, token=Secret(token) if token else None,
+            cert_path=cfg.cert_file or None, key_path=cfg.key_file or None)
 
     def close(self) -> None:
         self.close_forwards()

@@ -100,6 +100,21 @@ def deduplicate(perms: Iterable[Permission]) -> list[Permission]:
     return [p for p in perms if not covered(p)]
 
 
+def watch_permissions(chain: Chain, credentials: Sequence[Credential]) -> list[Permission]:
+    """What ``rotate watch`` needs beyond its credentials' runs (rotate.engine.watcher):
+    kopf lists and watches Secrets per namespace — RBAC cannot restrict a list or a watch
+    by name — so each target Secret's namespace grants ``list``/``watch`` on Secrets; and
+    the leader Lease ``rotate-watch`` in the lock namespace."""
+    from rotate.engine.leadership import LEASE_NAME
+
+    lock_ns = chain.cluster.lock_namespace
+    perms = [Permission(v, "Secret", ns) for ns in
+             dict.fromkeys(c.secret.namespace for c in credentials) for v in ("list", "watch")]
+    perms.append(Permission("create", "Lease", lock_ns))
+    perms += [Permission(v, "Lease", lock_ns, name=LEASE_NAME) for v in ("get", "update")]
+    return perms
+
+
 def permissions_needed(chain: Chain, credential: Credential,
                        environ: Mapping[str, str] | None = None) -> list[Permission]:
     """Every Kubernetes request a run of ``credential`` makes (SelfSubjectAccessReview each).

@@ -70,6 +70,8 @@ from rotate.engine.starting import (
 )
 
 if TYPE_CHECKING:
+    import threading
+
     from rotate.clients.seams import Kube
     from rotate.core.waiting import CancelToken
     from rotate.engine.due import Due
@@ -77,6 +79,7 @@ if TYPE_CHECKING:
     from rotate.engine.session import Session
     from rotate.engine.several import Several
     from rotate.engine.status import CredentialStatus
+    from rotate.engine.watch_service import WatchSettings
 
 T = TypeVar("T")
 #: ``off``: journals are kept in the state directory only (docs/cli.md "State directory")
@@ -451,6 +454,29 @@ class Engine:
             adapters.kube.close_forwards()  # the provider probes' port-forwards, if any
         self.status_warning = push_closed(chain, found, self.environ)
         return found
+
+    def watch(self, options: Options, credentials: Sequence[str], settings: WatchSettings,
+              stop: threading.Event, child_args: Sequence[str],
+              log: Callable[[str], None]) -> None:
+        """``rotate watch`` until ``stop`` (rotate.engine.watcher): UsageError before it
+        starts when the chain file, the cluster or kopf cannot be used."""
+        from rotate.clients.drivers import watch_driver_missing
+        from rotate.clients.rotate_process import RotateProcess
+        from rotate.engine.watch_service import ChainObserver, due_now, serve
+
+        missing = watch_driver_missing()
+        if missing:
+            raise UsageError(missing)
+        chain = self.load_chain(options)
+        for name in credentials:
+            chain.credential(name)  # an unknown name: UsageError before anything starts
+        kube = self._factory.kube(chain, options, self.environ)
+        self._factory.vault(chain, self.environ)  # fails now, not at the first change
+        vault = lambda: self._factory.vault(chain, self.environ)  # noqa: E731 (a fresh login)
+        runs = lambda: self._runstore(options, chain, kube)  # noqa: E731
+        runner = RotateProcess(child_args, self.environ)
+        serve(chain, credentials, kube, ChainObserver(chain, kube, vault, runs), runner,
+              settings, stop, log, due=due_now(chain, credentials, vault, runs))
 
     def due(self, options: Options, credentials: Sequence[str] = (),
             now: datetime | None = None) -> tuple[Due, ...]:

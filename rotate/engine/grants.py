@@ -30,6 +30,7 @@ from rotate.engine.access import (
     deduplicate,
     permissions_needed,
     vault_grants,
+    watch_permissions,
 )
 
 RBAC_API = "rbac.authorization.k8s.io/v1"
@@ -91,9 +92,12 @@ def _meta(name: str, namespace: str | None, credentials: Sequence[Credential]) -
 
 
 def rbac_objects(chain: Chain, credentials: Sequence[Credential],
-                 sa: ServiceAccountRef) -> list[Obj]:
-    """ServiceAccount, ClusterRole(+Binding) if needed, then Role + RoleBinding per namespace."""
+                 sa: ServiceAccountRef, *, watch: bool = False) -> list[Obj]:
+    """ServiceAccount, ClusterRole(+Binding) if needed, then Role + RoleBinding per namespace;
+    ``watch``: with what ``rotate watch`` needs besides (access.watch_permissions)."""
     perms = all_permissions(chain, credentials)
+    if watch:
+        perms = deduplicate([*perms, *watch_permissions(chain, credentials)])
     subject = [{"kind": "ServiceAccount", "name": sa.name, "namespace": sa.namespace}]
     objects: list[Obj] = [{"apiVersion": "v1", "kind": "ServiceAccount",
                            "metadata": _meta(sa.name, sa.namespace, credentials)}]

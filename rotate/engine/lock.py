@@ -75,6 +75,19 @@ def _process_gone(pid: int) -> bool:
     return False
 
 
+def holder_gone_from_here(current: dict[str, Any]) -> int | None:
+    """The holder's pid when the Lease ``current`` was taken on this host and that process
+    no longer exists (the annotations :data:`HOST_ANNOTATION`/:data:`PID_ANNOTATION`)."""
+    ann = (current.get("metadata") or {}).get("annotations") or {}
+    if ann.get(HOST_ANNOTATION) != socket.gethostname():
+        return None
+    try:
+        pid = int(ann.get(PID_ANNOTATION, ""))
+    except ValueError:
+        return None
+    return pid if _process_gone(pid) else None
+
+
 class Lease:
     def __init__(
         self, kube: Kube, namespace: str, credential: str, holder: str, *,
@@ -141,15 +154,7 @@ class Lease:
 
     @staticmethod
     def _gone_from_here(current: dict[str, Any]) -> int | None:
-        """The holder's pid when it ran on this host and that process no longer exists."""
-        ann = (current.get("metadata") or {}).get("annotations") or {}
-        if ann.get(HOST_ANNOTATION) != socket.gethostname():
-            return None
-        try:
-            pid = int(ann.get(PID_ANNOTATION, ""))
-        except ValueError:
-            return None
-        return pid if _process_gone(pid) else None
+        return holder_gone_from_here(current)
 
     def _take_over_or_refuse(self, take_over: bool, reclaim_run: str | None = None) -> None:
         current = self.kube.get("Lease", self.namespace, self.name)

@@ -278,6 +278,13 @@ class FakeEngine:
                 raise UsageError(f"unknown credential {name!r}; the chain file has: dragonfly")
         return [make_status(self.chain)]
 
+    def watch(self, options: FakeOptions, credentials: Any, settings: Any, stop: Any,
+              child_args: Any, log: Any) -> None:
+        """Returns at once (a real watcher runs until ``stop``), saying one line."""
+        self.calls.append(("watch", (options, tuple(credentials), settings, list(child_args))))
+        self._chain(options)
+        log("leading: this replica acts now")
+
     def due(self, options: FakeOptions, credentials: Any = ()) -> list[Any]:
         self.calls.append(("due", (options, tuple(credentials))))
         self._chain(options)

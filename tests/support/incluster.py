@@ -101,10 +101,11 @@ def chain_configmap(max_age: str | None = None) -> Obj:
             "data": {"rotate.yaml": in_cluster_chain(max_age)}}
 
 
-def set_up(lab: Lab, tmp: Path) -> None:
-    """RBAC, OpenBao's kubernetes auth, the chain, schemas and Config Center token."""
-    pipe(lab, ["rbac", "dragonfly", "--service-account", f"{NS}/{SA}"],
-         ["kubectl", "apply", "-f", "-"])
+def set_up(lab: Lab, tmp: Path, *, watch: bool = False) -> None:
+    """RBAC (with the watcher's when ``watch``), OpenBao's kubernetes auth, the chain,
+    schemas and Config Center token."""
+    pipe(lab, ["rbac", "dragonfly", "--service-account", f"{NS}/{SA}",
+               *(["--watch"] if watch else [])], ["kubectl", "apply", "-f", "-"])
     configure_openbao(lab, tmp)
     lab.kubectl_apply({"apiVersion": "v1", "kind": "List", "items": [
         chain_configmap(),
@@ -117,7 +118,8 @@ def set_up(lab: Lab, tmp: Path) -> None:
 
 
 def rendered(lab: Lab, manifest: Path) -> Obj:
-    """An example Job or CronJob with the lab's OpenBao and Config Center addresses."""
+    """An example Job, CronJob or Deployment with the lab's OpenBao and Config Center
+    addresses."""
     obj: Obj = load_yaml(manifest)
     spec = obj["spec"]["jobTemplate"]["spec"] if obj["kind"] == "CronJob" else obj["spec"]
     container = spec["template"]["spec"]["containers"][0]

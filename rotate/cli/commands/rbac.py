@@ -69,6 +69,9 @@ def rbac(
     chain: Chain = DEFAULT_CHAIN,
     output: ManifestOutput = ManifestFormat.yaml,
     service_account: ServiceAccount = DEFAULT_SERVICE_ACCOUNT,
+    watch: Annotated[bool, typer.Option(
+        "--watch", help="Add what `rotate watch` needs: list/watch on Secrets in the target "
+                        "namespaces, the leader Lease rotate-watch.")] = False,
 ) -> None:
     """Kubernetes RBAC for a rotation: ServiceAccount, Roles, bindings."""
     namespace, name = _service_account(service_account)
@@ -77,7 +80,7 @@ def rbac(
     loaded, creds = selected(ctx, chain, credentials)
     from rotate.engine.grants import ServiceAccountRef, rbac_objects
 
-    objects = rbac_objects(loaded, creds, ServiceAccountRef(namespace, name))
+    objects = rbac_objects(loaded, creds, ServiceAccountRef(namespace, name), watch=watch)
     if output is ManifestFormat.json:
         console.json({"apiVersion": "v1", "kind": "List", "items": objects})
         return
