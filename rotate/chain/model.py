@@ -35,7 +35,7 @@ API_VERSION = "rotate/v1"
 #: so a credential named like one could never be rotated: the loader refuses such names.
 #: tests/unit/test_cli_usage.py checks that every command of the CLI is here.
 RESERVED_CREDENTIAL_NAMES = ("list", "runs", "show", "resume", "rollback", "doctor", "status",
-                             "due", "rbac", "vault-policy", "init", "lab", "help")
+                             "due", "watch", "rbac", "vault-policy", "init", "lab", "help")
 
 DEFAULT_CONFIG_KEY = "bootstrap"
 DEFAULT_READYZ_PATH = "/readyz"
