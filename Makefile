@@ -62,14 +62,20 @@ bytecode: install
 demo: install bytecode
 	@bash examples/demo.sh "$(LAB_DIR)"
 
-# bugsink: tests/e2e/test_bugsink.py runs the real Bugsink from its own venv
+# bugsink: tests/e2e/test_bugsink.py runs the real Bugsink from its own venv.
+# The suite runs on TEST_WORKERS pytest-xdist workers (two: the 2-core machine `make test`
+# must finish on in 15 minutes), a whole test module per worker at a time (--dist loadfile),
+# so a module's lab fixture still starts once; each worker's labs take their own address
+# blocks (tests/conftest.py). TEST_WORKERS=0 runs it in one process, as plain `pytest -q`.
+TEST_WORKERS ?= 2
+
 test: install bytecode bugsink
 	$(BIN)/ruff check rotate lab tests bench $(MARIADB_PLUGIN)
 	$(BIN)/mypy
 	$(BIN)/mypy --strict $(MARIADB_PLUGIN)/rotate_provider_mariadb
 	$(BIN)/lint-imports --no-logo
 	$(BIN)/pytest -q $(MARIADB_PLUGIN)/tests
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 # `make test-floors`: the unit tests with every dependency at the floor pyproject.toml (and
 # lab/pyproject.toml) declares, in a venv of its own (.ci/floors.py writes the pins), plus

@@ -111,7 +111,7 @@ def test_a_run_whose_process_is_gone_reads_as_interrupted(tmp_path: Path) -> Non
 @pytest.mark.parametrize(("pid", "host"), [
     (os.getpid(), socket.gethostname()),  # alive
     (dead_pid(), "another-host.example"),  # cannot tell from here
-])
+], ids=["alive-here", "another-host"])  # fixed ids: pytest-xdist workers must agree on them
 def test_a_run_that_may_be_alive_still_reads_as_running(
     tmp_path: Path, pid: int, host: str
 ) -> None:
