@@ -70,6 +70,7 @@ class Extra(StrEnum):
     bugsink = "bugsink"
     mariadb = "mariadb"
     prometheus = "prometheus"
+    pushgateway = "pushgateway"
 
 
 def _status_rows(status: dict[str, Any]) -> list[tuple[str, str, str]]:
@@ -123,7 +124,8 @@ def up(
              "job; needs `make bugsink`), mariadb (the credential mariadb, rotated by the "
              "plug-in examples/provider-mariadb, and its reader catalog), prometheus (Debian's "
              "Prometheus on loopback, scraping the shop's /metrics; PROMETHEUS_URL in the "
-             "env file); repeatable.")] = None,
+             "env file), pushgateway (Debian's Prometheus Pushgateway on loopback, for "
+             "notify.pushgateway; PUSHGATEWAY_URL in the env file); repeatable.")] = None,
     output: OutputOpt = Output.text,
 ) -> None:
     """Start everything in the background; return when every workload is Ready."""

@@ -65,25 +65,28 @@ def mariadb_rotation(mariadb_lab: Lab) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def prometheus_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    """A lab started with ``--with prometheus`` (Debian's Prometheus scraping the shop's
-    /metrics; ``PROMETHEUS_URL`` in its env file).  Skipped where Prometheus is not
-    installed (``make install`` installs it)."""
-    from rotate_lab.systems import prometheus
+    """A lab started with ``--with prometheus --with pushgateway`` (Debian's Prometheus
+    scraping the shop's /metrics and its Pushgateway; ``PROMETHEUS_URL`` and
+    ``PUSHGATEWAY_URL`` in its env file).  Skipped where either is not installed
+    (``make install`` installs both)."""
+    from rotate_lab.systems import prometheus, pushgateway
 
     try:
         prometheus.binary()
-    except prometheus.NoPrometheus as exc:
+        pushgateway.binary()
+    except (prometheus.NoPrometheus, pushgateway.NoPushgateway) as exc:
         pytest.skip(str(exc))
-    yield from _lab_with(tmp_path_factory, "prometheus")
+    yield from _lab_with(tmp_path_factory, "prometheus", "pushgateway")
 
 
-def _lab_with(factory: pytest.TempPathFactory, part: str) -> Iterator[Lab]:
-    """A lab started with ``--with PART`` in a directory of its own, stopped afterwards."""
+def _lab_with(factory: pytest.TempPathFactory, *parts: str) -> Iterator[Lab]:
+    """A lab started with ``--with PART`` for each part, in a directory of its own, stopped
+    afterwards."""
     from rotate_lab import control
 
-    lab_dir = factory.mktemp(f"{part}-lab")
+    lab_dir = factory.mktemp(f"{parts[0]}-lab")
     try:
-        control.up(lab_dir, "fast", False, on_progress=lambda _msg: None, extras=(part,))
+        control.up(lab_dir, "fast", False, on_progress=lambda _msg: None, extras=parts)
         yield Lab(lab_dir, read_env_file(lab_dir / "env"))
     finally:
         control.down(lab_dir)

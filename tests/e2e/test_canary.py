@@ -1,4 +1,5 @@
-"""Waves and a canary in the lab, with a real Prometheus (``--with prometheus``): one lab.
+"""Waves and a canary in the lab, with a real Prometheus (``--with prometheus``), and a
+run's notifications to the lab's real Pushgateway (``--with pushgateway``): one lab.
 
 The chain file is the lab's own with the ``dragonfly`` credential (overlap, redis-acl) in
 waves ``[[cart], [order, user]]`` behind the canary ``cart``, whose bake also asks the lab's
@@ -20,6 +21,7 @@ import pytest
 
 from tests.support.labtools import Lab
 from tests.support.polling import eventually
+from tests.support.webhook_receiver import webhook_receiver
 
 pytestmark = pytest.mark.lab
 
@@ -122,3 +124,68 @@ def test_a_good_canary_bakes_then_every_wave_moves(prometheus_lab: Lab) -> None:
     assert "canary.bake" in kinds
     for name in ("cart", *LATER):
         assert _shape(lab, name)[0] > before[name][0], name
+
+
+def _notify_chain(lab: Lab, hook_url: str) -> Path:
+    """A copy of the lab's chain directory whose ``notify`` pushes to the lab's Pushgateway
+    (``PUSHGATEWAY_URL``, from the lab's env file) and posts to ``hook_url``."""
+    src = Path(lab.env["ROTATE_CHAIN"])
+    dst = lab.dir / "chain-notify"
+    shutil.copytree(src.parent, dst)
+    text = src.read_text()
+    assert "\ncredentials:\n" in text
+    added = ("notify:\n  pushgateway: {urlEnv: PUSHGATEWAY_URL}\n"
+             f"  webhooks:\n    - {{url: '{hook_url}'}}\n  timeout: 10s\n")
+    path = dst / src.name
+    path.write_text(text.replace("\ncredentials:\n", f"\n{added}credentials:\n", 1))
+    return path
+
+
+def _hashes(node: Any) -> set[str]:
+    """Every fingerprint hash in a journal record (operator-supplied values have one)."""
+    if isinstance(node, dict):
+        found = {str(node["hash"])} if "hash" in node and "salt" in node else set()
+        return found.union(*(_hashes(v) for v in node.values()))
+    if isinstance(node, list):
+        return set().union(*(_hashes(v) for v in node))
+    return set()
+
+
+def test_a_run_notifies_the_pushgateway_and_a_webhook(prometheus_lab: Lab) -> None:
+    lab = prometheus_lab
+    gateway = lab.env["PUSHGATEWAY_URL"]
+    part = lab.status()["parts"]["pushgateway"]
+    assert part["healthy"] and part["url"] == gateway
+    assert b"pushgateway" in Path(f"/proc/{part['pid']}/cmdline").read_bytes()
+    old = lab.bao_password()
+    with webhook_receiver() as hook:
+        chain = _notify_chain(lab, hook.url)
+        res = lab.rotate("dragonfly", "--confirm", "--chain", str(chain), "-o", "json")
+        assert res.code == 0, res.output
+        run_id = json.loads(res.stdout)["run_id"]
+        eventually(lambda: len(hook.bodies) >= 2, 15, "the webhook's start and end")
+        bodies = [body.decode() for body in hook.bodies]
+    new = lab.bao_password()
+    assert new != old
+    docs = [json.loads(body) for body in bodies]
+    assert [(d["event"], d["outcome"]) for d in docs] == [("run.start", "running"),
+                                                         ("run.end", "succeeded")]
+    assert {d["run_id"] for d in docs} == {run_id}
+    assert {d["credential"] for d in docs} == {"dragonfly"}
+
+    group = '{credential="dragonfly",instance="",job="rotate"}'
+    metrics = httpx.get(f"{gateway}/metrics", timeout=5).text
+    for name in ("rotate_last_run_duration_seconds", "rotate_last_success_timestamp_seconds",
+                 "rotate_value_age_seconds", "rotate_value_written_timestamp_seconds"):
+        assert f"{name}{group} " in metrics, name
+    assert 'rotate_last_run_success{credential="dragonfly",instance="",job="rotate",' \
+           'operation="rotate"} 1' in metrics
+    assert f'run_id="{run_id}"' in metrics and 'status="succeeded"' in metrics
+    stages = [line for line in metrics.splitlines()
+              if line.startswith("rotate_last_run_stage_duration_seconds{")]
+    assert len(stages) >= 2 and all('credential="dragonfly"' in line for line in stages)
+
+    fingerprints = set().union(*(_hashes(e) for e in lab.journal_events(run_id)))
+    for needle in (old, new, *fingerprints):
+        assert needle not in metrics
+        assert all(needle not in body for body in bodies)

@@ -4,7 +4,8 @@ Layout (``DIR`` defaults to ``./.rotate-lab``)::
 
     DIR/env, DIR/kubeconfig        what a user sources / points kubectl at (0600: tokens)
     DIR/lab.json                   profile, net octet, addresses of the parts
-    DIR/pids.json                  {"cluster"|"kube_proxy"|"config_center"|"openbao": pid}
+    DIR/pids.json                  {"cluster"|"kube_proxy"|"config_center"|"openbao": pid},
+                                   and "prometheus"|"pushgateway" when started (--with)
     DIR/kube-proxy.port            kube-proxy's /healthz port (written once it listens)
     DIR/pods.json                  {"ns/pod": pid} — written by the kubelet
     DIR/faults.json                active faults (rotate_lab.cluster.context.Faults)
@@ -29,7 +30,7 @@ from rotate_lab.host.processes import Recorded
 PARTS = ("cluster", "kube_proxy", "config_center", "openbao")
 #: parts started only when asked (``up --with``) that run as processes of their own,
 #: recorded in ``pids.json`` beside :data:`PARTS` and stopped first
-OPTIONAL_PARTS = ("prometheus",)
+OPTIONAL_PARTS = ("prometheus", "pushgateway")
 
 
 @dataclass(frozen=True)

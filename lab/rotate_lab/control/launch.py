@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rotate_lab.cluster.context import choose_octet
+from rotate_lab.control.labdir import OPTIONAL_PARTS
 from rotate_lab.host import processes, runtime_dir
 from rotate_lab.shop import files as shopfiles
 from rotate_lab.shop.catalog import BAO_SECRET_PATH, DRAGONFLY_HOST, SHOP
@@ -140,7 +141,7 @@ def start_all(d: LabDir, profile: str, reloader: bool, say: Say,
     if reloader:
         argv.append("--reloader")
     for extra in extras:
-        if extra != "prometheus":  # a process of its own, not the cluster's
+        if extra not in OPTIONAL_PARTS:  # those are processes of their own
             argv += ["--with", extra]
     pid = processes.spawn(argv, log=d.log("cluster"), cwd=d.root, nice=d.nice())
     record_pid(d, "cluster", pid)
@@ -167,8 +168,8 @@ def start_all(d: LabDir, profile: str, reloader: bool, say: Say,
 
 
 def start_prometheus(d: LabDir, say: Say) -> str:
-    """Start Debian's Prometheus scraping the shop's services (rotate_lab.systems.prometheus),
-    record its pid, wait until it is ready, and export ``PROMETHEUS_URL`` in ``DIR/env``."""
+    """Start Debian's Prometheus scraping the shop's services (rotate_lab.systems.prometheus)
+    and the lab's Pushgateway when there is one; ``PROMETHEUS_URL`` in ``DIR/env``."""
     from rotate_lab.systems import prometheus
 
     try:
@@ -177,21 +178,46 @@ def start_prometheus(d: LabDir, say: Say) -> str:
         raise PartFailed("prometheus", str(exc)) from None
     say("starting Prometheus (scrapes the shop's /metrics)")
     directory = d / "prometheus"
-    prometheus.write_config(directory, prometheus.shop_targets(d / "hosts"))
+    gateway = d.meta().get("pushgateway_url")
+    prometheus.write_config(directory, prometheus.shop_targets(d / "hosts"),
+                            pushgateway=str(gateway).partition("://")[2] if gateway else None)
+    return _start_loopback_part(d, "prometheus", "PROMETHEUS_URL",
+                                lambda port: prometheus.argv(directory, port))
+
+
+def start_pushgateway(d: LabDir, say: Say) -> str:
+    """Start Debian's Prometheus Pushgateway (rotate_lab.systems.pushgateway), where a run
+    configured with ``notify.pushgateway: {urlEnv: PUSHGATEWAY_URL}`` pushes its metrics;
+    ``PUSHGATEWAY_URL`` in ``DIR/env``."""
+    from rotate_lab.systems import pushgateway
+
+    try:
+        pushgateway.binary()
+    except pushgateway.NoPushgateway as exc:
+        raise PartFailed("pushgateway", str(exc)) from None
+    say("starting the Prometheus Pushgateway (for notify.pushgateway)")
+    return _start_loopback_part(d, "pushgateway", "PUSHGATEWAY_URL", pushgateway.argv)
+
+
+def _start_loopback_part(d: LabDir, part: str, env_var: str,
+                         argv: Callable[[int], list[str]]) -> str:
+    """Spawn an optional part (a Prometheus-family server: ``GET /-/ready``) on a free
+    loopback port, record its pid as ``part``, wait until it is ready, keep its URL in
+    ``lab.json`` (``<part>_url``) and export it as ``env_var`` in ``DIR/env``."""
+    from rotate_lab.systems import prometheus
+
     port = prometheus.free_port()
-    pid = processes.spawn(prometheus.argv(directory, port), log=d.log("prometheus"),
-                          cwd=d.root, nice=d.nice())
-    record_pid(d, "prometheus", pid)
+    pid = processes.spawn(argv(port), log=d.log(part), cwd=d.root, nice=d.nice())
+    record_pid(d, part, pid)
     url = f"http://127.0.0.1:{port}"
     try:
-        prometheus.wait_ready(url, lambda: processes.alive(pid), time.monotonic() + 30.0)
+        prometheus.wait_ready(url, lambda: processes.alive(pid), time.monotonic() + 30.0,
+                              what=part)
     except TimeoutError as exc:
-        raise PartFailed("prometheus", str(exc)) from None
-    meta = processes.read_json(d / "lab.json")
-    processes.write_json(d / "lab.json", {**(meta if isinstance(meta, dict) else {}),
-                                          "prometheus_url": url})
+        raise PartFailed(part, str(exc)) from None
+    processes.write_json(d / "lab.json", {**d.meta(), f"{part}_url": url})
     with open(d / "env", "a") as env:
-        env.write(f"export PROMETHEUS_URL='{url}'\n")
+        env.write(f"export {env_var}='{url}'\n")
     return url
 
 

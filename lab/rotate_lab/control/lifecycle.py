@@ -35,7 +35,7 @@ from typing import Any
 
 from rotate.core.errors import RotateError, UsageError
 from rotate_lab.cluster.context import Profile
-from rotate_lab.control.labdir import PARTS, LabDir, running
+from rotate_lab.control.labdir import OPTIONAL_PARTS, PARTS, LabDir, running
 from rotate_lab.host import priority, processes, runtime_dir
 
 UP_DEADLINE = {"fast": 60.0, "realistic": 180.0}
@@ -126,6 +126,8 @@ def _up_locked(d: LabDir, profile: str, reloader: bool, say: Progress,
                  + (BUGSINK_START if "bugsink" in extras else 0.0)
                  + (MARIADB_START if "mariadb" in extras else 0.0))
         wait_ready(d, deadline=time.monotonic() + UP_DEADLINE[profile] + extra, say=say)
+        if "pushgateway" in extras:  # before Prometheus, which then scrapes it too
+            launch.start_pushgateway(d, say)
         if "prometheus" in extras:  # scrapes the services' ClusterIPs: once they exist
             launch.start_prometheus(d, say)
     except BaseException as exc:
@@ -328,10 +330,9 @@ def status(dir: str | Path) -> dict[str, Any]:
         else None
     faults = processes.read_json(d / "faults.json")
     running = bool(pids) and all(pid_of(p) for p in PARTS)
-    prom_url = meta.get("prometheus_url")
-    optional = {"prometheus": {"url": prom_url, "pid": pid_of("prometheus"),
-                               "healthy": bool(pid_of("prometheus")) and probe(
-                                   f"{prom_url}/-/ready")}} if prom_url else {}
+    optional = {part: {"url": url, "pid": pid_of(part),
+                       "healthy": bool(pid_of(part)) and probe(f"{url}/-/ready")}
+                for part in OPTIONAL_PARTS if (url := meta.get(f"{part}_url"))}
     return {
         "dir": str(d.root),
         "env_file": str(d / "env"),

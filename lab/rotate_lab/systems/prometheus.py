@@ -53,16 +53,21 @@ def shop_targets(hosts_file: Path) -> list[str]:
     return sorted(set(out))
 
 
-def write_config(directory: Path, targets: list[str]) -> Path:
+def write_config(directory: Path, targets: list[str], pushgateway: str | None = None) -> Path:
+    """``pushgateway``: ``HOST:PORT`` of the lab's Pushgateway, scraped with
+    ``honor_labels`` (its series keep ``job="rotate"``, docs/notifications.md)."""
     directory.mkdir(parents=True, exist_ok=True)
     listed = ", ".join(f"'{t}'" for t in targets)
     path = directory / "prometheus.yml"
-    path.write_text(
-        "# written by rotate lab up --with prometheus\n"
-        "global: {scrape_interval: 1s, scrape_timeout: 900ms, evaluation_interval: 1s}\n"
-        "scrape_configs:\n"
-        "  - job_name: shop\n"
-        f"    static_configs: [{{targets: [{listed}]}}]\n")
+    text = ("# written by rotate lab up --with prometheus\n"
+            "global: {scrape_interval: 1s, scrape_timeout: 900ms, evaluation_interval: 1s}\n"
+            "scrape_configs:\n"
+            "  - job_name: shop\n"
+            f"    static_configs: [{{targets: [{listed}]}}]\n")
+    if pushgateway:
+        text += ("  - job_name: pushgateway\n    honor_labels: true\n"
+                 f"    static_configs: [{{targets: ['{pushgateway}']}}]\n")
+    path.write_text(text)
     return path
 
 
@@ -72,18 +77,18 @@ def argv(directory: Path, port: int) -> list[str]:
             f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"]
 
 
-def wait_ready(url: str, alive: object, deadline: float) -> None:
-    """Until ``GET /-/ready`` answers 200; ``alive()`` False (the process died) or the
-    deadline raises TimeoutError."""
+def wait_ready(url: str, alive: object, deadline: float, what: str = "prometheus") -> None:
+    """Until ``GET /-/ready`` answers 200 (Prometheus and its Pushgateway both serve it);
+    ``alive()`` False (the process died) or the deadline raises TimeoutError."""
     import httpx
 
     while time.monotonic() < deadline:
         if callable(alive) and not alive():
-            raise TimeoutError("prometheus exited while starting")
+            raise TimeoutError(f"{what} exited while starting")
         try:
             if httpx.get(f"{url}/-/ready", timeout=1.0).status_code == 200:
                 return
         except httpx.HTTPError:
             pass
         time.sleep(0.2)
-    raise TimeoutError("prometheus did not become ready")
+    raise TimeoutError(f"{what} did not become ready")
