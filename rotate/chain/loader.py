@@ -45,11 +45,11 @@ from rotate.chain.model import (
     TokenTarget,
     ValueSource,
     WorkloadConsumers,
-    default_strategy,
 )
 from rotate.chain.notify import notify_from
 from rotate.chain.problems import json_path, line_of, schema_problems, semantic_problems
 from rotate.chain.schedule import parse_schedule
+from rotate.chain.strategy_rules import default_strategy
 from rotate.chain.waves import Canary, PromQuery, Waves
 from rotate.core.durations import parse_duration
 from rotate.core.errors import ChainFileError, ChainFileProblem, UsageError
@@ -338,7 +338,7 @@ def _source(raw: dict[str, Any]) -> ValueSource:
 
 def _credential(name: str, raw: dict[str, Any]) -> Credential:
     """The credential; without ``strategy`` in the file, the safest one its providers allow
-    (rotate.chain.model.default_strategy) and the plan's one-line reason."""
+    (rotate.chain.strategy_rules.default_strategy) and the plan's one-line reason."""
     built = _credential_as_written(name, raw)
     if "strategy" in raw:
         return built

@@ -27,7 +27,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from rotate.chain.model import Chain, Credential, consumers_of
+from rotate.chain.model import Chain, Credential
+from rotate.chain.value_graph import consumers_of
 from rotate.core.errors import NothingToAdopt, PreflightFailed, UsageError
 from rotate.core.secret import Secret
 from rotate.core.strategy import Strategy

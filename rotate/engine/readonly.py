@@ -16,7 +16,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from rotate.chain.model import Chain, Credential, consumers_of
+from rotate.chain.model import Chain, Credential
+from rotate.chain.value_graph import consumers_of
 from rotate.core.errors import JournalUnreadable, RotateError, UsageError
 from rotate.core.timestamps import utcnow
 from rotate.engine import journal as journal_mod

@@ -9,7 +9,8 @@ import secrets as _secrets
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from rotate.chain.model import Chain, Credential, strategy_problem
+from rotate.chain.model import Chain, Credential
+from rotate.chain.strategy_rules import strategy_problem
 from rotate.core.errors import ClientError, LockHeld, PreflightFailed, UsageError
 from rotate.core.fingerprint import fingerprint
 from rotate.core.secret import Secret, generate

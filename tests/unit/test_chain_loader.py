@@ -18,12 +18,14 @@ from rotate.chain.model import (
     ServiceSource,
     TemplateSource,
     ValueSource,
+    render_template,
+    template_refs,
+)
+from rotate.chain.value_graph import (
     consumers_of,
     credentials_consumed_by,
     depends_on_secret,
-    render_template,
     resolution_order,
-    template_refs,
 )
 from rotate.core.errors import ChainFileError, UsageError
 from rotate.core.refs import ObjectRef

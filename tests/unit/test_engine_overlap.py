@@ -123,7 +123,7 @@ def test_preflight_refuses_when_the_secret_would_not_carry_the_previous_key(
 
 def test_overlap_without_previous_key_on_a_rollout_provider_is_a_usage_error(
         tmp_path: Path) -> None:
-    """The strategy rule (chain.model.strategy_problem) at run time: exit 2, naming the
+    """The strategy rule (chain.strategy_rules.strategy_problem) at run time: exit 2, naming the
     credential, before anything is read or written."""
     w = OverlapWorld(_overlap_chain(tmp_path, strategy="restart", previous_key=None))
     w.setup()
