@@ -27,7 +27,8 @@ from rotate.engine.member import Member
 from rotate.engine.options import Options
 
 if TYPE_CHECKING:  # annotations only: the seams' Protocols cost start-up (bench/startup.py)
-    from rotate.clients.seams import ConfigCenter, Kube, Metrics, ProviderConnector, Readyz, Vault
+    from rotate.clients.provider_seams import ProviderConnector
+    from rotate.clients.seams import ConfigCenter, Kube, Metrics, Readyz, Vault
 
 #: re-exported: the CLI and tests import them from here
 __all__ = ["Check", "Member", "Options", "Strategy", "Trap"]
