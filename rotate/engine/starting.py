@@ -17,15 +17,8 @@ from rotate.core.secret import Secret, generate
 from rotate.core.strategy import Strategy
 from rotate.core.timestamps import utcnow
 from rotate.engine import journal as journal_mod
-from rotate.engine.model import (
-    Adapters,
-    Adoption,
-    Operation,
-    Options,
-    PlannedStep,
-    PreflightResult,
-    RunStart,
-)
+from rotate.engine.model import Adapters, Adoption, Operation, Options, PlannedStep, PreflightResult
+from rotate.engine.run_start import RunStart
 from rotate.engine.targets import backend_target
 
 if TYPE_CHECKING:
