@@ -24,14 +24,9 @@ from rotate.chain.envvars import expand_tree
 from rotate.chain.method_schema import schema_with_methods, unavailable_methods
 from rotate.chain.methods import registered
 from rotate.chain.model import (
-    AuthConfig,
-    BackendConfig,
     BackendRef,
     Chain,
-    ClusterConfig,
-    ConfigCenterConfig,
     Credential,
-    Defaults,
     Generate,
     LiteralSource,
     OverlapConfig,
@@ -43,11 +38,18 @@ from rotate.chain.model import (
     TemplateSource,
     TokenTarget,
     ValueSource,
-    WorkloadConsumers,
 )
 from rotate.chain.notify import notify_from
 from rotate.chain.problems import json_path, line_of, schema_problems, semantic_problems
 from rotate.chain.schedule import parse_schedule
+from rotate.chain.sections import (
+    AuthConfig,
+    BackendConfig,
+    ClusterConfig,
+    ConfigCenterConfig,
+    Defaults,
+    WorkloadConsumers,
+)
 from rotate.chain.strategy_rules import default_strategy
 from rotate.chain.waves import Canary, PromQuery, Waves
 from rotate.chain.yaml_reader import parse_yaml, plain, read_chain_bytes

@@ -17,9 +17,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-# Re-exported: the template syntax lives in rotate.chain.templates.
 from rotate.chain.notify import NotifyConfig
 from rotate.chain.schedule import Schedule
+from rotate.chain.sections import (
+    BackendConfig,
+    ClusterConfig,
+    ConfigCenterConfig,
+    Defaults,
+    WorkloadConsumers,
+)
+
+# Re-exported: the template syntax lives in rotate.chain.templates.
 from rotate.chain.templates import is_json_pointer as is_json_pointer
 from rotate.chain.templates import render_template as render_template
 from rotate.chain.templates import template_refs as template_refs
@@ -38,82 +46,11 @@ RESERVED_CREDENTIAL_NAMES = ("list", "runs", "show", "resume", "rollback", "doct
 
 DEFAULT_CONFIG_KEY = "bootstrap"
 DEFAULT_READYZ_PATH = "/readyz"
-DEFAULT_JWT_PATH = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 
-AuthMethod = Literal["token", "kubernetes", "approle"]
 EndpointPart = Literal["host", "port", "hostport"]
 
 #: A provider workload (Deployment/StatefulSet/DaemonSet) is a plain object reference.
 ProviderRef = ObjectRef
-
-
-# --------------------------------------------------------------------------- top-level sections
-
-
-@dataclass(frozen=True)
-class AuthConfig:
-    method: AuthMethod
-    role: str | None = None  # kubernetes / approle role name
-    mount: str | None = None  # auth mount; defaults to the method name
-    jwt_path: str = DEFAULT_JWT_PATH  # kubernetes: service-account token file
-    role_id_env: str | None = None  # approle: names of env vars, never the values
-    secret_id_env: str | None = None
-
-    @property
-    def mount_path(self) -> str:
-        return self.mount or self.method
-
-
-@dataclass(frozen=True)
-class BackendConfig:
-    kv_mount: str
-    auth: AuthConfig
-    address_env: str | None = None  # overrides BAO_ADDR/VAULT_ADDR lookup when set
-
-
-@dataclass(frozen=True)
-class ClusterConfig:
-    lock_namespace: str
-    context: str | None = None
-
-
-@dataclass(frozen=True)
-class ConfigCenterConfig:
-    """Exactly one of ``url`` / ``url_env`` is set; the admin token always comes from env."""
-
-    token_env: str
-    url: str | None = None
-    url_env: str | None = None
-
-    def resolve_url(self, environ: Mapping[str, str]) -> str | None:
-        if self.url:
-            return self.url
-        return environ.get(self.url_env or "") or None
-
-
-@dataclass(frozen=True)
-class WorkloadConsumers:
-    """Where preflight looks for workloads that read a credential's Secret themselves
-    (``consumers.namespaces``): each namespace's Deployments, StatefulSets and DaemonSets
-    are listed, and each one whose pod template reads a target Secret is a consumer.  A pod
-    reads only Secrets of its own namespace, so a namespace matters only where a target
-    Secret lives (the credential's own, or one of another ExternalSecret of its path).
-
-    ``all_namespaces`` (``consumers.allNamespaces: true``): every namespace instead, each kind
-    listed once across the cluster (``namespaces`` is then empty).  A workload still reads
-    only the Secrets of its own namespace: it is matched against the target Secrets of that
-    namespace alone."""
-
-    namespaces: tuple[str, ...] = ()
-    all_namespaces: bool = False
-
-
-@dataclass(frozen=True)
-class Defaults:
-    timeout: float = 120.0  # seconds, per step
-    max_parallel: int = 10
-    reloader_grace: float = 5.0
-    lease_duration: float = 30.0
 
 
 # --------------------------------------------------------------------------- credentials
@@ -394,7 +331,7 @@ class Chain:
     services: Mapping[str, Service] = field(hash=False)  # file order
     notify: NotifyConfig = field(default_factory=NotifyConfig)  # rotate.chain.notify
     #: where Secret-reading workloads are discovered (none: discovery is off)
-    workload_consumers: WorkloadConsumers = WorkloadConsumers()
+    workload_consumers: WorkloadConsumers = field(default_factory=WorkloadConsumers)
 
     def credential(self, name: str) -> Credential:
         """The named credential; UsageError (exit 2) naming the known ones otherwise."""

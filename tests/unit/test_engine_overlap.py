@@ -272,7 +272,7 @@ def test_phase_two_syncs_every_external_secret_of_the_path_again(tmp_path: Path)
     forced and proven in phase 2 too, so its Secret's previous key no longer holds the old
     value; a rollback does the same."""
     chain = _overlap_chain(tmp_path)
-    from rotate.chain.model import WorkloadConsumers
+    from rotate.chain.sections import WorkloadConsumers
     w = CopiedOverlapWorld(dataclasses.replace(chain, workload_consumers=WorkloadConsumers(
         ("reports",))))
     w.setup()
