@@ -3,10 +3,13 @@ adapters, the run journals) and the views that change nothing and take no lock â
 ``show``, ``list``, ``status``, ``due``, ``watch`` and ``doctor``.
 
 :class:`rotate.engine.api.Engine` extends it with what plans, runs, resumes and rolls back,
-so the CLI still holds one object.  Invariant: nothing here writes to the backend, the
-cluster or a journal (``watch`` only starts child ``rotate`` processes, each a run of its
-own); what a view needs beyond the models and the journal is imported by the method that
-needs it, so that ``rotate list`` does not pay for the whole engine (bench/startup.py).
+so the CLI still holds one object.  Invariant: nothing here changes the chain â€” no backend,
+Secret, provider or Config Center write, no lock taken (``watch`` only starts child
+``rotate`` processes, each a run of its own); the one write is the run journals' catch-up
+(:meth:`RunStore.catch_up`: local journals an unreachable API server left behind, copied
+to the cluster).  What a view needs beyond the models and the journal is imported by the
+method that needs it, so that ``rotate list`` does not pay for the whole engine
+(bench/startup.py).
 """
 
 from __future__ import annotations
@@ -53,14 +56,12 @@ def _stderr_warning(text: str) -> None:
     sys.stderr.write(f"warning: {text}\n")
 
 
-
 def _summary(state: journal_mod.RunState) -> RunSummary:
     failed = next((f"{s.step.kind} {s.step.target}" for s in state.steps
                    if s.status in ("failed", "interrupted")), None)
     return RunSummary(state.run_id, state.credential, state.started_at,
                       state.status,  # type: ignore[arg-type]
                       failed, state.operation)
-
 
 
 class ReadOnlyEngine:
