@@ -2,10 +2,11 @@
 methods"): their semantic checks and the values built from them.
 
 :func:`provider_problems` says what the JSON Schema cannot word well: which fields belong to
-which method, one of ``user``/``users``, an admin for alternating users, and the strategy rule
-of :func:`rotate.chain.model.strategy_problem` applied to the chain's own ``strategy``.  It is
-written defensively like :func:`rotate.chain.problems.semantic_problems` (it runs on data that
-may also fail the schema) and yields (path below the credential, reason) pairs.
+which method, one of ``user``/``users``, an admin for alternating users, and the strategy
+rule of :func:`rotate.chain.strategy_rules.strategy_problem` applied to the chain's own
+``strategy``.  It is written defensively like
+:func:`rotate.chain.problems.semantic_problems` (it runs on data that may also fail the
+schema) and yields (path below the credential, reason) pairs.
 
 :func:`build_applies` runs only on a valid file and fills every default, so a
 :class:`~rotate.chain.model.LiveApply` never has a field left to derive.

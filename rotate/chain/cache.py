@@ -49,10 +49,11 @@ from typing import Any
 from rotate import __version__
 from rotate.chain import methods
 from rotate.chain.envvars import referenced_names
-from rotate.chain.loader import build_chain, read_chain_bytes, validated_data
+from rotate.chain.loader import build_chain, validated_data
 from rotate.chain.method_schema import named_methods
 from rotate.chain.model import Chain
 from rotate.chain.problems import schema_file_problem
+from rotate.chain.yaml_reader import read_chain_bytes
 
 FORMAT = "rotate-chain-cache/1"
 #: entries kept; the oldest (by modification time) go when a new one is written

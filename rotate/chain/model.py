@@ -1,4 +1,5 @@
-"""The chain file as frozen values, and the pure functions derived from it.
+"""The chain file as frozen values (what is derived from them: rotate.chain.value_graph,
+rotate.chain.strategy_rules).
 
 A :class:`Chain` is built only by :func:`rotate.chain.loader.load_chain`, after the file
 passed the JSON Schema and the semantic checks, so every invariant the loader checks holds
@@ -16,11 +17,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from rotate.chain.methods import find_spec
-
-# Re-exported: the template syntax lives in rotate.chain.templates.
 from rotate.chain.notify import NotifyConfig
 from rotate.chain.schedule import Schedule
+from rotate.chain.sections import (
+    BackendConfig,
+    ClusterConfig,
+    ConfigCenterConfig,
+    Defaults,
+    WorkloadConsumers,
+)
+
+# Re-exported: the template syntax lives in rotate.chain.templates.
 from rotate.chain.templates import is_json_pointer as is_json_pointer
 from rotate.chain.templates import render_template as render_template
 from rotate.chain.templates import template_refs as template_refs
@@ -39,82 +46,11 @@ RESERVED_CREDENTIAL_NAMES = ("list", "runs", "show", "resume", "rollback", "doct
 
 DEFAULT_CONFIG_KEY = "bootstrap"
 DEFAULT_READYZ_PATH = "/readyz"
-DEFAULT_JWT_PATH = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 
-AuthMethod = Literal["token", "kubernetes", "approle"]
 EndpointPart = Literal["host", "port", "hostport"]
 
 #: A provider workload (Deployment/StatefulSet/DaemonSet) is a plain object reference.
 ProviderRef = ObjectRef
-
-
-# --------------------------------------------------------------------------- top-level sections
-
-
-@dataclass(frozen=True)
-class AuthConfig:
-    method: AuthMethod
-    role: str | None = None  # kubernetes / approle role name
-    mount: str | None = None  # auth mount; defaults to the method name
-    jwt_path: str = DEFAULT_JWT_PATH  # kubernetes: service-account token file
-    role_id_env: str | None = None  # approle: names of env vars, never the values
-    secret_id_env: str | None = None
-
-    @property
-    def mount_path(self) -> str:
-        return self.mount or self.method
-
-
-@dataclass(frozen=True)
-class BackendConfig:
-    kv_mount: str
-    auth: AuthConfig
-    address_env: str | None = None  # overrides BAO_ADDR/VAULT_ADDR lookup when set
-
-
-@dataclass(frozen=True)
-class ClusterConfig:
-    lock_namespace: str
-    context: str | None = None
-
-
-@dataclass(frozen=True)
-class ConfigCenterConfig:
-    """Exactly one of ``url`` / ``url_env`` is set; the admin token always comes from env."""
-
-    token_env: str
-    url: str | None = None
-    url_env: str | None = None
-
-    def resolve_url(self, environ: Mapping[str, str]) -> str | None:
-        if self.url:
-            return self.url
-        return environ.get(self.url_env or "") or None
-
-
-@dataclass(frozen=True)
-class WorkloadConsumers:
-    """Where preflight looks for workloads that read a credential's Secret themselves
-    (``consumers.namespaces``): each namespace's Deployments, StatefulSets and DaemonSets
-    are listed, and each one whose pod template reads a target Secret is a consumer.  A pod
-    reads only Secrets of its own namespace, so a namespace matters only where a target
-    Secret lives (the credential's own, or one of another ExternalSecret of its path).
-
-    ``all_namespaces`` (``consumers.allNamespaces: true``): every namespace instead, each kind
-    listed once across the cluster (``namespaces`` is then empty).  A workload still reads
-    only the Secrets of its own namespace: it is matched against the target Secrets of that
-    namespace alone."""
-
-    namespaces: tuple[str, ...] = ()
-    all_namespaces: bool = False
-
-
-@dataclass(frozen=True)
-class Defaults:
-    timeout: float = 120.0  # seconds, per step
-    max_parallel: int = 10
-    reloader_grace: float = 5.0
-    lease_duration: float = 30.0
 
 
 # --------------------------------------------------------------------------- credentials
@@ -395,7 +331,7 @@ class Chain:
     services: Mapping[str, Service] = field(hash=False)  # file order
     notify: NotifyConfig = field(default_factory=NotifyConfig)  # rotate.chain.notify
     #: where Secret-reading workloads are discovered (none: discovery is off)
-    workload_consumers: WorkloadConsumers = WorkloadConsumers()
+    workload_consumers: WorkloadConsumers = field(default_factory=WorkloadConsumers)
 
     def credential(self, name: str) -> Credential:
         """The named credential; UsageError (exit 2) naming the known ones otherwise."""
@@ -409,145 +345,3 @@ class Chain:
 
     def timeout_for(self, credential: Credential) -> float:
         return credential.timeout if credential.timeout is not None else self.defaults.timeout
-
-
-# --------------------------------------------------------------------------- pure functions
-
-def pointer_tokens(pointer: str) -> list[str]:
-    """``/a~1b/c`` → ``["a/b", "c"]`` (RFC 6901 unescaping: ~1 before ~0)."""
-    return [t.replace("~1", "/").replace("~0", "~") for t in pointer.split("/")[1:]]
-
-
-def resolution_order(values: Mapping[str, ValueSource]) -> list[str]:
-    """The pointers of ``values`` ordered so that every template comes after what it references.
-
-    File order is kept wherever dependencies allow. Assumes the loader's invariants (no
-    cycles, references exist); a reference to an unknown pointer is ignored here.
-    """
-    order: list[str] = []
-    done: set[str] = set()
-
-    def visit(pointer: str, stack: tuple[str, ...]) -> None:
-        if pointer in done or pointer in stack or pointer not in values:
-            return
-        source = values[pointer]
-        if isinstance(source, TemplateSource):
-            for ref in source.refs:
-                visit(ref, (*stack, pointer))
-        done.add(pointer)
-        order.append(pointer)
-
-    for pointer in values:
-        visit(pointer, ())
-    return order
-
-
-def depends_on_secret(
-    values: Mapping[str, ValueSource], pointer: str, target: SecretKeyRef
-) -> bool:
-    """Whether the value at ``pointer`` comes from ``target``, directly or through templates."""
-    seen: set[str] = set()
-    todo = [pointer]
-    while todo:
-        p = todo.pop()
-        if p in seen or p not in values:
-            continue
-        seen.add(p)
-        source = values[p]
-        if isinstance(source, SecretKeySource) and source.secret == target:
-            return True
-        if isinstance(source, TemplateSource):
-            todo.extend(source.refs)
-    return False
-
-
-def strategy_problem(credential: Credential, strategy: str) -> str | None:
-    """Why ``strategy`` cannot run on this credential's providers, or None when it can.
-
-    The one rule behind exit 2 for "overlap on a method that cannot hold two values", used by
-    the loader (the chain's own ``strategy``), at run time (``--strategy``) and for the
-    default (:func:`default_strategy`):
-
-    * ``rollout`` holds two values only through ``overlap.previousKey`` (the provider reads
-      both keys of the Secret when it starts);
-    * a method whose account holds two values (``MethodSpec.holds_two_values``: redis-acl)
-      always can;
-    * one whose account holds one (``postgres``) needs alternating users (``users: [a, b]``)
-      when it declares them, and cannot overlap otherwise.
-    """
-    if strategy != "overlap":
-        return None
-    found = one_value_provider(credential)
-    if found is None:
-        return None
-    ref, method, needs, why = found
-    if method == "rollout":
-        return (f"credential {credential.name!r}: strategy overlap needs {needs} for provider "
-                f"{ref} (apply: rollout): {why}")
-    if needs is not None:
-        return (f"credential {credential.name!r}: strategy overlap on provider {ref} "
-                f"(apply: {method}) needs {needs}: {why}")
-    return (f"credential {credential.name!r}: strategy overlap on provider {ref} "
-            f"(apply: {method}): {why}")
-
-
-def one_value_provider(credential: Credential) -> tuple[ObjectRef, str, str | None, str] | None:
-    """The first provider that cannot hold the old and the new value at once: (its ref, its
-    method, what would let it — None when nothing can —, why), or None when every one can."""
-    for ref in credential.providers:
-        entry = credential.apply_of(ref)
-        if entry.method == "rollout":
-            if credential.overlap is None:
-                return (ref, "rollout", "overlap.previousKey", "it can hold two values only by "
-                        "reading the previous one from the Secret")
-            continue
-        spec = find_spec(entry.method)
-        if (spec is None or spec.holds_two_values or entry.users is not None
-                or entry.declares_two_values):
-            continue  # an unavailable method is the loader's problem, not the strategy's
-        if spec.alternating_users:
-            return (ref, entry.method, "two alternating login roles (users: [a, b])",
-                    spec.one_value)
-        return ref, entry.method, None, "the method holds one value at a time"
-    return None
-
-
-def default_strategy(credential: Credential) -> tuple[Strategy, str]:
-    """The strategy of a credential whose chain file does not set one, and why (one line for
-    the plan): overlap when every provider holds two values — nobody is refused while the
-    consumers move — and restart where one provider cannot."""
-    found = one_value_provider(credential)
-    if found is None:
-        how = []
-        for ref in credential.providers:
-            entry = credential.apply_of(ref)
-            how.append(entry.method + (" + users" if entry.users else "")
-                       + (" + previousKey" if entry.method == "rollout" else ""))
-        return (Strategy.overlap, "default overlap: every provider holds two values ("
-                + ", ".join(dict.fromkeys(how)) + ")")
-    ref, method, needs, _ = found
-    tail = f" without {needs}" if needs is not None else ""
-    return (Strategy.restart,
-            f"default restart: {ref} (apply: {method}) holds one value{tail}")
-
-
-def consumers_of(chain: Chain, credential_name: str) -> tuple[str, ...]:
-    """Services whose document is sourced (directly or through a template, transitively)
-    from the credential's target Secret key; in file order. Derived, never listed (chain.md).
-    """
-    target = chain.credential(credential_name).secret
-    return tuple(
-        name
-        for name, service in chain.services.items()
-        if any(depends_on_secret(service.values, p, target) for p in service.values)
-    )
-
-
-def credentials_consumed_by(chain: Chain, service_name: str) -> tuple[str, ...]:
-    """The inverse of :func:`consumers_of`: credentials a service depends on, in file order."""
-    service = chain.services[service_name]
-    return tuple(
-        name
-        for name, cred in chain.credentials.items()
-        if any(depends_on_secret(service.values, p, cred.secret) for p in service.values)
-    )

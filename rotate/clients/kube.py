@@ -12,9 +12,8 @@ Invariants:
 * ``get``/``list``/``watch`` never hand out Secret payloads: ``data``, ``stringData`` and the
   ``last-applied-configuration`` annotation (which holds a copy of them) are removed.  The
   only way to a value is :meth:`KubeClient.read_secret_key`, which wraps it in Secret.
-* Errors are built from the HTTP status and the Status ``reason`` enum (``Conflict``,
-  ``AlreadyExists`` …) — never from the response body or ``str(ApiException)``, which carry
-  the object (for a Secret: its data).
+* Errors are built from the HTTP status and the Status ``reason`` enum, never from a body
+  (rotate.clients.kube_transport, which also loads the kubeconfig and sends the requests).
 """
 
 from __future__ import annotations
@@ -24,23 +23,19 @@ import binascii
 import builtins
 import json
 import secrets
-import ssl
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import quote
 
-from rotate import __version__
 from rotate.clients.kube_kinds import ESO_GROUP, ESO_VERSIONS, KINDS, SYSTEM, KindInfo, kind_info
+from rotate.clients.kube_transport import REASONS, KubeConnection, KubeTransport
 from rotate.clients.seams import Endpoint, KubeEvent, PatchType, WatchEvent
-from rotate.clients.tls import tls_failure, tls_reason
 from rotate.core.errors import (
     ClientError,
     ForbiddenError,
     PermanentError,
     RejectedError,
     TemporaryError,
-    UsageError,
     error_for_status,
 )
 from rotate.core.secret import Secret
@@ -58,21 +53,6 @@ _PATCH_CONTENT = {
     "json": "application/json-patch+json",
 }
 
-_REASONS = {
-    "AlreadyExists": "already exists",
-    "Conflict": "changed by someone else (stale resourceVersion)",
-    "NotFound": "not found",
-    "Forbidden": "not allowed",
-    "Unauthorized": "credentials refused",
-    "Invalid": "invalid",
-    "Gone": "resource version too old",
-    "Expired": "resource version too old",
-    "TooManyRequests": "throttled",
-    "ServiceUnavailable": "unavailable",
-    "Timeout": "timed out",
-}
-
-
 def _strip_secret(obj: dict[str, Any]) -> dict[str, Any]:
     obj.pop("data", None)
     obj.pop("stringData", None)
@@ -82,77 +62,14 @@ def _strip_secret(obj: dict[str, Any]) -> dict[str, Any]:
     return obj
 
 
-#: where a pod's ServiceAccount token, CA and namespace are mounted (kubelet's fixed path)
-SERVICEACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
-
-
-def _load_in_cluster(cfg: Any, directory: str) -> None:
-    from kubernetes.config.incluster_config import InClusterConfigLoader
-
-    InClusterConfigLoader(  # type: ignore[no-untyped-call]
-        token_filename=f"{directory}/token", cert_filename=f"{directory}/ca.crt",
-    ).load_and_set(cfg)
-
-
-@dataclass(frozen=True)
-class KubeConnection:
-    """The API server's address and this client's credentials (the token masked)."""
-
-    server: str
-    ca_path: str | None
-    insecure: bool
-    token: Secret | None
-    cert_path: str | None
-    key_path: str | None
-
-
 class KubeClient:
-    """The Kube seam over one kubeconfig context (KUBECONFIG/~/.kube/config when None,
-    in-cluster service account as the last resort, as kubectl does).
-
-    In-cluster: ``KUBERNETES_SERVICE_HOST``/``_PORT`` and the ``token`` and ``ca.crt`` of
-    ``serviceaccount_dir`` (default :data:`SERVICEACCOUNT_DIR`; ``ROTATE_SERVICEACCOUNT_DIR``
-    moves it, for a token projected elsewhere — and for the lab, whose pods are processes).
-    The token file is re-read as the kubelet refreshes it."""
+    """The Kube seam over one API server (rotate.clients.kube_transport.KubeTransport: the
+    kubeconfig or in-cluster service account, the pool, the requests and their errors)."""
 
     def __init__(self, kubeconfig: str | None = None, context: str | None = None,
                  serviceaccount_dir: str | None = None) -> None:
-        import urllib3
-        from kubernetes import client, config
-
-        cfg = client.Configuration()
-        try:
-            config.load_kube_config(  # type: ignore[no-untyped-call]
-                config_file=kubeconfig, context=context, client_configuration=cfg,
-                persist_config=False)
-        except Exception:
-            # the loader's text may quote the file: say why in our words (rotate.clients.kubeconfig)
-            from rotate.clients.kubeconfig import why_unusable
-
-            if kubeconfig is not None or context is not None:
-                ctx = f" (context {context})" if context else ""
-                raise UsageError(f"cannot use the kubeconfig{ctx}: "
-                                 f"{why_unusable(kubeconfig, context)}",
-                                 hint="check --kubeconfig/KUBECONFIG and --context "
-                                      "(`kubectl config get-contexts` lists the contexts)"
-                                 ) from None
-            try:
-                _load_in_cluster(cfg, serviceaccount_dir or SERVICEACCOUNT_DIR)
-            except Exception:
-                raise UsageError("no kubeconfig found (set KUBECONFIG or --kubeconfig)") from None
-        # preflight's parts fan out at once (up to 3 × 8 requests) and a run's lanes and
-        # watches add theirs: a pool smaller than that opens and discards connections
-        # (urllib3 logs each discard as a warning); the default is 5 per CPU
-        cfg.connection_pool_maxsize = max(int(cfg.connection_pool_maxsize or 0), POOL_SIZE)
-        self._urllib3 = urllib3
-        where = f"kubeconfig {kubeconfig}" if kubeconfig else (
-            "the kubeconfig (KUBECONFIG or ~/.kube/config)")
-        self._ca_setting = (f"check certificate-authority / certificate-authority-data of the "
-                            f"cluster of {where}" + (f", context {context}" if context else ""))
-        self._api = client.ApiClient(cfg)
-        # named in the API server's audit/metrics (the lab counts requests per client)
-        self._api.user_agent = f"rotate/{__version__}"
-        self._server = str(cfg.host)
+        self._http = KubeTransport(kubeconfig, context, serviceaccount_dir)
+        self._server = self._http.server
         self._kinds = dict(KINDS)
         self._eso_version: str | None = None  # discovered on first use of an ESO kind
         self._forwards: Any = None  # rotate.clients.portforward.PortForwards, on first use
@@ -165,27 +82,18 @@ class KubeClient:
         return self._server
 
     def connection(self) -> KubeConnection:
-        """Where and as whom this client talks to the API server, for a second client of
-        its own (kopf, rotate.clients.secret_watch); the token re-read as the client would."""
-        cfg = self._api.configuration
-        bearer = str(cfg.get_api_key_with_prefix("BearerToken")
-                     or cfg.get_api_key_with_prefix("authorization") or "")
-        scheme, _, rest = bearer.partition(" ")
-        token = (rest if scheme.lower() == "bearer" else bearer).strip()
-        return KubeConnection(
-            server=self._server, ca_path=cfg.ssl_ca_cert or None,
-            insecure=not cfg.verify_ssl, token=Secret(token) if token else None,
-            cert_path=cfg.cert_file or None, key_path=cfg.key_file or None)
+        """Where and as whom this client talks to the API server (KubeTransport.connection)."""
+        return self._http.connection()
 
     def close(self) -> None:
         self.close_forwards()
-        self._api.close()  # type: ignore[no-untyped-call]
+        self._http.close()
 
     def port_forward(self, namespace: str, pod: str, port: int) -> Endpoint:
         from rotate.clients.portforward import PortForwards
 
         if self._forwards is None:
-            self._forwards = PortForwards(self._api)
+            self._forwards = PortForwards(self._http.api)
         found: Endpoint = self._forwards.endpoint(namespace, pod, port)
         return found
 
@@ -214,7 +122,7 @@ class KubeClient:
         A group the server does not serve (404) or a refused discovery keeps ``v1``: the
         request that follows then fails with its own, clearer error."""
         try:
-            doc = self._request("GET", f"/apis/{ESO_GROUP}", "discover external-secrets.io")
+            doc = self._http.request("GET", f"/apis/{ESO_GROUP}", "discover external-secrets.io")
         except ClientError:
             return ESO_VERSIONS[0]
         served = {str(v.get("version")) for v in (doc or {}).get("versions") or []
@@ -225,7 +133,7 @@ class KubeClient:
         """``apps/v1``, ``external-secrets.io/v1beta1`` … as this server serves the kind."""
         return self._info(kind).api_version
 
-    # ------------------------------------------------------------------ transport
+    # ------------------------------------------------------------------ paths
 
     def _path(self, kind: str, namespace: str | None, name: str | None = None,
               sub: str | None = None) -> str:
@@ -240,73 +148,6 @@ class KubeClient:
             path += f"/{sub}"
         return path
 
-    def _send(self, method: str, path: str, operation: str, *, body: Any = None,
-              query: Mapping[str, str] | None = None, content_type: str | None = None,
-              timeout: float | tuple[float, float] | None = 30) -> Any:
-        """The raw urllib3 response (unread); transport failures translated."""
-        from kubernetes.client.exceptions import ApiException
-
-        headers = {"Accept": "application/json"}
-        if content_type:
-            headers["Content-Type"] = content_type
-        elif body is not None:
-            headers["Content-Type"] = "application/json"
-        url_path = path + (f"?{urlencode(query)}" if query else "")
-        try:
-            request = self._api.param_serialize(method, url_path, header_params=headers,
-                                                body=body, auth_settings=["BearerToken"])
-            return self._api.call_api(*request, _request_timeout=timeout).response
-        except ApiException as exc:  # the rest layer raises status 0 for TLS failures
-            if not exc.status:
-                raise self._tls_error(exc, operation) from None
-            raise error_for_status(int(exc.status), SYSTEM, operation) from None
-        except self._urllib3.exceptions.TimeoutError:
-            raise TemporaryError(SYSTEM, operation, "timed out") from None
-        except (self._urllib3.exceptions.HTTPError, OSError) as exc:
-            if tls_failure(exc) is not None:
-                raise self._tls_error(exc, operation) from None
-            raise TemporaryError(SYSTEM, operation,
-                                 f"unreachable at {display_url(self._server)}") from None
-
-    def _tls_error(self, exc: BaseException, operation: str) -> PermanentError:
-        error = tls_failure(exc) or ssl.SSLCertVerificationError()
-        return PermanentError(SYSTEM, operation, tls_reason(error, self._server,
-                                                            self._ca_setting))
-
-    def _error(self, status: int, raw: bytes, operation: str) -> ClientError:
-        reason_enum, causes = "", []
-        try:
-            doc = json.loads(raw)
-        except ValueError:
-            doc = None
-        if isinstance(doc, dict) and doc.get("kind") == "Status":
-            reason_enum = str(doc.get("reason") or "")
-            for cause in (doc.get("details") or {}).get("causes") or []:
-                if isinstance(cause, dict):  # field + reason enum only: messages quote values
-                    causes.append((str(cause.get("field", "")), str(cause.get("reason", ""))))
-        if status == 410:
-            return TemporaryError(SYSTEM, operation, "resource version too old", status=410)
-        return error_for_status(status, SYSTEM, operation, _REASONS.get(reason_enum),
-                                details=causes)
-
-    def _request(self, method: str, path: str, operation: str, **kw: Any) -> Any:
-        """Send and decode a JSON answer; a ClientError for any status >= 400."""
-        response = self._send(method, path, operation, **kw)
-        try:
-            raw = response.data
-        except (self._urllib3.exceptions.HTTPError, OSError):
-            raise TemporaryError(SYSTEM, operation, "connection lost") from None
-        finally:
-            response.release_conn()
-        if response.status >= 400:
-            raise self._error(int(response.status), raw, operation)
-        if not raw:
-            return None
-        try:
-            return json.loads(raw)
-        except ValueError:
-            raise PermanentError(SYSTEM, operation, "malformed JSON in the answer") from None
-
     @staticmethod
     def _op(verb: str, kind: str, namespace: str | None, name: str | None = None) -> str:
         where = "/".join(p for p in (namespace, name) if p)
@@ -315,8 +156,8 @@ class KubeClient:
     # ------------------------------------------------------------------ Kube protocol
 
     def get(self, kind: str, namespace: str | None, name: str) -> dict[str, Any]:
-        obj = self._request("GET", self._path(kind, namespace, name),
-                            self._op("get", kind, namespace, name))
+        obj = self._http.request("GET", self._path(kind, namespace, name),
+                                 self._op("get", kind, namespace, name))
         return _strip_secret(obj) if kind == "Secret" else dict(obj)
 
     def list(
@@ -333,8 +174,8 @@ class KubeClient:
         self, kind: str, namespace: str | None, label_selector: str | None
     ) -> tuple[builtins.list[dict[str, Any]], str]:
         query = {"labelSelector": label_selector} if label_selector else None
-        doc = self._request("GET", self._path(kind, namespace), self._op("list", kind, namespace),
-                            query=query) or {}
+        doc = self._http.request("GET", self._path(kind, namespace),
+                                 self._op("list", kind, namespace), query=query) or {}
         info = self._info(kind)
         items = []
         for item in doc.get("items") or []:
@@ -347,16 +188,16 @@ class KubeClient:
     def create(self, kind: str, namespace: str | None, body: Mapping[str, Any]) -> dict[str, Any]:
         name = (body.get("metadata") or {}).get("name")
         full = {"apiVersion": self._info(kind).api_version, "kind": kind, **body}
-        obj = self._request("POST", self._path(kind, namespace),
-                            self._op("create", kind, namespace, name), body=full)
+        obj = self._http.request("POST", self._path(kind, namespace),
+                                 self._op("create", kind, namespace, name), body=full)
         return _strip_secret(obj) if kind == "Secret" else dict(obj)
 
     def replace(
         self, kind: str, namespace: str | None, name: str, body: Mapping[str, Any]
     ) -> dict[str, Any]:
         full = {"apiVersion": self._info(kind).api_version, "kind": kind, **body}
-        obj = self._request("PUT", self._path(kind, namespace, name),
-                            self._op("replace", kind, namespace, name), body=full)
+        obj = self._http.request("PUT", self._path(kind, namespace, name),
+                                 self._op("replace", kind, namespace, name), body=full)
         return _strip_secret(obj) if kind == "Secret" else dict(obj)
 
     def patch(
@@ -366,14 +207,14 @@ class KubeClient:
         if patch_type == "json" and not isinstance(body, list):
             raise RejectedError(SYSTEM, self._op("patch", kind, namespace, name),
                                 "a JSON patch is a list of operations")
-        obj = self._request("PATCH", self._path(kind, namespace, name),
-                            self._op("patch", kind, namespace, name), body=body,
-                            content_type=_PATCH_CONTENT[patch_type])
+        obj = self._http.request("PATCH", self._path(kind, namespace, name),
+                                 self._op("patch", kind, namespace, name), body=body,
+                                 content_type=_PATCH_CONTENT[patch_type])
         return _strip_secret(obj) if kind == "Secret" else dict(obj)
 
     def delete(self, kind: str, namespace: str | None, name: str) -> None:
-        self._request("DELETE", self._path(kind, namespace, name),
-                      self._op("delete", kind, namespace, name))
+        self._http.request("DELETE", self._path(kind, namespace, name),
+                           self._op("delete", kind, namespace, name))
 
     def watch(
         self, kind: str, namespace: str | None, *, name: str | None = None,
@@ -387,15 +228,14 @@ class KubeClient:
         if name:
             query["fieldSelector"] = f"metadata.name={name}"
         # Read deadline a little past the server's own end of stream.
-        response = self._send("GET", self._path(kind, namespace), op, query=query,
-                              timeout=(10, timeout_seconds + 10))
+        response = self._http.send("GET", self._path(kind, namespace), op, query=query,
+                                   timeout=(10, timeout_seconds + 10))
         return self._events(response, kind, op)
 
     def _events(self, response: Any, kind: str, op: str) -> Iterator[WatchEvent]:
-        urllib3 = self._urllib3
         try:
             if response.status >= 400:
-                raise self._error(int(response.status), response.data, op)
+                raise self._http.error(int(response.status), response.data, op)
             buffer = b""
             try:
                 for chunk in response.stream(4096, decode_content=True):
@@ -405,7 +245,7 @@ class KubeClient:
                         event = self._event(line, kind, op)
                         if event is not None:
                             yield event
-            except (urllib3.exceptions.HTTPError, OSError):
+            except self._http.read_errors:
                 return  # stream cut or read deadline: the watch just ends; callers re-watch
             event = self._event(buffer, kind, op)
             if event is not None:
@@ -428,7 +268,7 @@ class KubeClient:
         if etype == "ERROR":
             code = int(obj.get("code") or 500) if isinstance(obj, dict) else 500
             if code == 410 or code >= 500:
-                raise TemporaryError(SYSTEM, op, _REASONS.get(str(obj.get("reason")),
+                raise TemporaryError(SYSTEM, op, REASONS.get(str(obj.get("reason")),
                                                               "watch failed"), status=code)
             raise error_for_status(code, SYSTEM, op)
         if etype not in ("ADDED", "MODIFIED", "DELETED", "BOOKMARK") or not isinstance(obj, dict):
@@ -437,7 +277,7 @@ class KubeClient:
 
     def read_secret_key(self, namespace: str, name: str, key: str) -> Secret | None:
         op = self._op("read", "Secret", namespace, name) + f" key {key}"
-        obj = self._request("GET", self._path("Secret", namespace, name), op)
+        obj = self._http.request("GET", self._path("Secret", namespace, name), op)
         encoded = (obj.get("data") or {}).get(key)
         if encoded is None:
             return None
@@ -448,7 +288,7 @@ class KubeClient:
 
     def secret_keys(self, namespace: str, name: str) -> builtins.list[str]:
         op = self._op("read", "Secret", namespace, name)
-        obj = self._request("GET", self._path("Secret", namespace, name), op) or {}
+        obj = self._http.request("GET", self._path("Secret", namespace, name), op) or {}
         return sorted(obj.get("data") or {})
 
     def write_secret_key(
@@ -465,8 +305,8 @@ class KubeClient:
             meta["resourceVersion"] = resource_version  # the API server answers 409 if moved
         if meta:
             body["metadata"] = meta
-        obj = self._request("PATCH", self._path("Secret", namespace, name), op,
-                            body=body, content_type=_PATCH_CONTENT["merge"])
+        obj = self._http.request("PATCH", self._path("Secret", namespace, name), op,
+                                 body=body, content_type=_PATCH_CONTENT["merge"])
         return str((obj.get("metadata") or {}).get("resourceVersion", ""))
 
     def create_secret(self, namespace: str, name: str, values: Mapping[str, Secret], *,
@@ -475,21 +315,21 @@ class KubeClient:
                 for k, v in values.items()}
         body = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque", "data": data,
                 "metadata": {"name": name, "labels": dict(labels or {})}}
-        self._request("POST", self._path("Secret", namespace),
-                      self._op("create", "Secret", namespace, name), body=body)
+        self._http.request("POST", self._path("Secret", namespace),
+                           self._op("create", "Secret", namespace, name), body=body)
 
     def pod_log_tail(self, namespace: str, pod: str, lines: int) -> str:
         op = self._op("read log of", "Pod", namespace, pod)
-        response = self._send("GET", self._path("Pod", namespace, pod, sub="log"), op,
-                              query={"tailLines": str(max(0, lines))}, timeout=10)
+        response = self._http.send("GET", self._path("Pod", namespace, pod, sub="log"), op,
+                                   query={"tailLines": str(max(0, lines))}, timeout=10)
         try:
             status, raw = int(response.status), response.data
-        except (self._urllib3.exceptions.HTTPError, OSError):
+        except self._http.read_errors:
             raise TemporaryError(SYSTEM, op, "connection lost") from None
         finally:
             response.release_conn()
         if status >= 400:
-            raise self._error(status, raw, op)
+            raise self._http.error(status, raw, op)
         return bytes(raw).decode("utf-8", "replace")
 
     def can_i(
@@ -506,8 +346,8 @@ class KubeClient:
             attrs["name"] = name
         body = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
                 "spec": {"resourceAttributes": attrs}}
-        doc = self._request("POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
-                            f"can-i {verb} {info.plural}", body=body)
+        doc = self._http.request("POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+                                 f"can-i {verb} {info.plural}", body=body)
         return bool(((doc or {}).get("status") or {}).get("allowed"))
 
     def proxy_get(
@@ -517,11 +357,11 @@ class KubeClient:
         ref = quote(f"{service}:{port}", safe=":")
         url = (f"/api/v1/namespaces/{quote(namespace, safe='')}/services/{ref}/proxy/"
                + path.lstrip("/"))
-        response = self._send("GET", url, op, timeout=timeout)
+        response = self._http.send("GET", url, op, timeout=timeout)
         try:
             status = int(response.status)
             raw = response.data  # read whole: an unread body would poison the pooled connection
-        except (self._urllib3.exceptions.HTTPError, OSError):
+        except self._http.read_errors:
             raise TemporaryError(SYSTEM, op, "connection lost") from None
         finally:
             response.release_conn()
@@ -555,6 +395,6 @@ class KubeClient:
             "firstTimestamp": now, "lastTimestamp": now, "count": 1,
         }
         # a short deadline: an event is best effort and must not hold a run up for long
-        self._request("POST", self._path("Event", ref.namespace),
-                      self._op("create", "Event", ref.namespace, ref.name), body=body,
-                      timeout=5)
+        self._http.request("POST", self._path("Event", ref.namespace),
+                           self._op("create", "Event", ref.namespace, ref.name), body=body,
+                           timeout=5)

@@ -24,7 +24,8 @@ from typing import Any, LiteralString
 import psycopg
 from psycopg import sql
 
-from rotate.clients.seams import Endpoint, GrantsProfile, RoleState
+from rotate.clients.provider_seams import GrantsProfile, RoleState
+from rotate.clients.seams import Endpoint
 from rotate.core.errors import (
     ClientError,
     ForbiddenError,

@@ -1,4 +1,4 @@
-"""The real :class:`rotate.clients.seams.ProviderConnector`: redis-py and psycopg adapters.
+"""The real :class:`rotate.clients.provider_seams.ProviderConnector`: redis-py and psycopg adapters.
 
 The engine's wiring hands this to the provider steps; tests hand a fake
 (``tests/fakes_providers.py``).  One place knows both drivers' constructors, so stages never
@@ -10,7 +10,8 @@ psycopg's import (~0.1–0.2 s of start-up), a PostgreSQL one never for redis-py
 
 from __future__ import annotations
 
-from rotate.clients.seams import AuthProbe, Endpoint, PostgresAdmin, RedisAclAdmin
+from rotate.clients.provider_seams import AuthProbe, PostgresAdmin, RedisAclAdmin
+from rotate.clients.seams import Endpoint
 from rotate.core.secret import Secret
 
 

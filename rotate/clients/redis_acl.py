@@ -28,7 +28,8 @@ import redis.exceptions as rx
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from rotate.clients.seams import AclUser, Endpoint
+from rotate.clients.provider_seams import AclUser
+from rotate.clients.seams import Endpoint
 from rotate.core.errors import (
     ClientError,
     ForbiddenError,

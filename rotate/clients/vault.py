@@ -38,7 +38,7 @@ from rotate.core.secret import Secret
 from rotate.core.urls import display_url, plain_remote_host
 
 if TYPE_CHECKING:
-    from rotate.chain.model import BackendConfig
+    from rotate.chain.sections import BackendConfig
 
 SYSTEM = "vault"
 T = TypeVar("T")

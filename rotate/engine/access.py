@@ -36,15 +36,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from rotate.chain.methods import KubeAccess, VaultAccess, find_spec
-from rotate.chain.model import (
-    Chain,
-    Credential,
-    ProviderApply,
-    SecretKeySource,
-    ServiceSource,
-    consumers_of,
-)
+from rotate.chain.model import Chain, Credential, ProviderApply, SecretKeySource, ServiceSource
 from rotate.chain.routes import may_port_forward
+from rotate.chain.value_graph import consumers_of
 from rotate.clients.seams import Kube, Vault
 from rotate.core.errors import ForbiddenError, NotFoundError
 from rotate.core.refs import ObjectRef

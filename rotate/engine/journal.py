@@ -54,7 +54,8 @@ from rotate.core.secret import Secret
 from rotate.core.strategy import Strategy
 from rotate.core.timestamps import rfc3339, utcnow
 from rotate.engine.journal_lines import parse_records, read_records, torn_tail
-from rotate.engine.model import Operation, PlannedStep, RunStart, phases_untyped
+from rotate.engine.model import Operation, PlannedStep
+from rotate.engine.run_start import RunStart, phases_untyped
 
 JOURNAL_NAME = "journal.jsonl"
 #: the kind of the journal's record of preflight (step 0: not a step kind, never resumed)

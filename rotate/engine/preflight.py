@@ -12,13 +12,9 @@ from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from rotate.chain.model import (
-    Chain,
-    Credential,
-    ProviderApply,
-    consumers_of,
-    strategy_problem,
-)
+from rotate.chain.model import Chain, Credential, ProviderApply
+from rotate.chain.strategy_rules import strategy_problem
+from rotate.chain.value_graph import consumers_of
 from rotate.clients.seams import ConfigCenter, Kube, Vault
 from rotate.core.errors import ForbiddenError, NotFoundError
 from rotate.core.refs import ObjectRef

@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Any
 from rotate.chain.model import Chain, Credential
 from rotate.engine import journal as journal_mod
 from rotate.engine.journal import Journal
-from rotate.engine.model import Adapters, Observer, Options, PreflightResult, RunStart
+from rotate.engine.model import Adapters, Observer, Options, PreflightResult
+from rotate.engine.run_start import RunStart
 
 if TYPE_CHECKING:
     from rotate.core.secret import Secret

@@ -38,9 +38,9 @@ from rotate.engine.model import (
     PlannedStep,
     PreflightResult,
     RunReport,
-    RunStart,
     StepRecord,
 )
+from rotate.engine.run_start import RunStart
 from rotate.engine.starting import (
     candidate_for,
     mark_rolled_back,

@@ -9,22 +9,16 @@ import secrets as _secrets
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from rotate.chain.model import Chain, Credential, strategy_problem
+from rotate.chain.model import Chain, Credential
+from rotate.chain.strategy_rules import strategy_problem
 from rotate.core.errors import ClientError, LockHeld, PreflightFailed, UsageError
 from rotate.core.fingerprint import fingerprint
 from rotate.core.secret import Secret, generate
 from rotate.core.strategy import Strategy
 from rotate.core.timestamps import utcnow
 from rotate.engine import journal as journal_mod
-from rotate.engine.model import (
-    Adapters,
-    Adoption,
-    Operation,
-    Options,
-    PlannedStep,
-    PreflightResult,
-    RunStart,
-)
+from rotate.engine.model import Adapters, Adoption, Operation, Options, PlannedStep, PreflightResult
+from rotate.engine.run_start import RunStart
 from rotate.engine.targets import backend_target
 
 if TYPE_CHECKING:

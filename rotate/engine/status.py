@@ -137,7 +137,8 @@ def check_credential(chain: Chain, cred: Credential, adapters: Any, environ: Map
     """Every link of ``cred``, in the order of rotate.engine.status's docstring."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from rotate.chain.model import SecretKeyRef, consumers_of
+    from rotate.chain.model import SecretKeyRef
+    from rotate.chain.value_graph import consumers_of
     from rotate.core.refs import ObjectRef
     from rotate.engine.collector import Collector
     from rotate.engine.fanout import fan_out

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any
 
@@ -27,14 +26,13 @@ from rotate.core.refs import ObjectRef
 from rotate.core.secret import Secret
 from rotate.core.timestamps import parse_rfc3339, rfc3339
 from rotate.engine.fanout import FAN_OUT
+from rotate.engine.status_history import backend_history
 from rotate.engine.status_model import Current, Link, Listed, age_words, pods_since
 from rotate.engine.targets import backend_target, parse_workload, workload_ref
 
 #: threads the checks run on: preflight's fan-out, whose 8 measured best at 100 consumers
 #: (the client side is CPU under one GIL: 16 was slower, docs/performance.md)
 WORKERS = FAN_OUT
-#: how many versions back the value the current one replaced is looked for
-RETIRED_LOOKBACK = 5
 
 
 class Checker:
@@ -76,7 +74,10 @@ class Checker:
         except ValueError:
             written = self.clock()
         self._value_key = self.compare.of(value)
-        retired, retired_version, since, before = self._history(meta, version, written)
+        # what it held before (rotate.engine.status_history)
+        retired, retired_version, since, before = backend_history(
+            vault, self.a.kube, self.cred, meta, version, written, self.compare.of,
+            self._value_key, WORKERS)
         previous = self.cred.overlap.previous_key if self.cred.overlap else None
         held = data.get(previous) if previous else None
         open_ = held is not None and self.compare.of(held) != self._value_key
@@ -87,70 +88,6 @@ class Checker:
         return Link("backend", self.path, True,
                     f"v{version}, written {rfc3339(written, micro=False)}{held_since}, "
                     f"fingerprint {self.shown(value)}")
-
-    def _history(self, meta: Any, version: int, written: datetime
-                 ) -> tuple[Secret | None, int | None, datetime,
-                            tuple[datetime, datetime] | None]:
-        """Looking at most RETIRED_LOOKBACK versions back: the latest one holding another
-        value (the retired one; an overlap's retire writes the same value again), since
-        when the backend holds the current value, and when it held it before the versions
-        with another value (a run rolled back) — (from, until), or None.  A version with
-        another value created after the ExternalSecret's last sync never reached the
-        Secret, so the value held before it still counts (a ``bao kv put`` put back with
-        ``bao kv rollback``)."""
-        back = [v for v in range(version - 1, max(0, version - 1 - RETIRED_LOOKBACK), -1)
-                if (info := meta.versions.get(v)) is not None
-                and not info.deletion_time and not info.destroyed]
-        with ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="rotate-status") as pool:
-            synced = pool.submit(self._last_sync)  # the reads at once: ~6 round trips → 1
-            olds = list(pool.map(self._old_value, back))
-            refresh = synced.result()
-        retired: Secret | None = None
-        retired_version: int | None = None
-        since = written
-        other: datetime | None = None  # the oldest version of the other value(s), once seen
-        before: tuple[datetime, datetime] | None = None
-        for v, old in zip(back, olds, strict=True):
-            try:
-                created = parse_rfc3339(meta.versions[v].created_time)
-            except ValueError:
-                break
-            if old is None:
-                break
-            same = self.compare.of(old) == self._value_key
-            if other is not None:  # past the current run of versions: the one before it
-                if same:
-                    before = (created, before[1] if before is not None else other)
-                    continue
-                if before is not None:
-                    break
-                other = created
-                continue
-            if same:
-                since = created
-                continue
-            if retired is None:
-                retired, retired_version = old, v
-            if refresh is None or refresh >= created.replace(microsecond=0):
-                other = created  # the ExternalSecret may have copied it: held since `since`
-        return retired, retired_version, since, before
-
-    def _old_value(self, version: int) -> Secret | None:
-        try:
-            data: dict[str, Secret] = self.a.vault.read(self.cred.backend.path, version)
-        except ClientError:
-            return None
-        return data.get(self.cred.backend.key)
-
-    def _last_sync(self) -> datetime | None:
-        """The credential's ExternalSecret's last sync (None: unknown)."""
-        es = self.cred.external_secret
-        try:
-            obj = self.a.kube.get("ExternalSecret", es.namespace, es.name)
-            text = str((obj.get("status") or {}).get("refreshTime") or "")
-            return parse_rfc3339(text) if text else None
-        except (ClientError, ValueError):
-            return None
 
     def shown(self, value: Secret) -> str:
         """The printed fingerprint, computed once per value (scrypt: ~50 ms each)."""

@@ -20,7 +20,8 @@ from rotate.core.urls import plain_remote_host
 from rotate.engine.model import Options
 
 if TYPE_CHECKING:  # annotations only (start-up: the seams are Protocols, slow to build)
-    from rotate.clients.seams import ConfigCenter, Kube, Metrics, ProviderConnector, Readyz, Vault
+    from rotate.clients.provider_seams import ProviderConnector
+    from rotate.clients.seams import ConfigCenter, Kube, Metrics, Readyz, Vault
 
 #: moves the in-cluster ServiceAccount directory (token, ca.crt) from the kubelet's fixed path
 SERVICEACCOUNT_DIR_ENV = "ROTATE_SERVICEACCOUNT_DIR"

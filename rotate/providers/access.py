@@ -15,7 +15,8 @@ from typing import Any, TypeVar
 
 from rotate.chain.model import Generate, ProviderApply, ProviderConnection, SecretKeyRef
 from rotate.chain.routes import ROUTE_ENV, BadRoute, provider_route
-from rotate.clients.seams import AuthProbe, Endpoint, Kube, ProviderConnector
+from rotate.clients.provider_seams import AuthProbe, ProviderConnector
+from rotate.clients.seams import Endpoint, Kube
 from rotate.core.errors import ForbiddenError, NotFoundError, PermanentError, RejectedError
 from rotate.core.secret import Secret
 from rotate.core.waiting import CancelToken, Deadline

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from rotate.chain.model import ProviderApply
-from rotate.clients.seams import AuthProbe
+from rotate.clients.provider_seams import AuthProbe
 from rotate.core.errors import PermanentError, RotateError
 from rotate.core.secret import Secret
 from rotate.providers.method import Change, Link, Progress, Target, ValueRule

@@ -37,7 +37,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from rotate.chain.model import JobTemplate, ProviderApply
-from rotate.clients.seams import AuthProbe, Endpoint, Kube
+from rotate.clients.provider_seams import AuthProbe
+from rotate.clients.seams import Endpoint, Kube
 from rotate.core.durations import format_duration
 from rotate.core.errors import ClientError, ConflictError, NotFoundError, PermanentError
 from rotate.core.secret import Secret

@@ -30,7 +30,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from rotate.chain.model import Generate, ProviderApply, ProviderConnection
-from rotate.clients.seams import AuthProbe, Endpoint, Kube, ProviderConnector
+from rotate.clients.provider_seams import AuthProbe, ProviderConnector
+from rotate.clients.seams import Endpoint, Kube
 from rotate.core.errors import PermanentError
 from rotate.core.secret import ALPHABETS, Secret
 from rotate.core.waiting import CancelToken, Deadline

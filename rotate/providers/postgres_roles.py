@@ -11,7 +11,7 @@ drops roles.  The driver is psycopg behind ``link.connector`` (rotate.clients.po
 from __future__ import annotations
 
 from rotate.chain.model import ProviderApply
-from rotate.clients.seams import AuthProbe, PostgresAdmin
+from rotate.clients.provider_seams import AuthProbe, PostgresAdmin
 from rotate.core.errors import ForbiddenError, NotFoundError, PermanentError
 from rotate.core.secret import Secret
 from rotate.providers.method import Change, Link, Progress, Target, ValueRule

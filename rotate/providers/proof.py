@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rotate.chain.model import ProviderApply
-from rotate.clients.seams import AuthProbe
+from rotate.clients.provider_seams import AuthProbe
 from rotate.core.errors import PermanentError
 from rotate.core.secret import Secret
 from rotate.core.waiting import Deadline, WaitTimeout, wait_for

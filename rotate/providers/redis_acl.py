@@ -9,7 +9,7 @@ The driver is redis-py behind ``link.connector`` (rotate.clients.redis_acl).
 from __future__ import annotations
 
 from rotate.chain.model import DEFAULT_REDIS_USER, ProviderApply
-from rotate.clients.seams import AuthProbe, RedisAclAdmin
+from rotate.clients.provider_seams import AuthProbe, RedisAclAdmin
 from rotate.core.errors import PermanentError
 from rotate.core.secret import Secret
 from rotate.providers.method import Change, Link, Progress, Target, ValueRule

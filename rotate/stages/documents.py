@@ -25,13 +25,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rotate.chain.model import (
-    SecretKeyRef,
-    SecretKeySource,
-    Service,
-    TemplateSource,
-    pointer_tokens,
-)
+from rotate.chain.model import SecretKeyRef, SecretKeySource, Service, TemplateSource
+from rotate.chain.value_graph import pointer_tokens
 from rotate.clients.seams import ConfigCenter
 from rotate.core.errors import ConflictError, NotFoundError, StepFailed
 from rotate.core.secret import Secret, reveal_tree

@@ -28,10 +28,9 @@ from rotate.chain.model import (
     Service,
     ServiceSource,
     TemplateSource,
-    pointer_tokens,
     render_template,
-    resolution_order,
 )
+from rotate.chain.value_graph import pointer_tokens, resolution_order
 from rotate.core.errors import ClientError, NotFoundError
 from rotate.core.secret import Secret, reveal_tree
 

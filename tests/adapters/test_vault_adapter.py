@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from rotate.chain.model import AuthConfig, BackendConfig
+from rotate.chain.sections import AuthConfig, BackendConfig
 from rotate.clients.vault import AppRoleAuth, HvacVault, vault_from_env
 from rotate.core.errors import (
     ClientError,

@@ -29,7 +29,7 @@ from rotate_lab.cluster.api.apiserver import ApiServer, Identity
 from rotate_lab.cluster.api.store import Store
 from rotate_lab.cluster.api.tokens import TokenIssuer
 
-from rotate.chain.model import AuthConfig, BackendConfig
+from rotate.chain.sections import AuthConfig, BackendConfig
 from rotate.clients.vault import HvacVault, KubernetesAuth, vault_from_env
 from rotate.core.errors import ClientError, ForbiddenError
 from rotate.core.secret import Secret

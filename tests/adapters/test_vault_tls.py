@@ -18,7 +18,7 @@ import httpx
 import pytest
 from rotate_lab.cluster.api import tls
 
-from rotate.chain.model import AuthConfig, BackendConfig
+from rotate.chain.sections import AuthConfig, BackendConfig
 from rotate.clients.vault import HvacVault, vault_from_env
 from rotate.core.errors import PermanentError, TemporaryError, UsageError
 from rotate.core.secret import Secret

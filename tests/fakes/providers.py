@@ -14,15 +14,15 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 
-from rotate.clients.seams import (
+from rotate.clients.provider_seams import (
     AclUser,
     AuthProbe,
-    Endpoint,
     GrantsProfile,
     PostgresAdmin,
     RedisAclAdmin,
     RoleState,
 )
+from rotate.clients.seams import Endpoint
 from rotate.core.errors import (
     ForbiddenError,
     NotFoundError,

@@ -15,14 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from rotate.chain.model import (
-    AuthConfig,
-    BackendConfig,
     BackendRef,
     Chain,
-    ClusterConfig,
-    ConfigCenterConfig,
     Credential,
-    Defaults,
     Generate,
     LiteralSource,
     ReadyzConfig,
@@ -32,6 +27,13 @@ from rotate.chain.model import (
     TemplateSource,
     TokenTarget,
     ValueSource,
+)
+from rotate.chain.sections import (
+    AuthConfig,
+    BackendConfig,
+    ClusterConfig,
+    ConfigCenterConfig,
+    Defaults,
 )
 from rotate.clients.seams import (
     ReadyzTarget,

@@ -8,7 +8,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from rotate.clients.seams import AuthProbe, PostgresAdmin, RedisAclAdmin
+from rotate.clients.provider_seams import AuthProbe, PostgresAdmin, RedisAclAdmin
 from rotate.core.secret import Secret
 
 ADMIN_PW = "admin-password-0123456789"

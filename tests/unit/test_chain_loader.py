@@ -18,12 +18,14 @@ from rotate.chain.model import (
     ServiceSource,
     TemplateSource,
     ValueSource,
+    render_template,
+    template_refs,
+)
+from rotate.chain.value_graph import (
     consumers_of,
     credentials_consumed_by,
     depends_on_secret,
-    render_template,
     resolution_order,
-    template_refs,
 )
 from rotate.core.errors import ChainFileError, UsageError
 from rotate.core.refs import ObjectRef
@@ -336,8 +338,9 @@ def test_unreadable_and_non_mapping_files(tmp_path: Path) -> None:
 
 def test_importing_the_chain_and_client_modules_stays_cheap() -> None:
     # `rotate --help` imports these modules; the heavy libraries load only when used.
-    modules = ("rotate.chain.loader", "rotate.chain.problems", "rotate.chain.model",
-               "rotate.clients.vault", "rotate.clients.kube", "rotate.clients.kube_kinds",
+    modules = ("rotate.chain.loader", "rotate.chain.yaml_reader", "rotate.chain.problems",
+               "rotate.chain.model", "rotate.clients.vault", "rotate.clients.kube",
+               "rotate.clients.kube_transport", "rotate.clients.kube_kinds",
                "rotate.clients.configcenter",
                "rotate.clients.readyz")
     heavy = ("jsonschema", "ruamel", "hvac", "kubernetes", "httpx", "requests", "urllib3")

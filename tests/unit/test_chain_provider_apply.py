@@ -16,8 +16,8 @@ from rotate.chain.model import (
     ProviderConnection,
     SecretKeyRef,
     ServicePortRef,
-    strategy_problem,
 )
+from rotate.chain.strategy_rules import strategy_problem
 from rotate.core.errors import EXIT_USAGE, ChainFileError
 from rotate.core.refs import ObjectRef
 from tests.support.paths import EXAMPLE_CHAIN

@@ -10,7 +10,8 @@ import pytest
 
 from rotate.chain.loader import load_chain
 from rotate.chain.methods import MethodSpec, spec_of
-from rotate.chain.model import AdminAuth, Chain, JobTemplate, default_strategy
+from rotate.chain.model import AdminAuth, Chain, JobTemplate
+from rotate.chain.strategy_rules import default_strategy
 from rotate.core.errors import EXIT_USAGE, ChainFileError
 from rotate.core.refs import ObjectRef
 

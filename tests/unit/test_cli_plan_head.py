@@ -3,7 +3,7 @@ continues under its value instead of making one 1,500-character line."""
 
 from __future__ import annotations
 
-from rotate.cli.render import HEAD_WIDTH, plan_lines
+from rotate.cli.render_plan import HEAD_WIDTH, plan_lines
 from rotate.core.strategy import Strategy
 from rotate.engine.model import Plan
 

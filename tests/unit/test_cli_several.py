@@ -7,7 +7,7 @@ import dataclasses
 
 import pytest
 
-from rotate.cli.render import plan_lines
+from rotate.cli.render_plan import plan_lines
 from rotate.core.strategy import Strategy
 from rotate.engine.model import Plan, PlannedStep
 from tests.fakes.engine import FakeEngine, make_plan

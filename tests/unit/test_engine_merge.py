@@ -1,5 +1,5 @@
 """Several credentials as one run: their plans merged (rotate.engine.merge), and the journal
-record that names them all (model.RunStart, member.Member).
+record that names them all (run_start.RunStart, member.Member).
 
 The drafts are written out as each credential's own plan orders them (rotate.engine.plan):
 a ``restart`` credential's consumers prepared before its sync wait, an ``overlap`` one's
@@ -35,7 +35,8 @@ from rotate.engine.kinds.token_mint import TokenMint
 from rotate.engine.kinds.token_revoke import TokenRevoke
 from rotate.engine.member import Member
 from rotate.engine.merge import distinct, member_state, merge_drafts, number
-from rotate.engine.model import PlannedStep, RunStart
+from rotate.engine.model import PlannedStep
+from rotate.engine.run_start import RunStart
 
 Drafts = list[tuple[Kind, Draft]]
 

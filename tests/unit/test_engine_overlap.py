@@ -123,7 +123,7 @@ def test_preflight_refuses_when_the_secret_would_not_carry_the_previous_key(
 
 def test_overlap_without_previous_key_on_a_rollout_provider_is_a_usage_error(
         tmp_path: Path) -> None:
-    """The strategy rule (chain.model.strategy_problem) at run time: exit 2, naming the
+    """The strategy rule (chain.strategy_rules.strategy_problem) at run time: exit 2, naming the
     credential, before anything is read or written."""
     w = OverlapWorld(_overlap_chain(tmp_path, strategy="restart", previous_key=None))
     w.setup()
@@ -272,7 +272,7 @@ def test_phase_two_syncs_every_external_secret_of_the_path_again(tmp_path: Path)
     forced and proven in phase 2 too, so its Secret's previous key no longer holds the old
     value; a rollback does the same."""
     chain = _overlap_chain(tmp_path)
-    from rotate.chain.model import WorkloadConsumers
+    from rotate.chain.sections import WorkloadConsumers
     w = CopiedOverlapWorld(dataclasses.replace(chain, workload_consumers=WorkloadConsumers(
         ("reports",))))
     w.setup()

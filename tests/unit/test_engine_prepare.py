@@ -66,7 +66,7 @@ def test_consumers_are_prepared_before_the_provider_switches(world: World,
 
 def test_the_plan_text_says_which_steps_run_beside_the_sync(world: World,
                                                            tmp_path: Path) -> None:
-    from rotate.cli.render import plan_lines
+    from rotate.cli.render_plan import plan_lines
 
     plan = world.engine().plan(options(tmp_path), "dragonfly")
     heads = [line.strip() for line in plan_lines(plan) if line.startswith("  ") and

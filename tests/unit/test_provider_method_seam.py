@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from rotate.chain.model import AdminAuth, ProviderApply, ProviderConnection, ServicePortRef
-from rotate.clients.seams import AuthProbe, Endpoint, ReadyzTarget
+from rotate.clients.provider_seams import AuthProbe
+from rotate.clients.seams import Endpoint, ReadyzTarget
 from rotate.core.errors import ForbiddenError, PermanentError, UsageError
 from rotate.core.refs import ObjectRef
 from rotate.core.secret import Secret

@@ -9,7 +9,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from rotate.chain.model import WorkloadConsumers
+from rotate.chain.sections import WorkloadConsumers
 from rotate.core.errors import ForbiddenError
 from rotate.core.refs import ObjectRef
 from rotate.engine.collector import Collector

@@ -22,7 +22,8 @@ from rotate.engine.kinds.config_write import ConfigRestore
 from rotate.engine.kinds.sync_trigger import SyncTrigger
 from rotate.engine.kinds.sync_wait import SyncWaitRestored
 from rotate.engine.kinds.token_mint import TokenMint, TokenMinted
-from rotate.engine.model import PHASES, PlannedStep, RunStart
+from rotate.engine.model import PHASES, PlannedStep
+from rotate.engine.run_start import RunStart
 
 #: the kind strings of cli.md: the plan/run JSON, the journal and the CLI spell them so
 CLI_KINDS = {"backend.write", "backend.adopt", "backend.retire", "backend.confirm", "sync.trigger",

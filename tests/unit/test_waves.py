@@ -15,7 +15,7 @@ import pytest
 from rotate.chain.loader import load_chain
 from rotate.chain.model import OverlapConfig
 from rotate.chain.waves import Canary, PromQuery, Waves, after_cycle, waves_of, with_canary
-from rotate.cli.render import plan_lines
+from rotate.cli.render_plan import plan_lines
 from rotate.core.errors import ChainFileError, TemporaryError, UsageError
 from rotate.core.waiting import CancelToken
 from rotate.engine.model import Options

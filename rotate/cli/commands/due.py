@@ -128,7 +128,7 @@ def _rotate(ctx: typer.Context, console: Console, names: list[str], options: Opt
     try:
         drive(ctx, console, operation)
     except PreflightFailed as exc:
-        from rotate.cli.render import show_plan
+        from rotate.cli.render_plan import show_plan
 
         refused = getattr(exc, "plan", None)
         if refused is not None:

@@ -43,7 +43,7 @@ from rotate.cli.options import (
     plan_or_confirm,
     state_dir_or_default,
 )
-from rotate.cli.render import show_plan
+from rotate.cli.render_plan import show_plan
 from rotate.cli.running import drive
 from rotate.cli.state import state_of
 from rotate.core import supplied

@@ -14,10 +14,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from rotate.chain.model import (
+from rotate.chain.model import Chain
+from rotate.chain.sections import (
     AuthConfig,
     BackendConfig,
-    Chain,
     ClusterConfig,
     ConfigCenterConfig,
     Defaults,

@@ -47,7 +47,8 @@ from rotate.engine.kinds.sync_wait import SyncWait, SyncWaitRestored, SyncWaitRe
 from rotate.engine.kinds.token_mint import TokenMint
 from rotate.engine.kinds.token_revoke import TokenRevoke
 from rotate.engine.kinds.workload_consumer import WorkloadRestart, WorkloadUndo, WorkloadWait
-from rotate.engine.model import Phase, PlannedStep, RunStart
+from rotate.engine.model import Phase, PlannedStep
+from rotate.engine.run_start import RunStart
 
 Kind = type[StepKind[Any]]
 

@@ -57,14 +57,8 @@ from rotate.engine.kinds.declarations import ITSELF as ITSELF
 from rotate.engine.kinds.declarations import PLANNED as PLANNED
 from rotate.engine.kinds.declarations import Told as Told
 from rotate.engine.kinds.declarations import later as later
-from rotate.engine.model import (
-    Adapters,
-    Adoption,
-    Phase,
-    PlannedStep,
-    PreflightResult,
-    RunStart,
-)
+from rotate.engine.model import Adapters, Adoption, Phase, PlannedStep, PreflightResult
+from rotate.engine.run_start import RunStart
 from rotate.stages.harvest import Document
 from rotate.stages.kubecache import KubeCaches
 
