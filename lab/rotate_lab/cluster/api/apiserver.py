@@ -37,9 +37,10 @@ from rotate_lab.cluster.api.auth import Authorizer, Identity, Withheld
 from rotate_lab.cluster.api.handler import LogReader, TlsServer
 from rotate_lab.cluster.api.proxy import ProxyResolver
 from rotate_lab.cluster.api.rbac import RbacIdentity, ServiceAccountUser
-from rotate_lab.cluster.api.store import Store, Watch
+from rotate_lab.cluster.api.store import Store
 from rotate_lab.cluster.api.tls import TlsMaterial
 from rotate_lab.cluster.api.tokens import TokenIssuer
+from rotate_lab.cluster.api.watch import Watch
 
 __all__ = ["ApiServer", "Identity"]
 

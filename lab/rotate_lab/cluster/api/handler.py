@@ -42,8 +42,9 @@ from rotate_lab.cluster.api.auth import (
 from rotate_lab.cluster.api.proxy import ProxyResolver, forward
 from rotate_lab.cluster.api.rbac import name_from_field_selector
 from rotate_lab.cluster.api.rest import Route
-from rotate_lab.cluster.api.store import Store, Watch
+from rotate_lab.cluster.api.store import Store
 from rotate_lab.cluster.api.tokens import TokenIssuer
+from rotate_lab.cluster.api.watch import Watch
 from rotate_lab.cluster.api.watch_stream import WatchStream
 
 log = logging.getLogger("rotate_lab.apiserver")

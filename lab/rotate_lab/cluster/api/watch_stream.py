@@ -26,7 +26,8 @@ from typing import Any
 
 from rotate_lab.cluster.api import rest, tables
 from rotate_lab.cluster.api.rest import Route
-from rotate_lab.cluster.api.store import Store, Watch
+from rotate_lab.cluster.api.store import Store
+from rotate_lab.cluster.api.watch import Watch
 
 BOOKMARK_EVERY = 10.0
 CLIENT_CHECK = 1.0
