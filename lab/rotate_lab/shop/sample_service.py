@@ -4,7 +4,8 @@ Standard library only, so that a pod starts in well under a second.  Behaviour (
 sample service"):
 
 - at start it fetches ``GET {CONFIG_CENTER_URL}/v1/bootstrap`` with its machine token
-  (retrying until a short deadline, then exiting non-zero) and keeps the document in memory:
+  (:mod:`.sample_bootstrap`; retrying until a short deadline, then exiting non-zero) and
+  keeps the document in memory:
   like the real services it reads it *once*, so a rotated password reaches it only through a
   restart — the very thing a rotation has to orchestrate;
 - ``/healthz`` is always 200 (liveness);
@@ -49,23 +50,25 @@ kubelet's grace period) before it exits: a graceful shutdown, never a cut respon
 
 from __future__ import annotations
 
-import http.client
 import json
 import os
 import signal
 import sys
 import threading
 import time
-import urllib.parse
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from rotate_lab.shop.sample_bootstrap import (
+    ConfigCenter,
+    document_from_env,
+    fetch_bootstrap,
+)
 from rotate_lab.shop.sample_dragonfly import Dragonfly, RespError
 
 CHECK_TTL = 0.5
 BOOTSTRAP_DEADLINE = float(os.environ.get("LAB_BOOTSTRAP_DEADLINE", "15"))
-IO_TIMEOUT = 2.0
 DRAIN_SECONDS = float(os.environ.get("LAB_DRAIN_SECONDS", "0.5"))
 IN_FLIGHT_GRACE = 1.0
 
@@ -146,58 +149,6 @@ def fault_active(kind: str, target: str) -> bool:
     if not value:
         return False
     return value is True or (isinstance(value, list) and target in value)
-
-
-# -- Config Center ------------------------------------------------------------------------
-
-
-class ConfigCenter:
-    def __init__(self, url: str, token: str) -> None:
-        parts = urllib.parse.urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError("CONFIG_CENTER_URL must be an http(s) URL")
-        self.scheme = parts.scheme
-        self.host = parts.hostname
-        self.port = parts.port or (443 if parts.scheme == "https" else 80)
-        self.base = parts.path.rstrip("/")
-        self._token = token
-
-    def get_bootstrap(self) -> tuple[int, Any]:
-        """(status, parsed body or None). Raises OSError when unreachable."""
-        addr = resolve(self.host)
-        conn: http.client.HTTPConnection
-        if self.scheme == "https":
-            conn = http.client.HTTPSConnection(addr, self.port, timeout=IO_TIMEOUT)
-        else:
-            conn = http.client.HTTPConnection(addr, self.port, timeout=IO_TIMEOUT)
-        try:
-            conn.request("GET", self.base + "/v1/bootstrap", headers={
-                "Authorization": f"Bearer {self._token}",
-                "Host": f"{self.host}:{self.port}",
-                "Accept": "application/json",
-            })
-            resp = conn.getresponse()
-            raw = resp.read()
-        except http.client.HTTPException as exc:
-            raise OSError("bad HTTP response") from exc
-        finally:
-            conn.close()
-        body: Any = None
-        if resp.status == 200:
-            try:
-                body = json.loads(raw)
-            except ValueError as exc:
-                raise OSError("bootstrap document is not JSON") from exc
-        return resp.status, body
-
-
-def unwrap(body: Any) -> dict[str, Any]:
-    """Accept the document itself or a ``{"value": doc, "version": n}`` envelope."""
-    if isinstance(body, dict) and isinstance(body.get("value"), dict) and "version" in body:
-        return dict(body["value"])
-    if not isinstance(body, dict):
-        raise ValueError("bootstrap document is not a JSON object")
-    return body
 
 
 # -- readiness ------------------------------------------------------------------------------
@@ -373,50 +324,6 @@ def make_handler(service: Service, in_flight: InFlight) -> type[BaseHTTPRequestH
     return Handler
 
 
-def fetch_bootstrap(cc: ConfigCenter, deadline: float) -> dict[str, Any]:
-    """Retry until ``deadline``; raises SystemExit(1) with a clear log line otherwise."""
-    last = "no attempt"
-    delay = 0.1
-    while True:
-        try:
-            status, body = cc.get_bootstrap()
-            if status == 200:
-                return unwrap(body)
-            last = f"HTTP {status}"
-            if status in (401, 403):
-                last += " (machine token rejected)"
-        except (OSError, ValueError) as exc:
-            last = str(exc) if isinstance(exc, ValueError) else "config center unreachable"
-        if time.monotonic() + delay > deadline:
-            log(f"bootstrap failed: {last}; giving up")
-            raise SystemExit(1)
-        time.sleep(delay)  # start-up retry back-off, not synchronisation
-        delay = min(1.0, delay * 2)
-
-
-def document_from_env(environ: dict[str, str] | os._Environ[str]) -> dict[str, Any] | None:
-    """The document of a service that reads its Secret itself (module doc), or None when the
-    environment names neither Dragonfly nor MariaDB."""
-    if "CONFIG_CENTER_URL" in environ:
-        return None
-    document: dict[str, Any] = {}
-    if environ.get("DRAGONFLY_HOST"):
-        section: dict[str, Any] = {"host": environ["DRAGONFLY_HOST"],
-                                   "port": int(environ.get("DRAGONFLY_PORT") or 6379)}
-        if environ.get("DRAGONFLY_PASSWORD_FILE"):
-            section["password_file"] = environ["DRAGONFLY_PASSWORD_FILE"]
-        else:
-            section["password"] = environ.get("DRAGONFLY_PASSWORD", "")
-        document["dragonfly"] = section
-    if environ.get("MARIADB_HOST"):
-        document["mariadb"] = {"host": environ["MARIADB_HOST"],
-                               "port": int(environ.get("MARIADB_PORT") or 3306),
-                               "user": environ.get("MARIADB_USER", ""),
-                               "password": environ.get("MARIADB_PASSWORD", ""),
-                               "database": environ.get("MARIADB_DATABASE", "")}
-    return document or None
-
-
 def main() -> int:
     name = os.environ.get("LAB_SERVICE_NAME", "sample")
     url = os.environ.get("CONFIG_CENTER_URL", "")
@@ -431,7 +338,7 @@ def main() -> int:
     cc: ConfigCenter | None = None
     if own is None:
         try:
-            cc = ConfigCenter(url, token)
+            cc = ConfigCenter(url, token, resolve)
         except ValueError as exc:
             log(str(exc))
             return 1
@@ -441,7 +348,7 @@ def main() -> int:
         raise SystemExit(0)
 
     signal.signal(signal.SIGTERM, exit_now)  # until the server runs: nothing to drain
-    document = (fetch_bootstrap(cc, time.monotonic() + BOOTSTRAP_DEADLINE)
+    document = (fetch_bootstrap(cc, time.monotonic() + BOOTSTRAP_DEADLINE, log)
                 if cc is not None else own or {})
     try:
         service = Service(name, cc, document)
