@@ -8,6 +8,8 @@ the start of ``provider.apply``.  Checked from outside the tool: OpenBao's versi
 resume +1 and a new value, a rollback +1 and the value from before), the Secret holds
 OpenBao's value, Bugsink's own login page accepts it and refuses the value it replaced, and
 no values Secret is left in the namespace.
+``JobCase`` runs a case (bench/fault_case.py with this check instead of the matrix's);
+``heal_job`` makes the credential consistent again after an inconsistent one.
 """
 
 from __future__ import annotations
@@ -15,8 +17,9 @@ from __future__ import annotations
 import subprocess
 from typing import Any
 
+from bench.fault_case import Case
 from bench.fault_matrix import RECOVERIES, SIGNALS, Spec
-from bench.fault_world import Credential, World, wait
+from bench.fault_world import Credential, Journal, World, thaw, wait
 
 JOB = "bugsink-admin"
 NAMESPACE = "bugsink"
@@ -80,3 +83,44 @@ def check_job(world: World, value: str, version: int) -> list[str]:
     if left:
         problems.append(f"{JOB}: values Secrets left: {', '.join(left)}")
     return problems
+
+
+class JobCase(Case):
+    """A case of ``apply: job``: the human deletes the rotator's Job, and the
+    check is Bugsink's login instead of Dragonfly's and the shop's."""
+
+    def act(self, proc: subprocess.Popen[str]) -> dict[str, int]:
+        if self.spec.disturbance != "human":
+            return super().act(proc)
+        self.world.fault("rotator-hang", "set")
+        thaw(proc)
+        try:
+            delete_running_job(self.world)
+        finally:
+            self.world.fault("rotator-hang", "set", clear=True)
+        return {}
+
+    def check(self, expect: dict[str, str], v1: dict[str, int]) -> None:
+        w, p = self.world, self.out.problems
+        for name, cred in self.creds.items():
+            version, value = w.bao_version(cred), w.bao_value(cred)
+            added, back, was = version - self.v0[name], version - v1[name], expect[name]
+            if was == "rotated" and (added != 1 or value == self.value0[name]):
+                p.append(f"{name}: OpenBao +{added} version(s), expected +1 and a new value")
+            if was == "restored" and (back != 1 or value != self.value0[name]):
+                p.append(f"{name}: rollback added +{back}, expected +1 and the value before")
+            if was == "unchanged" and (added or value != self.value0[name]):
+                p.append(f"{name}: OpenBao changed (+{added}) by a run that should not")
+            p += check_job(w, value, version)
+
+
+def heal_job(world: World) -> list[str]:
+    """After an inconsistent job case: faults off, a fresh rotation (resumed if it fails)."""
+    world.lab.run("fault", "--clear")
+    known = world.known_runs()
+    if world.rotate(JOB, "--confirm").returncode != 0:
+        run_id = Journal(world.runs, JOB, known).run_id_now()
+        if run_id:
+            world.rotate("resume", run_id, "--confirm")
+    cred = CREDENTIAL
+    return check_job(world, world.bao_value(cred), world.bao_version(cred))

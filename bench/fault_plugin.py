@@ -16,6 +16,7 @@ Checked from outside the tool, beyond the matrix's OpenBao and Secret checks: Ma
 (PyMySQL) logs OpenBao's account in with OpenBao's value, the other account is
 ``ACCOUNT LOCK``ed, ``mariadb/catalog`` is rolled out and answers ``/readyz`` 200, and no value
 OpenBao ever held for the path is in MariaDB's general query log.
+``PluginCase`` runs a case (bench/fault_case.py, this check beside the matrix's).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import signal
 import subprocess
 from typing import Any
 
+from bench.fault_case import Case
 from bench.fault_matrix import RECOVERIES, Spec
 from bench.fault_world import Credential, World, thaw, wait
 
@@ -131,3 +133,19 @@ def check_plugin(world: World, version: int) -> list[str]:
     if any(v in log for v in values):
         problems.append(f"{PLUGIN}: a password is in MariaDB's general query log")
     return problems
+
+
+class PluginCase(Case):
+    """A provider plug-in's case: MariaDB frozen under the plug-in, and the
+    check is MariaDB's own accounts and log beside the matrix's."""
+
+    def act(self, proc: subprocess.Popen[str]) -> dict[str, int]:
+        if self.spec.disturbance != FREEZE:
+            return super().act(proc)
+        freeze_provider_until_done(self.world, proc)
+        return {}
+
+    def check(self, expect: dict[str, str], v1: dict[str, int]) -> None:
+        super().check(expect, v1)
+        cred = self.creds[PLUGIN]
+        self.out.problems += check_plugin(self.world, self.world.bao_version(cred))

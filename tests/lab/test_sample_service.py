@@ -305,7 +305,9 @@ def test_without_a_config_center_it_reads_its_secret_from_env_or_a_file(
         tmp_path: Path) -> None:
     """A workload that reads its Secret itself: the document comes from its environment; a
     password file is read afresh on every login (the kubelet's refresh reaches it)."""
-    from rotate_lab.shop.sample_service import Dragonfly, document_from_env
+    from rotate_lab.shop.sample_bootstrap import document_from_env
+    from rotate_lab.shop.sample_dragonfly import Dragonfly
+    from rotate_lab.shop.sample_service import resolve
 
     host = {"DRAGONFLY_HOST": "dragonfly.dragonfly.svc.cluster.local"}
     assert document_from_env({**host, "DRAGONFLY_PASSWORD": "p1"}) == {
@@ -316,7 +318,7 @@ def test_without_a_config_center_it_reads_its_secret_from_env_or_a_file(
     pw.write_text("first\n")
     doc = document_from_env({**host, "DRAGONFLY_PASSWORD_FILE": str(pw)})
     assert doc is not None
-    conn = Dragonfly(doc["dragonfly"])
+    conn = Dragonfly(doc["dragonfly"], resolve)
     assert conn._auth() == [("AUTH", "first")]
     pw.write_text("second")
     assert conn._auth() == [("AUTH", "second")]

@@ -4,7 +4,8 @@ Standard library only, so that a pod starts in well under a second.  Behaviour (
 sample service"):
 
 - at start it fetches ``GET {CONFIG_CENTER_URL}/v1/bootstrap`` with its machine token
-  (retrying until a short deadline, then exiting non-zero) and keeps the document in memory:
+  (:mod:`.sample_bootstrap`; retrying until a short deadline, then exiting non-zero) and
+  keeps the document in memory:
   like the real services it reads it *once*, so a rotated password reaches it only through a
   restart — the very thing a rotation has to orchestrate;
 - ``/healthz`` is always 200 (liveness);
@@ -13,7 +14,7 @@ sample service"):
   cached for at most :data:`CHECK_TTL` seconds; the ``readyz-fail`` lab fault forces 503 for
   every caller except the kubelet's probe (``User-Agent: kube-probe/…``), so the fault fails
   a rotation's readyz stage without making the pods unready;
-- ``/work`` does a real SET+GET round trip to Dragonfly;
+- ``/work`` does a real SET+GET round trip to Dragonfly (:mod:`.sample_dragonfly`);
 - ``/metrics`` (Prometheus text format) counts the ``/readyz`` answers other than 200 given
   to callers other than the kubelet (``lab_readyz_failures_total{service=NAME}``): what a
   canary's PromQL query in the lab watches (``rotate lab up --with prometheus``);
@@ -49,22 +50,25 @@ kubelet's grace period) before it exits: a graceful shutdown, never a cut respon
 
 from __future__ import annotations
 
-import http.client
 import json
 import os
 import signal
-import socket
 import sys
 import threading
 import time
-import urllib.parse
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from rotate_lab.shop.sample_bootstrap import (
+    ConfigCenter,
+    document_from_env,
+    fetch_bootstrap,
+)
+from rotate_lab.shop.sample_dragonfly import Dragonfly, RespError
+
 CHECK_TTL = 0.5
 BOOTSTRAP_DEADLINE = float(os.environ.get("LAB_BOOTSTRAP_DEADLINE", "15"))
-IO_TIMEOUT = 2.0
 DRAIN_SECONDS = float(os.environ.get("LAB_DRAIN_SECONDS", "0.5"))
 IN_FLIGHT_GRACE = 1.0
 
@@ -147,192 +151,6 @@ def fault_active(kind: str, target: str) -> bool:
     return value is True or (isinstance(value, list) and target in value)
 
 
-# -- Config Center ------------------------------------------------------------------------
-
-
-class ConfigCenter:
-    def __init__(self, url: str, token: str) -> None:
-        parts = urllib.parse.urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError("CONFIG_CENTER_URL must be an http(s) URL")
-        self.scheme = parts.scheme
-        self.host = parts.hostname
-        self.port = parts.port or (443 if parts.scheme == "https" else 80)
-        self.base = parts.path.rstrip("/")
-        self._token = token
-
-    def get_bootstrap(self) -> tuple[int, Any]:
-        """(status, parsed body or None). Raises OSError when unreachable."""
-        addr = resolve(self.host)
-        conn: http.client.HTTPConnection
-        if self.scheme == "https":
-            conn = http.client.HTTPSConnection(addr, self.port, timeout=IO_TIMEOUT)
-        else:
-            conn = http.client.HTTPConnection(addr, self.port, timeout=IO_TIMEOUT)
-        try:
-            conn.request("GET", self.base + "/v1/bootstrap", headers={
-                "Authorization": f"Bearer {self._token}",
-                "Host": f"{self.host}:{self.port}",
-                "Accept": "application/json",
-            })
-            resp = conn.getresponse()
-            raw = resp.read()
-        except http.client.HTTPException as exc:
-            raise OSError("bad HTTP response") from exc
-        finally:
-            conn.close()
-        body: Any = None
-        if resp.status == 200:
-            try:
-                body = json.loads(raw)
-            except ValueError as exc:
-                raise OSError("bootstrap document is not JSON") from exc
-        return resp.status, body
-
-
-def unwrap(body: Any) -> dict[str, Any]:
-    """Accept the document itself or a ``{"value": doc, "version": n}`` envelope."""
-    if isinstance(body, dict) and isinstance(body.get("value"), dict) and "version" in body:
-        return dict(body["value"])
-    if not isinstance(body, dict):
-        raise ValueError("bootstrap document is not a JSON object")
-    return body
-
-
-# -- Dragonfly (RESP) -----------------------------------------------------------------------
-
-
-class RespError(Exception):
-    """A Dragonfly problem; the message never carries the password."""
-
-
-class RespConnectionLost(RespError):
-    """The connection failed or was closed (a server restarting), not an answer of it."""
-
-
-def _encode(*args: str) -> bytes:
-    out = [f"*{len(args)}\r\n".encode()]
-    for a in args:
-        b = a.encode()
-        out.append(b"$%d\r\n%s\r\n" % (len(b), b))
-    return b"".join(out)
-
-
-class Resp:
-    """One connection speaking just enough RESP2: simple strings, errors, integers, bulk."""
-
-    def __init__(self, host: str, port: int) -> None:
-        try:
-            self.sock = socket.create_connection((resolve(host), port), timeout=IO_TIMEOUT)
-        except OSError as exc:
-            raise RespConnectionLost(f"cannot connect to dragonfly at {host}:{port}") from exc
-        self.buf = self.sock.makefile("rb")
-
-    def close(self) -> None:
-        try:
-            self.buf.close()
-            self.sock.close()
-        except OSError:
-            pass
-
-    def pipeline(self, *commands: tuple[str, ...]) -> list[str | int | None]:
-        """Send every command in one write, then read their replies in order.
-
-        One round trip instead of one per command: each goes through the lab's kube-proxy,
-        which the benchmark's load keeps busy.  The first error reply raises; the commands
-        after it (on this connection, closed by the caller) are not read."""
-        try:
-            self.sock.sendall(b"".join(_encode(*args) for args in commands))
-        except OSError as exc:
-            raise RespConnectionLost(f"dragonfly I/O error on {commands[0][0]}") from exc
-        return [self._reply(args) for args in commands]
-
-    def _reply(self, args: tuple[str, ...]) -> str | int | None:
-        try:
-            line = self.buf.readline()
-            if not line.endswith(b"\r\n"):
-                raise RespConnectionLost("dragonfly closed the connection")
-            kind, rest = line[:1], line[1:-2].decode(errors="replace")
-            if kind == b"+":
-                return rest
-            if kind == b"-":
-                # First word only (e.g. WRONGPASS, NOAUTH, ERR): safe, never echoes input.
-                raise RespError(f"dragonfly answered {rest.split(' ', 1)[0]} to {args[0]}")
-            if kind == b":":
-                return int(rest)
-            if kind == b"$":
-                n = int(rest)
-                if n < 0:
-                    return None
-                data = self.buf.read(n + 2)
-                return data[:-2].decode(errors="replace")
-            raise RespError("unexpected reply from dragonfly")
-        except OSError as exc:
-            raise RespConnectionLost(f"dragonfly I/O error on {args[0]}") from exc
-
-
-class Dragonfly:
-    def __init__(self, section: dict[str, Any], what: str = "dragonfly") -> None:
-        self.host = str(section.get("host") or "")
-        self.port = int(section.get("port") or 6379)
-        password = section.get("password")
-        self._password = None if password in (None, "") else str(password)
-        #: a file read afresh on every login (a Secret volume the kubelet refreshes)
-        self._password_file = str(section.get("password_file") or "") or None
-        username = section.get("username")
-        self._username = None if username in (None, "") else str(username)
-        if not self.host:
-            raise ValueError(f"{what} section has no host")
-
-    def _auth(self) -> list[tuple[str, ...]]:
-        if self._password_file is not None:
-            try:
-                with open(self._password_file, encoding="utf-8") as f:
-                    self._password = f.read().strip() or None
-            except OSError:
-                self._password = None
-        if self._password is not None and self._username is not None:
-            return [("AUTH", self._username, self._password)]
-        if self._password is not None:
-            return [("AUTH", self._password)]
-        return []
-
-    def _session(self, *commands: tuple[str, ...]) -> list[str | int | None]:
-        """A fresh connection: AUTH (when the document has a password), then ``commands``,
-        all in one write; the replies after AUTH's.  A fresh login per call is the point: a
-        password the server no longer holds fails the very next request."""
-        auth = self._auth()
-        conn = Resp(self.host, self.port)
-        try:
-            return conn.pipeline(*auth, *commands)[len(auth):]
-        finally:
-            conn.close()
-
-    def ping(self) -> None:
-        def attempt() -> None:
-            if self._session(("PING",)) != ["PONG"]:
-                raise RespError("dragonfly did not answer PONG")
-
-        self._once_more(attempt)
-
-    def round_trip(self, key: str, value: str) -> None:
-        def attempt() -> None:
-            if self._session(("SET", key, value), ("GET", key))[1] != value:
-                raise RespError("dragonfly GET returned a different value")
-
-        self._once_more(attempt)
-
-    @staticmethod
-    def _once_more(attempt: Callable[[], None]) -> None:
-        """Like Redis clients: a connection lost to a restarting server is retried once on a
-        fresh connection (the Service then routes to a live pod); an *answer* such as
-        WRONGPASS is never retried — a rejected password must show."""
-        try:
-            attempt()
-        except RespConnectionLost:
-            attempt()
-
-
 # -- readiness ------------------------------------------------------------------------------
 
 
@@ -359,9 +177,9 @@ class Service:
         self.name = name
         self.cc = cc
         section = document.get("dragonfly")
-        self.dragonfly = Dragonfly(section) if isinstance(section, dict) else None
+        self.dragonfly = Dragonfly(section, resolve) if isinstance(section, dict) else None
         cache = document.get("cache")
-        self.cache = Dragonfly(cache, "cache") if isinstance(cache, dict) else None
+        self.cache = Dragonfly(cache, resolve, "cache") if isinstance(cache, dict) else None
         pg = document.get("postgres")
         if isinstance(pg, dict):
             from rotate_lab.shop.sample_postgres import Postgres
@@ -506,50 +324,6 @@ def make_handler(service: Service, in_flight: InFlight) -> type[BaseHTTPRequestH
     return Handler
 
 
-def fetch_bootstrap(cc: ConfigCenter, deadline: float) -> dict[str, Any]:
-    """Retry until ``deadline``; raises SystemExit(1) with a clear log line otherwise."""
-    last = "no attempt"
-    delay = 0.1
-    while True:
-        try:
-            status, body = cc.get_bootstrap()
-            if status == 200:
-                return unwrap(body)
-            last = f"HTTP {status}"
-            if status in (401, 403):
-                last += " (machine token rejected)"
-        except (OSError, ValueError) as exc:
-            last = str(exc) if isinstance(exc, ValueError) else "config center unreachable"
-        if time.monotonic() + delay > deadline:
-            log(f"bootstrap failed: {last}; giving up")
-            raise SystemExit(1)
-        time.sleep(delay)  # start-up retry back-off, not synchronisation
-        delay = min(1.0, delay * 2)
-
-
-def document_from_env(environ: dict[str, str] | os._Environ[str]) -> dict[str, Any] | None:
-    """The document of a service that reads its Secret itself (module doc), or None when the
-    environment names neither Dragonfly nor MariaDB."""
-    if "CONFIG_CENTER_URL" in environ:
-        return None
-    document: dict[str, Any] = {}
-    if environ.get("DRAGONFLY_HOST"):
-        section: dict[str, Any] = {"host": environ["DRAGONFLY_HOST"],
-                                   "port": int(environ.get("DRAGONFLY_PORT") or 6379)}
-        if environ.get("DRAGONFLY_PASSWORD_FILE"):
-            section["password_file"] = environ["DRAGONFLY_PASSWORD_FILE"]
-        else:
-            section["password"] = environ.get("DRAGONFLY_PASSWORD", "")
-        document["dragonfly"] = section
-    if environ.get("MARIADB_HOST"):
-        document["mariadb"] = {"host": environ["MARIADB_HOST"],
-                               "port": int(environ.get("MARIADB_PORT") or 3306),
-                               "user": environ.get("MARIADB_USER", ""),
-                               "password": environ.get("MARIADB_PASSWORD", ""),
-                               "database": environ.get("MARIADB_DATABASE", "")}
-    return document or None
-
-
 def main() -> int:
     name = os.environ.get("LAB_SERVICE_NAME", "sample")
     url = os.environ.get("CONFIG_CENTER_URL", "")
@@ -564,7 +338,7 @@ def main() -> int:
     cc: ConfigCenter | None = None
     if own is None:
         try:
-            cc = ConfigCenter(url, token)
+            cc = ConfigCenter(url, token, resolve)
         except ValueError as exc:
             log(str(exc))
             return 1
@@ -574,7 +348,7 @@ def main() -> int:
         raise SystemExit(0)
 
     signal.signal(signal.SIGTERM, exit_now)  # until the server runs: nothing to drain
-    document = (fetch_bootstrap(cc, time.monotonic() + BOOTSTRAP_DEADLINE)
+    document = (fetch_bootstrap(cc, time.monotonic() + BOOTSTRAP_DEADLINE, log)
                 if cc is not None else own or {})
     try:
         service = Service(name, cc, document)

@@ -23,15 +23,14 @@ Invariants (the API server and the in-process controllers rely on them):
 from __future__ import annotations
 
 import contextlib
-import copy
 import logging
 import random
 import threading
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 from rotate_lab.cluster.api import resources
 from rotate_lab.cluster.api.apierrors import (
@@ -43,6 +42,7 @@ from rotate_lab.cluster.api.apierrors import (
     method_not_allowed,
     not_found,
 )
+from rotate_lab.cluster.api.jsontree import copy_tree
 from rotate_lab.cluster.api.patch import PatchError, apply_patch
 from rotate_lab.cluster.api.resources import Kind
 from rotate_lab.cluster.api.selectors import (
@@ -53,10 +53,11 @@ from rotate_lab.cluster.api.selectors import (
     parse_label_selector,
 )
 from rotate_lab.cluster.api.validation import apply_defaults, validate
+from rotate_lab.cluster.api.watch import Watch
 
 T = TypeVar("T")
 
-__all__ = ["ApiError", "Store", "Watch", "now_rfc3339"]
+__all__ = ["ApiError", "Store", "now_rfc3339"]
 
 Obj = dict[str, Any]
 Subscriber = Callable[[str, str, Obj], None]
@@ -70,120 +71,13 @@ _Names = list[tuple[str, str]]  # (namespace, name); "" for a cluster-scoped kin
 log = logging.getLogger("rotate_lab.store")
 
 HISTORY = 10_000  # events kept for watch replay; older resourceVersions get 410 Expired
-WATCH_QUEUE_LIMIT = 10_000
 MAX_EVENTS = 2_000  # a watcher this far behind is closed (clients re-list)
 DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 _GEN_CHARS = "bcdfghjklmnpqrstvwxz2456789"
-_ATOMS = (str, int, float, bool, type(None))  # what _tree shares instead of copying
-
-
-def _copy(value: T) -> T:
-    """A deep copy of a stored object.  Stored objects are JSON trees (dicts, lists, strings,
-    numbers, booleans, None), which :func:`_tree` copies about three times faster than
-    ``copy.deepcopy`` (no memo, no dispatch); anything else falls back to it.  The store
-    copies on every read and write, and every copy is CPU the API server and the controllers
-    share: under load, a rollout's ten Deployments reached their pods one after the other
-    behind them."""
-    return cast(T, _tree(value))
-
-
-def _tree(value: Any) -> Any:
-    kind = type(value)
-    if kind is dict:
-        return {k: _tree(v) for k, v in value.items()}
-    if kind is list:
-        return [_tree(v) for v in value]
-    if isinstance(value, _ATOMS):
-        return value
-    return copy.deepcopy(value)
 
 
 def now_rfc3339() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-class Watch:
-    """A stream of ``{"type", "object"}`` events for one kind (and namespace/selectors)."""
-
-    def __init__(self, store: Store, kind: Kind, namespace: str | None,
-                 labels: LabelSelector, fields: FieldSelector) -> None:
-        self._store = store
-        self.kind = kind
-        self._namespace = namespace
-        self._labels = labels
-        self._fields = fields
-        self._cond = threading.Condition(threading.Lock())
-        self._queue: deque[tuple[str, Obj]] = deque()
-        self._closed = False
-
-    @property
-    def closed(self) -> bool:
-        return self._closed
-
-    @property
-    def pending(self) -> bool:
-        """Events are queued, not yet handed out by :meth:`next`."""
-        with self._cond:
-            return bool(self._queue)
-
-    def _matches(self, obj: Obj | None) -> bool:
-        if obj is None:
-            return False
-        md = obj.get("metadata") or {}
-        if self._namespace is not None and md.get("namespace") != self._namespace:
-            return False
-        return self._labels.matches(md.get("labels")) and self._fields.matches(obj)
-
-    def _offer(self, ev_type: str, old: Obj | None, new: Obj) -> None:
-        """Called under the store lock.  Selector-aware, as Kubernetes: an object that stops
-        matching is DELETED for this watcher, one that starts matching is ADDED."""
-        was, now = (self._matches(old), self._matches(new))
-        if ev_type == "DELETED":
-            out = "DELETED" if was else None
-        elif ev_type == "ADDED":
-            out = "ADDED" if now else None
-        else:
-            out = {(True, True): "MODIFIED", (False, True): "ADDED",
-                   (True, False): "DELETED"}.get((was, now))
-        if out is None:
-            return
-        with self._cond:
-            if self._closed:
-                return
-            if len(self._queue) >= WATCH_QUEUE_LIMIT:
-                self._closed = True
-            else:
-                self._queue.append((out, new))
-            self._cond.notify_all()
-
-    def next(self, timeout: float | None) -> dict[str, Any] | None:
-        """The next event, or None on timeout or once closed and drained."""
-        with self._cond:
-            if not self._queue and not self._closed:
-                self._cond.wait_for(lambda: self._queue or self._closed, timeout)
-            if not self._queue:
-                return None
-            ev_type, obj = self._queue.popleft()
-        return {"type": ev_type, "object": _copy(obj)}
-
-    def close(self) -> None:
-        self._store._unregister(self)
-        with self._cond:
-            self._closed = True
-            self._cond.notify_all()
-
-    def __iter__(self) -> Iterator[dict[str, Any]]:
-        while True:
-            ev = self.next(None)
-            if ev is None:
-                return
-            yield ev
-
-    def __enter__(self) -> Watch:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def _kind(kind: str) -> Kind:
@@ -241,7 +135,7 @@ class Store:
     def get(self, kind: str, namespace: str | None, name: str) -> Obj:
         k = _kind(kind)
         with self._lock:
-            return _copy(self._stored(k, namespace, name))
+            return copy_tree(self._stored(k, namespace, name))
 
     def inspect(self, kind: str, namespace: str | None, name: str,
                 fn: Callable[[Obj], T]) -> T:
@@ -260,7 +154,7 @@ class Store:
         with self._lock:
             items = self._matching(k, namespace, lambda o: labels.matches(
                 (o.get("metadata") or {}).get("labels")) and fields.matches(o))
-            return _copy(items), str(self._rv)
+            return copy_tree(items), str(self._rv)
 
     def names(self, kind: str) -> _Names:
         """(namespace, name) of every stored object of ``kind``, in :meth:`list`'s order, and
@@ -280,7 +174,7 @@ class Store:
         rollout, and the rollouts would queue behind it."""
         k = _kind(kind)
         with self._lock:
-            return _copy(self._matching(k, namespace, where))
+            return copy_tree(self._matching(k, namespace, where))
 
     # --- writes -------------------------------------------------------------------------
 
@@ -303,7 +197,7 @@ class Store:
             rv = md.get("resourceVersion")
             if rv not in (None, "") and str(rv) != old["metadata"]["resourceVersion"]:
                 raise conflict(k, name)
-            out = self._replace(k, old, _copy(obj), subresource, notes)
+            out = self._replace(k, old, copy_tree(obj), subresource, notes)
         self._notify(notes)
         return out
 
@@ -337,7 +231,7 @@ class Store:
         notes: _Notes = []
         with self._lock:
             old = self._stored(k, namespace, name)
-            work = _copy(old)
+            work = copy_tree(old)
             fn(work)
             out = self._replace(k, old, work, subresource, notes)
         self._notify(notes)
@@ -355,15 +249,15 @@ class Store:
             old = self._stored(k, namespace, name)
             if k.kind == "Pod" and grace_seconds and grace_seconds > 0:
                 if old["metadata"].get("deletionTimestamp"):
-                    return _copy(old)
-                marked = _copy(old)
+                    return copy_tree(old)
+                marked = copy_tree(old)
                 self._rv += 1
                 marked["metadata"].update(deletionTimestamp=now_rfc3339(),
                                           deletionGracePeriodSeconds=grace_seconds,
                                           resourceVersion=str(self._rv))
                 self._commit(k, "MODIFIED", old, marked, notes)
                 self._notify(notes)
-                return _copy(marked)
+                return copy_tree(marked)
             out = self._delete(k, self._ns(k, namespace), name, propagation != "Orphan", notes)
         self._notify(notes)
         return out
@@ -379,7 +273,7 @@ class Store:
         """
         k = _kind(kind)
         labels, fields = _selectors(label_selector, field_selector)
-        w = Watch(self, k, namespace if k.namespaced else None, labels, fields)
+        w = Watch(self._unregister, k, namespace if k.namespaced else None, labels, fields)
         with self._lock:
             if resource_version in (None, "", "0"):
                 for _, obj in sorted(self._table(k).items()):
@@ -430,7 +324,7 @@ class Store:
                     raise
                 md = doc.get("metadata") or {}
                 current = self.get(kind, md.get("namespace") or "default", md["name"])
-                body = _copy(doc)
+                body = copy_tree(doc)
                 body["metadata"] = {**current["metadata"], **md}
                 out.append(self.update(kind, body))
         return out
@@ -520,7 +414,7 @@ class Store:
 
     def _create(self, k: Kind, obj: Obj, notes: _Notes) -> Obj:
         table = self._table(k)
-        new = _copy(obj)
+        new = copy_tree(obj)
         md = new.get("metadata")
         if not isinstance(md, dict):
             md = new["metadata"] = {}
@@ -554,14 +448,14 @@ class Store:
         else:
             md.pop("generation", None)
         self._commit(k, "ADDED", None, new, notes)
-        return _copy(new)
+        return copy_tree(new)
 
     def _replace(self, k: Kind, old: Obj, new: Obj, subresource: str | None,
                  notes: _Notes) -> Obj:
         if subresource == "status":
             if not k.status:
                 raise not_found(k, old["metadata"]["name"])
-            result = _copy(old)
+            result = copy_tree(old)
             if new.get("status") is None:
                 result.pop("status", None)
             else:
@@ -571,7 +465,7 @@ class Store:
             if k.status:
                 result.pop("status", None)
                 if "status" in old:
-                    result["status"] = _copy(old["status"])
+                    result["status"] = copy_tree(old["status"])
             md = result.get("metadata")
             if not isinstance(md, dict):
                 md = result["metadata"] = {}
@@ -589,19 +483,19 @@ class Store:
         if k.generation and _spec_part(result) != _spec_part(old):
             result["metadata"]["generation"] = int(old["metadata"].get("generation") or 0) + 1
         if _same_ignoring_rv(result, old):
-            return _copy(old)
+            return copy_tree(old)
         validate(k, result)
         self._rv += 1
         result["metadata"]["resourceVersion"] = str(self._rv)
         self._commit(k, "MODIFIED", old, result, notes)
-        return _copy(result)
+        return copy_tree(result)
 
     def _delete(self, k: Kind, ns: str, name: str, cascade: bool,
                 notes: _Notes) -> Obj:
         old = self._objects[k.kind].get((ns, name))
         if old is None:  # already gone through another owner
             return {}
-        gone = _copy(old)
+        gone = copy_tree(old)
         self._rv += 1
         gone["metadata"]["resourceVersion"] = str(self._rv)
         self._commit(k, "DELETED", old, gone, notes)
@@ -615,7 +509,7 @@ class Store:
                     in_ns = k.kind == "Namespace" and dk.namespaced and dns == name
                     if in_ns or any(o.get("uid") == uid for o in owners):
                         self._delete(dk, dns, dname, True, notes)
-        return _copy(gone)
+        return copy_tree(gone)
 
     def _notify(self, notes: _Notes) -> None:
         """Each committed change, to every subscriber: one copy of the object per change,
@@ -627,7 +521,7 @@ class Store:
         with self._lock:
             subscribers = list(self._subscribers)
         for ev_type, kind, obj in notes:
-            shared = _copy(obj)
+            shared = copy_tree(obj)
             for fn in subscribers:
                 try:
                     fn(ev_type, kind, shared)
