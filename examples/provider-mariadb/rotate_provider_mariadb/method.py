@@ -12,7 +12,7 @@ Nothing is created or dropped.
 from __future__ import annotations
 
 from rotate.chain.model import ProviderApply
-from rotate.clients.seams import AuthProbe
+from rotate.clients.provider_seams import AuthProbe
 from rotate.core.errors import ForbiddenError, NotFoundError, PermanentError
 from rotate.core.secret import Secret
 from rotate.providers import Change, Link, Progress, Target, ValueRule
