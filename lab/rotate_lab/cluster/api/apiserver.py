@@ -78,8 +78,11 @@ class ApiServer:
         self.logs = logs
         self.identities = dict(identities)
         self.proxy = proxy
-        self._tmp = tempfile.TemporaryDirectory(prefix="rotate-lab-tls-")
-        self._server = TlsServer((host, port), self, tls.server_context(Path(self._tmp.name)))
+        # the key and certificate are on disk only while the context loads them: a cluster
+        # process killed with SIGKILL leaves no key behind in the temporary directory
+        with tempfile.TemporaryDirectory(prefix="rotate-lab-tls-") as tmp:
+            context = tls.server_context(Path(tmp))
+        self._server = TlsServer((host, port), self, context)
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
         self._watches: set[Watch] = set()
@@ -176,7 +179,6 @@ class ApiServer:
         self._server.server_close()
         if self._thread is not None:
             self._thread.join(5)
-        self._tmp.cleanup()
 
     def identify(self, header: str | None) -> Authorizer | None:
         who = self._identify(header)
