@@ -234,7 +234,10 @@ def test_the_leader_rotates_what_is_due_at_its_resync(lab: Lab, repo_root: Path)
     # at least 30 s, time enough to stop the replicas before a second rotation
     max_age = max(math.ceil(version_age(lab)) + 2, 30)
     lab.kubectl_apply(chain_configmap(max_age=f"{max_age}s"))
-    lab.kubectl_apply(rendered_watch(lab, repo_root / "examples" / "in-cluster", resync=3))
+    restarted = rendered_watch(lab, repo_root / "examples" / "in-cluster", resync=3)
+    restarted["spec"]["strategy"] = {  # both new replicas at once, the old ones until ready
+        "type": "RollingUpdate", "rollingUpdate": {"maxSurge": 2, "maxUnavailable": 0}}
+    lab.kubectl_apply(restarted)
     try:
         metrics = eventually(lambda: due_acted(lab), 120, "the leader's due rotation to end")
         run_id = eventually(lambda: at_step(lab, known, "backend.write"), 30,
