@@ -13,22 +13,34 @@ Set up as docs/in-cluster.md says (tests/support/incluster.py, RBAC with ``--wat
    version.
 
 No Secret value in the pods' logs, no annotation written to the Secret by kopf, and the
-metrics name the adopt and the resume.  One lab; the seed rotation is the module's only
-full rotation besides the two adopt runs.
+metrics name the adopt and the resume.  Then (the second test, on the replicas the first
+left):
+
+3. the chain ConfigMap gets a ``maxAge`` the current value has reached and the Deployment
+   is restarted with ``--resync=3``: at a resync the new leader finds dragonfly due and runs
+   ``rotate due dragonfly --confirm`` — one rotation, its journal a replica's, one new backend
+   version, the chain closed, no value in the logs.  The Deployment is then scaled to 0, so
+   nothing rotates until the lab stops.
+
+One lab; the seed rotation and the due one are the module's only full rotations besides the
+two adopt runs.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.support.incluster import NS, rendered, set_up
+from rotate.core.timestamps import parse_rfc3339
+from tests.support.incluster import NS, chain_configmap, rendered, set_up
 from tests.support.labtools import Lab, scan
 from tests.support.polling import eventually
 
@@ -40,13 +52,14 @@ SECOND = "put-by-hand-leader-killed-0123456789abcd"
 LABEL = "app.kubernetes.io/name=rotate-watch"
 
 
-def rendered_watch(lab: Lab, examples: Path) -> dict[str, Any]:
+def rendered_watch(lab: Lab, examples: Path, resync: int = 600) -> dict[str, Any]:
+    """watch.yaml with a dead leader replaced within seconds; changes found by events, not
+    by the resync, unless ``resync`` is short (its schedules)."""
     deployment = rendered(lab, examples / "watch.yaml")
     container = deployment["spec"]["template"]["spec"]["containers"][0]
-    # a dead leader replaced within seconds; changes found by events, not by the resync
     container["args"] = [a for a in container["args"]
                          if not a.startswith(("--lease-seconds", "--resync"))]
-    container["args"] += ["--lease-seconds=5", "--resync=600"]
+    container["args"] += ["--lease-seconds=5", f"--resync={resync}"]
     return deployment
 
 
@@ -116,6 +129,37 @@ def watch_runs(lab: Lab) -> list[dict[str, Any]]:
     return runs
 
 
+def version_age(lab: Lab) -> float:
+    """Seconds since OpenBao's current dragonfly version was written: the age ``maxAge``
+    is measured against (rotate.engine.due)."""
+    meta = lab.bao("GET", "secret/metadata/infra/dragonfly").json()["data"]
+    created = meta["versions"][str(meta["current_version"])]["created_time"]
+    return (datetime.now(UTC) - parse_rfc3339(created)).total_seconds()
+
+
+def due_acted(lab: Lab) -> str | None:
+    """The /metrics of the replica whose ``rotate due`` child ended (HTTP: cheap to poll)."""
+    for p in pods(lab):
+        ip = (p.get("status") or {}).get("podIP")
+        try:
+            text = httpx.get(f"http://{ip}:8080/metrics", timeout=5).text if ip else ""
+        except httpx.HTTPError:
+            continue  # a replica starting or stopping
+        if 'rotate_watch_actions_total{action="due"' in text:
+            return text
+    return None
+
+
+def watch_logs(lab: Lab) -> str:
+    return "".join(lab.kubectl("logs", "-n", NS, p["metadata"]["name"], check=False)
+                   for p in pods(lab))
+
+
+def ended(logs: str) -> str | None:
+    """``logs`` once they hold the line the watcher writes after its due run's count."""
+    return logs if "due: ended with exit" in logs else None
+
+
 def test_two_replicas_adopt_a_hand_put_and_survive_their_leader_killed_mid_run(
         lab: Lab, tmp_path: Path, repo_root: Path) -> None:
     set_up(lab, tmp_path, watch=True)
@@ -179,3 +223,45 @@ def test_two_replicas_adopt_a_hand_put_and_survive_their_leader_killed_mid_run(
     assert 'rotate_watch_actions_total{action="resume",code="0",credential="dragonfly"} 1.0' \
         in metrics, metrics
     assert metrics.count("rotate_watch_leader 1.0") == 1, metrics
+
+
+def test_the_leader_rotates_what_is_due_at_its_resync(lab: Lab, repo_root: Path) -> None:
+    """On the replicas the test above left: ``maxAge`` in the chain ConfigMap, the
+    Deployment restarted with ``--resync=3`` (new pods read the chain at start)."""
+    before, version = lab.bao_password(), lab.bao_version()
+    known = {r["run_id"] for r in watch_runs(lab)}
+    # due by the time the new leader's first resync comes; its own new value not due for
+    # at least 30 s, time enough to stop the replicas before a second rotation
+    max_age = max(math.ceil(version_age(lab)) + 2, 30)
+    lab.kubectl_apply(chain_configmap(max_age=f"{max_age}s"))
+    restarted = rendered_watch(lab, repo_root / "examples" / "in-cluster", resync=3)
+    restarted["spec"]["strategy"] = {  # both new replicas at once, the old ones until ready
+        "type": "RollingUpdate", "rollingUpdate": {"maxSurge": 2, "maxUnavailable": 0}}
+    lab.kubectl_apply(restarted)
+    try:
+        metrics = eventually(lambda: due_acted(lab), 120, "the leader's due rotation to end")
+        run_id = eventually(lambda: at_step(lab, known, "backend.write"), 30,
+                            "the due run's journal in a replica's emptyDir")
+        logs = eventually(lambda: ended(watch_logs(lab)), 30, "the `due:` end in the logs")
+    finally:  # nothing rotates again until the lab stops
+        lab.kubectl("scale", "deployment", "-n", NS, "rotate-watch", "--replicas=0")
+    assert 'rotate_watch_actions_total{action="due",code="0",credential="dragonfly"} 1.0' \
+        in metrics, metrics
+    assert "due: dragonfly: rotate due dragonfly --confirm" in logs, logs
+    assert "due: ended with exit 0" in logs, logs
+    eventually(lambda: True if not pods(lab) else None, 90, "the replicas to stop")
+
+    # one rotation, the watcher's child: a new backend version, the chain closed
+    new = [r for r in watch_runs(lab) if r["run_id"] not in known]
+    assert [(r["run_id"], r["status"]) for r in new] == [(run_id, "succeeded")], new
+    report = json.loads(lab.rotate("show", run_id, "-o", "json").stdout)
+    assert report["operation"] == "rotate", report
+    assert "backend.adopt" not in json.dumps(report["steps"]), report["steps"]
+    assert (report["backend"]["previous_version"], report["backend"]["version"]) \
+        == (version, version + 1), report["backend"]
+    assert lab.bao_version() == version + 1
+    status = lab.rotate("status", "dragonfly")
+    assert status.code == 0, status.output
+    after = lab.bao_password()
+    assert lab.dragonfly_auth(after) and not lab.dragonfly_auth(before)
+    assert not scan([("watch logs", logs)], [before, after])
