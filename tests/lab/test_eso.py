@@ -144,8 +144,9 @@ def test_sync_on_create_then_force_sync_follows_bao(env: Env) -> None:
     env.force_sync()
     eventually(lambda: env.value() == "second-password-0123456789", 1.5, "force-sync")
     assert time.time() - trigger < 1.5
-    status = env.es()["status"]
-    assert status["refreshTime"] >= _rfc3339(trigger)  # compare at second precision
+    # the controller writes the Secret, then the ExternalSecret's status: wait for both
+    status = eventually(lambda: st if (st := env.es().get("status", {})).get(
+        "refreshTime", "") >= _rfc3339(trigger) else None, 1.5, "status after force-sync")
     assert status["syncedResourceVersion"] != "" and env.ready()["status"] == "True"
     events, _ = env.store.list("Event", NS)
     reasons = {e["reason"] for e in events if e["involvedObject"]["name"] == "pw"}
@@ -168,7 +169,9 @@ def test_force_sync_is_ignored_by_the_traps(env: Env, spec: dict[str, str]) -> N
     env.put("trap-one-0123456789")
     env.external_secret(**spec)
     eventually(lambda: env.value() == "trap-one-0123456789", 3, "first sync")
-    synced = env.es()["status"]["syncedResourceVersion"]
+    # the Secret is written before the ExternalSecret's status: wait for the status too
+    synced = eventually(lambda: env.es().get("status", {}).get("syncedResourceVersion"), 3,
+                        "status of the first sync")
     env.put("trap-two-0123456789")
     env.force_sync()
     holds(lambda: env.value() == "trap-one-0123456789"
