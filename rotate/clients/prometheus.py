@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
+from rotate.clients.http_errors import translated
 from rotate.core.errors import PermanentError, TemporaryError
 
 if TYPE_CHECKING:
@@ -40,15 +41,9 @@ class PrometheusQuery:
         if self._client is None:
             self._client = httpx.Client(transport=self._transport, timeout=self._timeout,
                                         follow_redirects=False)
-        try:
+        with translated(SYSTEM, OPERATION):
             response = self._client.get(url.rstrip("/") + "/api/v1/query",
                                         params={"query": expr})
-        except (httpx.InvalidURL, httpx.UnsupportedProtocol):
-            raise PermanentError(SYSTEM, OPERATION, "not a valid http(s) URL") from None
-        except httpx.TimeoutException:
-            raise TemporaryError(SYSTEM, OPERATION, "timed out") from None
-        except httpx.HTTPError:
-            raise TemporaryError(SYSTEM, OPERATION, "unreachable") from None
         if response.status_code == 400 or response.status_code == 422:
             raise PermanentError(SYSTEM, OPERATION, "the server refused the expression",
                                  status=response.status_code)

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from rotate.clients.http_errors import translated
 from rotate.clients.seams import Kube, ReadyzTarget
-from rotate.core.errors import PermanentError, TemporaryError
+from rotate.core.errors import TemporaryError
 
 if TYPE_CHECKING:
     import httpx
@@ -46,25 +47,17 @@ class UrlReadyz:
                  timeout: float = 5) -> None:
         import httpx
 
-        self._httpx = httpx
         self._client = httpx.Client(transport=transport, timeout=timeout, follow_redirects=False)
 
     def close(self) -> None:
         self._client.close()
 
     def status(self, target: ReadyzTarget) -> int:
-        httpx = self._httpx
         op = _operation(target)
         if not target.url:
             raise TemporaryError(SYSTEM, op, "no URL configured")
-        try:
+        with translated(SYSTEM, op):
             response = self._client.get(target.url)
-        except (httpx.InvalidURL, httpx.UnsupportedProtocol):
-            raise PermanentError(SYSTEM, op, "not a valid http(s) URL") from None
-        except httpx.TimeoutException:
-            raise TemporaryError(SYSTEM, op, "timed out") from None
-        except httpx.HTTPError:
-            raise TemporaryError(SYSTEM, op, "unreachable") from None
         return int(response.status_code)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from rotate.clients.http_errors import translated
 from rotate.core.errors import PermanentError, TemporaryError
 
 if TYPE_CHECKING:
@@ -30,7 +31,6 @@ class WebhookClient:
     def __init__(self, transport: httpx.BaseTransport | None = None) -> None:
         import httpx
 
-        self._httpx = httpx
         self._client = httpx.Client(transport=transport, follow_redirects=False,
                                     headers={"User-Agent": "rotate"})
 
@@ -39,15 +39,8 @@ class WebhookClient:
 
     def post(self, url: str, document: Mapping[str, Any], timeout: float) -> None:
         """POST ``document`` as JSON within ``timeout`` seconds (connect and read)."""
-        httpx = self._httpx
-        try:
+        with translated(SYSTEM, OPERATION):
             response = self._client.post(url, json=dict(document), timeout=timeout)
-        except (httpx.InvalidURL, httpx.UnsupportedProtocol):
-            raise PermanentError(SYSTEM, OPERATION, "not a valid http(s) URL") from None
-        except httpx.TimeoutException:
-            raise TemporaryError(SYSTEM, OPERATION, "timed out") from None
-        except httpx.HTTPError:
-            raise TemporaryError(SYSTEM, OPERATION, "unreachable") from None
         status = response.status_code
         if 200 <= status < 300:
             return
