@@ -8,7 +8,7 @@ ignored rather than raised, so they never fail on a loaded chain.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from rotate.chain.model import (
     Chain,
@@ -48,10 +48,10 @@ def resolution_order(values: Mapping[str, ValueSource]) -> list[str]:
     return order
 
 
-def depends_on_secret(
-    values: Mapping[str, ValueSource], pointer: str, target: SecretKeyRef
-) -> bool:
-    """Whether the value at ``pointer`` comes from ``target``, directly or through templates."""
+def derives_from(values: Mapping[str, ValueSource], pointer: str,
+                 matches: Callable[[SecretKeySource], bool]) -> bool:
+    """Whether the value at ``pointer`` comes from a Secret key ``matches`` accepts, directly
+    or through templates (transitively; a template cycle ends the walk, it is no match)."""
     seen: set[str] = set()
     todo = [pointer]
     while todo:
@@ -60,11 +60,19 @@ def depends_on_secret(
             continue
         seen.add(p)
         source = values[p]
-        if isinstance(source, SecretKeySource) and source.secret == target:
+        if isinstance(source, SecretKeySource) and matches(source):
             return True
         if isinstance(source, TemplateSource):
             todo.extend(source.refs)
     return False
+
+
+def depends_on_secret(
+    values: Mapping[str, ValueSource], pointer: str, target: SecretKeyRef
+) -> bool:
+    """Whether the value at ``pointer`` comes from ``target``'s key, directly or through
+    templates."""
+    return derives_from(values, pointer, lambda source: source.secret == target)
 
 
 def consumers_of(chain: Chain, credential_name: str) -> tuple[str, ...]:

@@ -25,8 +25,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rotate.chain.model import SecretKeyRef, SecretKeySource, Service, TemplateSource
-from rotate.chain.value_graph import pointer_tokens
+from rotate.chain.model import SecretKeyRef, SecretKeySource, Service
+from rotate.chain.value_graph import derives_from, pointer_tokens
 from rotate.clients.seams import ConfigCenter
 from rotate.core.errors import ConflictError, NotFoundError, StepFailed
 from rotate.core.secret import Secret, reveal_tree
@@ -49,28 +49,14 @@ class OwnedMoved(StepFailed):
                          + (f" — {hint}" if hint else ""), hint=hint)
 
 
-def _from_secret(values: Mapping[str, Any], pointer: str, secret: SecretKeyRef) -> bool:
-    seen: set[str] = set()
-    todo = [pointer]
-    while todo:
-        p = todo.pop()
-        if p in seen or p not in values:
-            continue
-        seen.add(p)
-        src = values[p]
-        if isinstance(src, SecretKeySource) and (src.namespace, src.name) == (
-                secret.namespace, secret.name):
-            return True
-        if isinstance(src, TemplateSource):
-            todo.extend(src.refs)
-    return False
-
-
 def owned_pointers(service: Service, secret: SecretKeyRef) -> tuple[str, ...]:
     """The pointers of ``service``'s document whose values derive from the credential's
     target Secret — any key of it, so a username that changes with the password (alternating
     users) is owned too — directly or through templates; in file order."""
-    return tuple(p for p in service.values if _from_secret(service.values, p, secret))
+    def of_the_secret(source: SecretKeySource) -> bool:
+        return (source.namespace, source.name) == (secret.namespace, secret.name)
+
+    return tuple(p for p in service.values if derives_from(service.values, p, of_the_secret))
 
 
 def _get(doc: Any, pointer: str) -> tuple[bool, Any]:
