@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from rotate_lab.cluster.context import choose_octet
 from rotate_lab.control.labdir import OPTIONAL_PARTS
 from rotate_lab.host import processes, runtime_dir
+from rotate_lab.host.ports import free_port
 from rotate_lab.shop import files as shopfiles
 from rotate_lab.shop.catalog import BAO_SECRET_PATH, DRAGONFLY_HOST, SHOP
 
@@ -206,7 +207,7 @@ def _start_loopback_part(d: LabDir, part: str, env_var: str,
     ``lab.json`` (``<part>_url``) and export it as ``env_var`` in ``DIR/env``."""
     from rotate_lab.systems import prometheus
 
-    port = prometheus.free_port()
+    port = free_port()
     pid = processes.spawn(argv(port), log=d.log(part), cwd=d.root, nice=d.nice())
     record_pid(d, part, pid)
     url = f"http://127.0.0.1:{port}"

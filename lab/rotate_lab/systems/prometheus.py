@@ -13,7 +13,6 @@ part ``prometheus``, stopped by ``lab down`` by that pid.  Its data lives in
 from __future__ import annotations
 
 import shutil
-import socket
 import time
 from pathlib import Path
 
@@ -34,12 +33,6 @@ def binary() -> str:
         raise NoPrometheus("prometheus is not installed (Debian: apt-get install prometheus; "
                            "`make install` does it)")
     return found
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def shop_targets(hosts_file: Path) -> list[str]:
